@@ -1,0 +1,133 @@
+//! Element types of tensors.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// The element type of a tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum DType {
+    Bool,
+    I8,
+    U8,
+    I32,
+    I64,
+    F16,
+    BF16,
+    F32,
+    F64,
+}
+
+impl DType {
+    /// Every dtype, in declaration order.
+    pub const ALL: [DType; 9] = [
+        DType::Bool,
+        DType::I8,
+        DType::U8,
+        DType::I32,
+        DType::I64,
+        DType::F16,
+        DType::BF16,
+        DType::F32,
+        DType::F64,
+    ];
+
+    /// The name used in the text form and in error messages (`f16`, `i64`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::Bool => "bool",
+            DType::I8 => "i8",
+            DType::U8 => "u8",
+            DType::I32 => "i32",
+            DType::I64 => "i64",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+        }
+    }
+
+    /// Bytes one element occupies in device memory.
+    pub fn size_bytes(self) -> usize {
+        match self {
+            DType::Bool | DType::I8 | DType::U8 => 1,
+            DType::F16 | DType::BF16 => 2,
+            DType::I32 | DType::F32 => 4,
+            DType::I64 | DType::F64 => 8,
+        }
+    }
+
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+    }
+
+    /// Signed or unsigned integer (bool is not an integer here).
+    pub fn is_int(self) -> bool {
+        matches!(self, DType::I8 | DType::U8 | DType::I32 | DType::I64)
+    }
+
+    /// Integer or float: the dtypes arithmetic accepts.
+    pub fn is_numeric(self) -> bool {
+        self.is_int() || self.is_float()
+    }
+
+    /// Rounds `value` to the nearest value this dtype can hold, the way a constant of this dtype
+    /// stores it: floats round to their precision, integers truncate toward zero and wrap, bool is
+    /// `value != 0`. Used so that a constant's stored values are exactly representable.
+    pub fn round_value(self, value: f64) -> f64 {
+        match self {
+            DType::Bool => f64::from(u8::from(value != 0.0)),
+            DType::I8 => f64::from(value as i64 as i8),
+            DType::U8 => f64::from(value as i64 as u8),
+            DType::I32 => f64::from(value as i64 as i32),
+            DType::I64 => value as i64 as f64,
+            DType::F16 => f64::from(half::f16::from_f64(value)),
+            DType::BF16 => f64::from(half::bf16::from_f64(value)),
+            DType::F32 => f64::from(value as f32),
+            DType::F64 => value,
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The text was not the name of a dtype.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown dtype `{0}` (expected one of bool, i8, u8, i32, i64, f16, bf16, f32, f64)")]
+pub struct UnknownDType(pub String);
+
+impl FromStr for DType {
+    type Err = UnknownDType;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        DType::ALL
+            .into_iter()
+            .find(|d| d.name() == s)
+            .ok_or_else(|| UnknownDType(s.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for d in DType::ALL {
+            assert_eq!(d.name().parse::<DType>(), Ok(d));
+        }
+        assert!("f8".parse::<DType>().is_err());
+    }
+
+    #[test]
+    fn round_value_matches_dtype_precision() {
+        assert_eq!(DType::F16.round_value(1.0 + 1e-4), 1.0);
+        assert_eq!(DType::I8.round_value(130.0), -126.0);
+        assert_eq!(DType::U8.round_value(-1.0), 255.0);
+        assert_eq!(DType::Bool.round_value(-3.0), 1.0);
+        assert_eq!(DType::F64.round_value(0.1), 0.1);
+    }
+}

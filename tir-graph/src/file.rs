@@ -1,0 +1,159 @@
+//! The binary `.tir` file: a fixed header, then the graph's [`GraphData`] as bincode.
+//!
+//! Header (28 bytes, little-endian): magic `b"TIRGRAPH"`, format version `u32`, body length `u64`,
+//! FNV-1a 64 checksum of the body `u64`. Reading refuses an empty, truncated, corrupt, foreign or
+//! newer-version file with a [`FileError`] that says which, and rebuilds the graph through
+//! [`Graph::from_data`], so what it returns has passed every check of the verifier. Writing goes
+//! to a temporary file in the target's directory and renames it over the target, so a reader
+//! never sees a half-written file.
+
+use crate::{Graph, GraphData, GraphError};
+use std::hash::Hasher;
+use std::io::Write;
+use std::path::Path;
+
+pub const MAGIC: [u8; 8] = *b"TIRGRAPH";
+/// The format version this build writes and the newest it reads.
+pub const FORMAT_VERSION: u32 = 1;
+pub const HEADER_LEN: usize = 28;
+/// The largest body a reader accepts, and the most a decoder may allocate: a bound, so that a
+/// corrupt length field cannot exhaust memory.
+pub const MAX_BODY_LEN: u64 = 1 << 30;
+
+/// Why a `.tir` file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("the file is empty")]
+    Empty,
+    #[error("not a .tir file (bad magic bytes)")]
+    BadMagic,
+    #[error("the file is truncated: {what}")]
+    Truncated { what: String },
+    #[error("the file has {0} bytes after the graph; it is corrupt")]
+    TrailingBytes(u64),
+    #[error("format version {found} is newer than this build reads ({FORMAT_VERSION}); upgrade tir")]
+    NewerVersion { found: u32 },
+    #[error("format version 0 is not a version tir ever wrote; the file is corrupt")]
+    ZeroVersion,
+    #[error("the body of {0} bytes exceeds the {MAX_BODY_LEN}-byte limit")]
+    TooLarge(u64),
+    #[error("checksum mismatch (stored {stored:#018x}, computed {computed:#018x}): the file is corrupt")]
+    Checksum { stored: u64, computed: u64 },
+    #[error("the body does not decode: {0}")]
+    Decode(String),
+    #[error("the graph is invalid: {0}")]
+    Invalid(#[from] GraphError),
+}
+
+fn bincode_config() -> impl bincode::config::Config {
+    bincode::config::standard().with_limit::<{ MAX_BODY_LEN as usize }>()
+}
+
+/// FNV-1a 64 of `bytes`.
+pub fn checksum(bytes: &[u8]) -> u64 {
+    let mut h = fnv::FnvHasher::default();
+    h.write(bytes);
+    h.finish()
+}
+
+/// The file's bytes for `graph`.
+pub fn encode(graph: &Graph) -> Vec<u8> {
+    let body = bincode::serde::encode_to_vec(graph.to_data(), bincode_config())
+        .expect("a graph's data always encodes");
+    let mut bytes = Vec::with_capacity(HEADER_LEN + body.len());
+    bytes.extend_from_slice(&MAGIC);
+    bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    bytes.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(&checksum(&body).to_le_bytes());
+    bytes.extend_from_slice(&body);
+    bytes
+}
+
+/// Whether `bytes` start like a `.tir` file (so a caller can tell it from the text form).
+pub fn has_magic(bytes: &[u8]) -> bool {
+    bytes.starts_with(&MAGIC)
+}
+
+/// The graph in a `.tir` file's bytes, fully verified.
+pub fn decode(bytes: &[u8]) -> Result<Graph, FileError> {
+    if bytes.is_empty() {
+        return Err(FileError::Empty);
+    }
+    if !MAGIC.starts_with(&bytes[..bytes.len().min(MAGIC.len())]) {
+        return Err(FileError::BadMagic);
+    }
+    if bytes.len() < HEADER_LEN {
+        let what = format!("{} bytes, shorter than the {HEADER_LEN}-byte header", bytes.len());
+        return Err(FileError::Truncated { what });
+    }
+    let word = |at: usize, n: usize| -> u64 {
+        let mut buf = [0u8; 8];
+        buf[..n].copy_from_slice(&bytes[at..at + n]);
+        u64::from_le_bytes(buf)
+    };
+    let version = word(8, 4) as u32;
+    let (len, stored) = (word(12, 8), word(20, 8));
+    if version == 0 {
+        return Err(FileError::ZeroVersion);
+    }
+    if version > FORMAT_VERSION {
+        return Err(FileError::NewerVersion { found: version });
+    }
+    if len > MAX_BODY_LEN {
+        return Err(FileError::TooLarge(len));
+    }
+    let body = &bytes[HEADER_LEN..];
+    let have = body.len() as u64;
+    if have < len {
+        let what = format!("the header promises {len} body bytes, the file has {have}");
+        return Err(FileError::Truncated { what });
+    }
+    if have > len {
+        return Err(FileError::TrailingBytes(have - len));
+    }
+    let computed = checksum(body);
+    if computed != stored {
+        return Err(FileError::Checksum { stored, computed });
+    }
+    let (data, used): (GraphData, usize) =
+        bincode::serde::decode_from_slice(body, bincode_config())
+            .map_err(|e| FileError::Decode(e.to_string()))?;
+    if used != body.len() {
+        return Err(FileError::TrailingBytes((body.len() - used) as u64));
+    }
+    Ok(Graph::from_data(data)?)
+}
+
+/// Reads and verifies the `.tir` file at `path`.
+pub fn read(path: &Path) -> Result<Graph, FileError> {
+    let bytes = std::fs::read(path).map_err(|source| io_error(path, source))?;
+    decode(&bytes)
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file beside it, flushed, then renamed.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io_error(path, e))?;
+    tmp.write_all(bytes).map_err(|e| io_error(path, e))?;
+    tmp.as_file().sync_all().map_err(|e| io_error(path, e))?;
+    tmp.persist(path).map_err(|e| io_error(path, e.error))?;
+    Ok(())
+}
+
+/// Writes `graph` as a `.tir` file at `path`, atomically.
+pub fn write(path: &Path, graph: &Graph) -> Result<(), FileError> {
+    write_atomically(path, &encode(graph))
+}
+
+fn io_error(path: &Path, source: std::io::Error) -> FileError {
+    let path = path.display().to_string();
+    FileError::Io { path, source }
+}

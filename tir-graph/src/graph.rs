@@ -1,0 +1,436 @@
+//! `Graph`: a verified dataflow graph of tensor ops on petgraph, and its verifier.
+//!
+//! A `Graph` is valid by construction: [`Graph::add_node`] infers each node's type and refuses
+//! what would break an invariant, so every `Graph` value holds these (which [`Graph::verify`]
+//! re-checks from scratch, for tests and for later stages that build graphs):
+//! - acyclic, with operands defined before their users (node order is a topological order);
+//! - every node's type is the one inference gives for its operands (sources: a valid declared type);
+//! - source names (inputs, parameters, states) are unique, and so are output names;
+//! - every output names a node of the graph;
+//! - each state update writes a `state` node, and each state is written at most once per run.
+
+use crate::infer::{check_source, infer, InferError};
+use crate::{Op, TensorType};
+use petgraph::graph::{DiGraph, NodeIndex};
+use petgraph::visit::EdgeRef;
+use petgraph::Direction;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A node of a graph; prints as `%N`, its position in topological order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct NodeId(pub u32);
+
+impl NodeId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+
+    fn graph_index(self) -> NodeIndex {
+        NodeIndex::new(self.index())
+    }
+}
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "%{}", self.0)
+    }
+}
+
+/// An op with the type of the value it produces.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Node {
+    pub op: Op,
+    pub ty: TensorType,
+}
+
+/// What is wrong with a graph, naming the node, op and types involved.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GraphError {
+    #[error("node {node}: {source}")]
+    Infer { node: NodeId, source: InferError },
+    #[error("node {node} ({op}) uses {operand}, which is not defined before it")]
+    UndefinedOperand {
+        node: NodeId,
+        op: &'static str,
+        operand: NodeId,
+    },
+    #[error("node {node}: a source needs a declared type")]
+    MissingDeclaredType { node: NodeId },
+    #[error("node {node} ({op}) is stored as {stored} but its operands give {inferred}")]
+    TypeMismatch {
+        node: NodeId,
+        op: &'static str,
+        stored: TensorType,
+        inferred: TensorType,
+    },
+    #[error("{kind} name `{name}` is used by {first} and {second}")]
+    DuplicateName {
+        kind: &'static str,
+        name: String,
+        first: String,
+        second: String,
+    },
+    #[error("node {node} ({op}) writes {target}, which is a {target_op}, not a state")]
+    NotAState {
+        node: NodeId,
+        op: &'static str,
+        target: NodeId,
+        target_op: &'static str,
+    },
+    #[error("state `{name}` is written by {first} and {second}; a state is written at most once per run")]
+    StateWrittenTwice {
+        name: String,
+        first: NodeId,
+        second: NodeId,
+    },
+    #[error("the graph has a cycle through {node}")]
+    Cycle { node: NodeId },
+    #[error("output `{name}` refers to {node}, which is not in the graph")]
+    UnknownOutput { name: String, node: NodeId },
+    #[error("output name is empty")]
+    EmptyOutputName,
+    #[error("the graph computes nothing: it has no outputs and no state updates")]
+    NoResults,
+    #[error("node {node}: a causal mask needs a static sequence length (second-to-last dim), got {ty}")]
+    CausalMaskNeedsStaticSeq { node: NodeId, ty: TensorType },
+    #[error("a tensor from another graph builder was used with this one")]
+    ForeignTensor,
+    #[error("the graph has {0} nodes, more than a graph may hold (2^32 - 1)")]
+    TooManyNodes(usize),
+}
+
+/// A dataflow graph of tensor ops. Edges run from operand to user; an edge's weight is the
+/// operand position.
+#[derive(Clone, Debug, Default)]
+pub struct Graph {
+    g: DiGraph<Node, u32>,
+    outputs: Vec<(String, NodeId)>,
+}
+
+impl Graph {
+    pub fn new() -> Graph {
+        Graph::default()
+    }
+
+    /// Adds `op` applied to `operands`. Sources take their type from `declared`; other ops
+    /// infer it (and `declared`, if given, must match). Nothing is added on error.
+    pub fn add_node(
+        &mut self,
+        op: Op,
+        operands: &[NodeId],
+        declared: Option<TensorType>,
+    ) -> Result<NodeId, GraphError> {
+        let node = NodeId(
+            u32::try_from(self.g.node_count()).map_err(|_| GraphError::TooManyNodes(usize::MAX))?,
+        );
+        if let Some(&operand) = operands.iter().find(|o| o.index() >= self.g.node_count()) {
+            let op = op.name();
+            return Err(GraphError::UndefinedOperand { node, op, operand });
+        }
+        let ty = self.node_type(node, &op, operands, declared)?;
+        self.check_source_name(node, &op)?;
+        self.check_state_update(node, &op, operands)?;
+        let index = self.g.add_node(Node { op, ty });
+        for (pos, o) in operands.iter().enumerate() {
+            self.g.add_edge(o.graph_index(), index, pos as u32);
+        }
+        Ok(node)
+    }
+
+    fn node_type(
+        &self,
+        node: NodeId,
+        op: &Op,
+        operands: &[NodeId],
+        declared: Option<TensorType>,
+    ) -> Result<TensorType, GraphError> {
+        if op.is_source() {
+            let ty = declared.ok_or(GraphError::MissingDeclaredType { node })?;
+            check_source(op, &ty).map_err(|source| GraphError::Infer { node, source })?;
+            if !operands.is_empty() {
+                return Err(GraphError::Infer {
+                    node,
+                    source: InferError {
+                        op: op.name(),
+                        operands: operands.iter().map(|&o| self.ty(o).clone()).collect(),
+                        reason: "a source takes no operands".into(),
+                    },
+                });
+            }
+            return Ok(ty);
+        }
+        let types: Vec<&TensorType> = operands.iter().map(|&o| self.ty(o)).collect();
+        let inferred = infer(op, &types).map_err(|source| GraphError::Infer { node, source })?;
+        match declared {
+            Some(stored) if stored != inferred => Err(GraphError::TypeMismatch {
+                node,
+                op: op.name(),
+                stored,
+                inferred,
+            }),
+            _ => Ok(inferred),
+        }
+    }
+
+    fn check_source_name(&self, node: NodeId, op: &Op) -> Result<(), GraphError> {
+        let Some(name) = op.source_name() else {
+            return Ok(());
+        };
+        match self.source(name) {
+            Some(first) => Err(GraphError::DuplicateName {
+                kind: "source",
+                name: name.to_string(),
+                first: format!("{first} ({})", self.node(first).op),
+                second: format!("{node} ({op})"),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn check_state_update(
+        &self,
+        node: NodeId,
+        op: &Op,
+        operands: &[NodeId],
+    ) -> Result<(), GraphError> {
+        if !op.is_state_update() {
+            return Ok(());
+        }
+        let target = operands[0];
+        let Op::State { name } = &self.node(target).op else {
+            return Err(GraphError::NotAState {
+                node,
+                op: op.name(),
+                target,
+                target_op: self.node(target).op.name(),
+            });
+        };
+        match self.state_writer(target) {
+            Some(first) => Err(GraphError::StateWrittenTwice {
+                name: name.clone(),
+                first,
+                second: node,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Names `node` as the output `name`.
+    pub fn add_output(&mut self, name: &str, node: NodeId) -> Result<(), GraphError> {
+        if name.is_empty() {
+            return Err(GraphError::EmptyOutputName);
+        }
+        if node.index() >= self.g.node_count() {
+            let name = name.to_string();
+            return Err(GraphError::UnknownOutput { name, node });
+        }
+        if let Some((_, first)) = self.outputs.iter().find(|(n, _)| n == name) {
+            return Err(GraphError::DuplicateName {
+                kind: "output",
+                name: name.to_string(),
+                first: first.to_string(),
+                second: node.to_string(),
+            });
+        }
+        self.outputs.push((name.to_string(), node));
+        Ok(())
+    }
+
+    /// Removes the nodes from `len` on (the newest), with their edges. Outputs must not refer
+    /// to them; the builder uses this to undo a failed composite.
+    pub(crate) fn truncate(&mut self, len: usize) {
+        while self.g.node_count() > len {
+            let last = NodeIndex::new(self.g.node_count() - 1);
+            self.g.remove_node(last);
+        }
+        debug_assert!(self.outputs.iter().all(|(_, n)| n.index() < len));
+    }
+
+    pub fn len(&self) -> usize {
+        self.g.node_count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.g.node_count() == 0
+    }
+
+    /// The node `id`. Panics if `id` is not of this graph (ids come from this graph's methods).
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.g[id.graph_index()]
+    }
+
+    pub fn ty(&self, id: NodeId) -> &TensorType {
+        &self.node(id).ty
+    }
+
+    /// All node ids in topological order (operands before users).
+    pub fn node_ids(&self) -> impl ExactSizeIterator<Item = NodeId> + '_ {
+        (0..self.g.node_count() as u32).map(NodeId)
+    }
+
+    /// The operands of `id`, in operand order.
+    pub fn operands(&self, id: NodeId) -> Vec<NodeId> {
+        let mut edges: Vec<(u32, NodeId)> = self
+            .g
+            .edges_directed(id.graph_index(), Direction::Incoming)
+            .map(|e| (*e.weight(), NodeId(e.source().index() as u32)))
+            .collect();
+        edges.sort_unstable();
+        edges.into_iter().map(|(_, n)| n).collect()
+    }
+
+    /// The nodes that use `id`, each once, in id order.
+    pub fn users(&self, id: NodeId) -> Vec<NodeId> {
+        let mut users: Vec<NodeId> = self
+            .g
+            .neighbors_directed(id.graph_index(), Direction::Outgoing)
+            .map(|n| NodeId(n.index() as u32))
+            .collect();
+        users.sort_unstable();
+        users.dedup();
+        users
+    }
+
+    pub fn outputs(&self) -> &[(String, NodeId)] {
+        &self.outputs
+    }
+
+    /// The underlying petgraph graph, for graph algorithms.
+    pub fn petgraph(&self) -> &DiGraph<Node, u32> {
+        &self.g
+    }
+
+    /// The source (input, parameter or state) named `name`.
+    pub fn source(&self, name: &str) -> Option<NodeId> {
+        self.node_ids()
+            .find(|&id| self.node(id).op.source_name() == Some(name))
+    }
+
+    /// Nodes whose op satisfies `pred`, with their source names.
+    fn named_sources(&self, pred: impl Fn(&Op) -> bool) -> Vec<(String, NodeId)> {
+        self.node_ids()
+            .filter(|&id| pred(&self.node(id).op))
+            .filter_map(|id| Some((self.node(id).op.source_name()?.to_string(), id)))
+            .collect()
+    }
+
+    pub fn inputs(&self) -> Vec<(String, NodeId)> {
+        self.named_sources(|op| matches!(op, Op::Input { .. }))
+    }
+
+    pub fn parameters(&self) -> Vec<(String, NodeId)> {
+        self.named_sources(|op| matches!(op, Op::Parameter { .. }))
+    }
+
+    pub fn states(&self) -> Vec<(String, NodeId)> {
+        self.named_sources(|op| matches!(op, Op::State { .. }))
+    }
+
+    /// The state updates (the graph's mutable outputs), in order.
+    pub fn state_updates(&self) -> Vec<NodeId> {
+        self.node_ids()
+            .filter(|&id| self.node(id).op.is_state_update())
+            .collect()
+    }
+
+    /// The update that writes the state node `state`, if any.
+    pub fn state_writer(&self, state: NodeId) -> Option<NodeId> {
+        self.users(state).into_iter().find(|&u| {
+            self.node(u).op.is_state_update() && self.operands(u).first() == Some(&state)
+        })
+    }
+
+    /// How many nodes each op has, by op name.
+    pub fn op_counts(&self) -> BTreeMap<&'static str, usize> {
+        let mut counts = BTreeMap::new();
+        for id in self.node_ids() {
+            *counts.entry(self.node(id).op.name()).or_insert(0) += 1;
+        }
+        counts
+    }
+
+    /// Re-checks every invariant in the module doc from scratch.
+    pub fn verify(&self) -> Result<(), GraphError> {
+        if let Err(cycle) = petgraph::algo::toposort(&self.g, None) {
+            let node = NodeId(cycle.node_id().index() as u32);
+            return Err(GraphError::Cycle { node });
+        }
+        let mut rebuilt = Graph::new();
+        for id in self.node_ids() {
+            let node = self.node(id);
+            let operands = self.operands(id);
+            if let Some(&operand) = operands.iter().find(|o| **o >= id) {
+                let op = node.op.name();
+                return Err(GraphError::UndefinedOperand { node: id, op, operand });
+            }
+            rebuilt.add_node(node.op.clone(), &operands, Some(node.ty.clone()))?;
+        }
+        for (name, node) in &self.outputs {
+            rebuilt.add_output(name, *node)?;
+        }
+        if self.outputs.is_empty() && self.state_updates().is_empty() {
+            return Err(GraphError::NoResults);
+        }
+        Ok(())
+    }
+
+    /// The graph as plain data (what the `.tir` file stores).
+    pub fn to_data(&self) -> GraphData {
+        GraphData {
+            nodes: self
+                .node_ids()
+                .map(|id| NodeData {
+                    op: self.node(id).op.clone(),
+                    ty: self.node(id).ty.clone(),
+                    operands: self.operands(id),
+                })
+                .collect(),
+            outputs: self.outputs.clone(),
+        }
+    }
+
+    /// Rebuilds a graph from plain data, checking every invariant; no partial graph on error.
+    pub fn from_data(data: GraphData) -> Result<Graph, GraphError> {
+        let mut graph = Graph::new();
+        for (i, n) in data.nodes.into_iter().enumerate() {
+            let id = NodeId(u32::try_from(i).map_err(|_| GraphError::TooManyNodes(i))?);
+            if let Some(&operand) = n.operands.iter().find(|o| **o >= id) {
+                let op = n.op.name();
+                return Err(GraphError::UndefinedOperand { node: id, op, operand });
+            }
+            graph.add_node(n.op, &n.operands, Some(n.ty))?;
+        }
+        for (name, node) in data.outputs {
+            graph.add_output(&name, node)?;
+        }
+        if graph.outputs.is_empty() && graph.state_updates().is_empty() {
+            return Err(GraphError::NoResults);
+        }
+        Ok(graph)
+    }
+}
+
+impl PartialEq for Graph {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_data() == other.to_data()
+    }
+}
+
+impl Eq for Graph {}
+
+/// One node as plain data: its operands are indices of earlier nodes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeData {
+    pub op: Op,
+    pub ty: TensorType,
+    pub operands: Vec<NodeId>,
+}
+
+/// A graph as plain data, nodes in topological order: the body of a `.tir` file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GraphData {
+    pub nodes: Vec<NodeData>,
+    pub outputs: Vec<(String, NodeId)>,
+}

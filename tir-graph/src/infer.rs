@@ -1,0 +1,549 @@
+//! Type inference: the dtype and shape each op produces from its operands, or why it cannot.
+//!
+//! The rules, in one place:
+//! - No implicit promotion: binary ops, select branches, matmul and concat need one dtype.
+//! - Float-only: exp, log, sqrt, rsqrt, reciprocal, sin, cos, tanh, sigmoid, gelu, silu, floor,
+//!   ceil, pow, mean. Numeric (int or float): neg, abs, relu, add, sub, mul, div, maximum,
+//!   minimum, sum, prod, max, min, argmax, argmin, matmul, ordering comparisons. Bool-only: not,
+//!   and, or, select's condition. `eq`/`ne` take any dtype. `cast` takes any dtype to any other.
+//! - Broadcasting follows NumPy (see [`Shape::broadcast`]).
+//! - Ops that need sizes (slice, pad, concat along an axis, squeeze) need that axis static, except
+//!   where the op leaves the axis whole.
+
+use crate::op::{ConstData, Op, ReduceOp, ReshapeDim, SliceRange, UnaryOp, MAX_CONSTANT_ELEMENTS};
+use crate::{BinaryOp, DType, Dim, Shape, TensorType, MAX_RANK};
+use std::fmt;
+
+/// Inference failed: names the op, its operand types and what was expected.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct InferError {
+    pub op: &'static str,
+    pub operands: Vec<TensorType>,
+    pub reason: String,
+}
+
+impl fmt::Display for InferError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}(", self.op)?;
+        for (i, t) in self.operands.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{t}")?;
+        }
+        write!(f, "): {}", self.reason)
+    }
+}
+
+type Res<T> = Result<T, String>;
+
+/// The result type of a non-source op applied to `operands`.
+pub fn infer(op: &Op, operands: &[&TensorType]) -> Result<TensorType, InferError> {
+    let fail = |reason: String| InferError {
+        op: op.name(),
+        operands: operands.iter().map(|t| (*t).clone()).collect(),
+        reason,
+    };
+    if !op.arity().accepts(operands.len()) {
+        return Err(fail(format!(
+            "takes {} operand(s), got {}",
+            op.arity(),
+            operands.len()
+        )));
+    }
+    infer_checked(op, operands).map_err(fail)
+}
+
+/// Checks a source's declared type: a well-formed shape, and a constant's data matching it.
+pub fn check_source(op: &Op, declared: &TensorType) -> Result<(), InferError> {
+    let fail = |reason: String| InferError {
+        op: op.name(),
+        operands: Vec::new(),
+        reason: format!("declared {declared}: {reason}"),
+    };
+    check_shape(&declared.shape).map_err(fail)?;
+    match op {
+        Op::Input { name } | Op::Parameter { name } | Op::State { name } if name.is_empty() => {
+            Err(fail("the name is empty".into()))
+        }
+        Op::Constant { data } => check_constant(data, declared).map_err(fail),
+        _ if op.is_source() => Ok(()),
+        _ => Err(fail("is not a source op".into())),
+    }
+}
+
+fn check_constant(data: &ConstData, declared: &TensorType) -> Res<()> {
+    let numel = declared
+        .shape
+        .static_numel()
+        .ok_or("a constant needs a static shape")?;
+    if numel > MAX_CONSTANT_ELEMENTS {
+        return Err(format!(
+            "{numel} elements exceed the constant limit {MAX_CONSTANT_ELEMENTS}; use a parameter"
+        ));
+    }
+    if data.len() as u64 != numel {
+        return Err(format!("has {} values for {numel} elements", data.len()));
+    }
+    if !data.fits(declared.dtype) {
+        return Err(format!("values are not all exact {} values", declared.dtype));
+    }
+    Ok(())
+}
+
+/// A shape that came from outside (a file, a parser) may break [`Shape::new`]'s rules.
+fn check_shape(shape: &Shape) -> Res<()> {
+    Shape::new(shape.dims().to_vec())
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+fn infer_checked(op: &Op, xs: &[&TensorType]) -> Res<TensorType> {
+    for x in xs {
+        check_shape(&x.shape)?;
+    }
+    match op {
+        Op::Input { .. } | Op::Parameter { .. } | Op::Constant { .. } | Op::State { .. } => {
+            Err("a source has a declared type, not an inferred one".into())
+        }
+        Op::Unary(u) => unary(*u, xs[0]),
+        Op::Cast { to } => Ok(TensorType::new(*to, xs[0].shape.clone())),
+        Op::Binary(b) => binary(*b, xs[0], xs[1]),
+        Op::Select => select(xs[0], xs[1], xs[2]),
+        Op::Reduce { op, axes, keepdims } => reduce(*op, axes, *keepdims, xs[0]),
+        Op::MatMul => matmul(xs[0], xs[1]),
+        Op::Reshape { dims } => reshape(dims, xs[0]),
+        Op::Permute { perm } => permute(perm, xs[0]),
+        Op::BroadcastTo { dims } => broadcast_to(dims, xs[0]),
+        Op::Slice { ranges } => slice(ranges, xs[0]),
+        Op::Concat { axis } => concat(*axis, xs),
+        Op::Pad { pads, value } => pad(pads, value.0, xs[0]),
+        Op::Squeeze { axes } => squeeze(axes, xs[0]),
+        Op::Unsqueeze { axes } => unsqueeze(axes, xs[0]),
+        Op::Gather { axis } => gather(*axis, xs[0], xs[1]),
+        Op::StateAssign => state_assign(xs[0], xs[1]),
+        Op::StateWriteSlice { axis, start } => state_write_slice(*axis, *start, xs),
+    }
+}
+
+fn need_float(t: &TensorType) -> Res<()> {
+    if t.dtype.is_float() {
+        Ok(())
+    } else {
+        Err(format!("needs a float dtype, got {}", t.dtype))
+    }
+}
+
+fn need_numeric(t: &TensorType) -> Res<()> {
+    if t.dtype.is_numeric() {
+        Ok(())
+    } else {
+        Err(format!("needs a numeric dtype, got {}", t.dtype))
+    }
+}
+
+fn need_bool(t: &TensorType, what: &str) -> Res<()> {
+    if t.dtype == DType::Bool {
+        Ok(())
+    } else {
+        Err(format!("{what} must be bool, got {}", t.dtype))
+    }
+}
+
+fn need_same_dtype(a: &TensorType, b: &TensorType) -> Res<()> {
+    if a.dtype == b.dtype {
+        Ok(())
+    } else {
+        Err(format!(
+            "dtypes {} and {} differ (cast one first)",
+            a.dtype, b.dtype
+        ))
+    }
+}
+
+fn unary(u: UnaryOp, x: &TensorType) -> Res<TensorType> {
+    match u {
+        UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu => need_numeric(x)?,
+        UnaryOp::Not => need_bool(x, "the operand")?,
+        _ => need_float(x)?,
+    }
+    Ok(x.clone())
+}
+
+fn binary(b: BinaryOp, x: &TensorType, y: &TensorType) -> Res<TensorType> {
+    need_same_dtype(x, y)?;
+    let dtype = match b {
+        BinaryOp::And | BinaryOp::Or => {
+            need_bool(x, "operands")?;
+            DType::Bool
+        }
+        BinaryOp::Eq | BinaryOp::Ne => DType::Bool,
+        b if b.is_comparison() => {
+            need_numeric(x)?;
+            DType::Bool
+        }
+        BinaryOp::Pow => {
+            need_float(x)?;
+            x.dtype
+        }
+        _ => {
+            need_numeric(x)?;
+            x.dtype
+        }
+    };
+    let shape = x.shape.broadcast(&y.shape).map_err(|e| e.to_string())?;
+    Ok(TensorType::new(dtype, shape))
+}
+
+fn select(cond: &TensorType, a: &TensorType, b: &TensorType) -> Res<TensorType> {
+    need_bool(cond, "the condition")?;
+    need_same_dtype(a, b)?;
+    let shape = cond
+        .shape
+        .broadcast(&a.shape)
+        .and_then(|s| s.broadcast(&b.shape))
+        .map_err(|e| e.to_string())?;
+    Ok(TensorType::new(a.dtype, shape))
+}
+
+/// Checks that `axes` are distinct and below `rank`.
+fn check_axes(axes: &[usize], rank: usize) -> Res<()> {
+    for (i, &a) in axes.iter().enumerate() {
+        if a >= rank {
+            return Err(format!("axis {a} is out of range for rank {rank}"));
+        }
+        if axes[..i].contains(&a) {
+            return Err(format!("axis {a} is repeated"));
+        }
+    }
+    Ok(())
+}
+
+fn reduce(op: ReduceOp, axes: &[usize], keepdims: bool, x: &TensorType) -> Res<TensorType> {
+    if axes.is_empty() {
+        return Err("reduces over no axes".into());
+    }
+    check_axes(axes, x.rank())?;
+    let dtype = match op {
+        ReduceOp::Mean => {
+            need_float(x)?;
+            x.dtype
+        }
+        ReduceOp::ArgMax | ReduceOp::ArgMin => {
+            need_numeric(x)?;
+            if axes.len() != 1 {
+                return Err(format!("reduces over exactly one axis, got {}", axes.len()));
+            }
+            DType::I64
+        }
+        _ => {
+            need_numeric(x)?;
+            x.dtype
+        }
+    };
+    let dims = x
+        .shape
+        .dims()
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| match (axes.contains(&i), keepdims) {
+            (false, _) => Some(d.clone()),
+            (true, true) => Some(Dim::Static(1)),
+            (true, false) => None,
+        })
+        .collect();
+    Ok(TensorType::new(dtype, Shape::new(dims).map_err(|e| e.to_string())?))
+}
+
+fn matmul(a: &TensorType, b: &TensorType) -> Res<TensorType> {
+    need_same_dtype(a, b)?;
+    need_numeric(a)?;
+    if a.rank() < 2 || b.rank() < 2 {
+        return Err("both operands need rank 2 or more ([..., m, k] @ [..., k, n])".into());
+    }
+    let (ad, bd) = (a.shape.dims(), b.shape.dims());
+    let (m, k) = (&ad[ad.len() - 2], &ad[ad.len() - 1]);
+    let (k2, n) = (&bd[bd.len() - 2], &bd[bd.len() - 1]);
+    if k != k2 {
+        return Err(format!("inner dims {k} and {k2} differ"));
+    }
+    let batch_a = Shape::new(ad[..ad.len() - 2].to_vec()).map_err(|e| e.to_string())?;
+    let batch_b = Shape::new(bd[..bd.len() - 2].to_vec()).map_err(|e| e.to_string())?;
+    let batch = batch_a
+        .broadcast(&batch_b)
+        .map_err(|e| format!("batch dims: {e}"))?;
+    let mut dims = batch.into_dims();
+    dims.extend([m.clone(), n.clone()]);
+    Ok(TensorType::new(a.dtype, Shape::new(dims).map_err(|e| e.to_string())?))
+}
+
+/// A shape's element count split into its static product and its sorted symbolic factors.
+fn factors<'a>(dims: impl Iterator<Item = &'a Dim>) -> Res<(u64, Vec<&'a str>)> {
+    let mut product = 1u64;
+    let mut symbols = Vec::new();
+    for d in dims {
+        match d {
+            Dim::Static(n) => {
+                product = product
+                    .checked_mul(*n)
+                    .ok_or("the element count overflows u64")?;
+            }
+            Dim::Symbolic(s) => symbols.push(s.as_str()),
+        }
+    }
+    symbols.sort_unstable();
+    Ok((product, symbols))
+}
+
+fn reshape(target: &[ReshapeDim], x: &TensorType) -> Res<TensorType> {
+    let infer_count = target.iter().filter(|d| **d == ReshapeDim::Infer).count();
+    if infer_count > 1 {
+        return Err("at most one dim may be inferred".into());
+    }
+    let known = target.iter().filter_map(|d| match d {
+        ReshapeDim::Dim(d) => Some(d),
+        ReshapeDim::Infer => None,
+    });
+    let (in_product, in_symbols) = factors(x.shape.dims().iter())?;
+    let (t_product, t_symbols) = factors(known)?;
+    let mismatch = || {
+        let dims: Vec<String> = target
+            .iter()
+            .map(|d| match d {
+                ReshapeDim::Dim(d) => d.to_string(),
+                ReshapeDim::Infer => "?".into(),
+            })
+            .collect();
+        format!(
+            "cannot reshape {} to [{}]: element counts differ",
+            x.shape,
+            dims.join(", ")
+        )
+    };
+    let inferred = if infer_count == 0 {
+        if in_product != t_product || in_symbols != t_symbols {
+            return Err(mismatch());
+        }
+        None
+    } else {
+        let mut left = in_symbols.clone();
+        for s in &t_symbols {
+            let pos = left.iter().position(|l| l == s).ok_or_else(mismatch)?;
+            left.remove(pos);
+        }
+        Some(match left.as_slice() {
+            [] if t_product != 0 && in_product % t_product == 0 => {
+                Dim::Static(in_product / t_product)
+            }
+            [s] if in_product == t_product => Dim::Symbolic(s.to_string()),
+            _ => return Err(mismatch()),
+        })
+    };
+    let dims = target
+        .iter()
+        .map(|d| match d {
+            ReshapeDim::Dim(d) => d.clone(),
+            ReshapeDim::Infer => inferred.clone().expect("inferred when a dim is Infer"),
+        })
+        .collect();
+    Ok(TensorType::new(x.dtype, Shape::new(dims).map_err(|e| e.to_string())?))
+}
+
+fn permute(perm: &[usize], x: &TensorType) -> Res<TensorType> {
+    if perm.len() != x.rank() {
+        return Err(format!(
+            "permutation {perm:?} has {} entries for rank {}",
+            perm.len(),
+            x.rank()
+        ));
+    }
+    check_axes(perm, x.rank()).map_err(|e| format!("{perm:?} is not a permutation: {e}"))?;
+    let dims = perm.iter().map(|&p| x.shape.dims()[p].clone()).collect();
+    Ok(TensorType::new(x.dtype, Shape::new(dims).map_err(|e| e.to_string())?))
+}
+
+fn broadcast_to(dims: &[Dim], x: &TensorType) -> Res<TensorType> {
+    let target = Shape::new(dims.to_vec()).map_err(|e| e.to_string())?;
+    let joined = x.shape.broadcast(&target).map_err(|e| e.to_string())?;
+    if joined != target {
+        return Err(format!("{} does not broadcast to {target}", x.shape));
+    }
+    Ok(TensorType::new(x.dtype, target))
+}
+
+/// The static size of `axis`, or an error naming `what` needs it.
+fn static_axis(x: &TensorType, axis: usize, what: &str) -> Res<u64> {
+    x.shape.dims()[axis]
+        .as_static()
+        .ok_or_else(|| format!("{what} needs axis {axis} to be static, got {}", x.shape.dims()[axis]))
+}
+
+fn slice(ranges: &[SliceRange], x: &TensorType) -> Res<TensorType> {
+    if ranges.len() != x.rank() {
+        return Err(format!(
+            "has {} ranges for rank {}",
+            ranges.len(),
+            x.rank()
+        ));
+    }
+    let mut dims = Vec::with_capacity(ranges.len());
+    for (axis, (r, d)) in ranges.iter().zip(x.shape.dims()).enumerate() {
+        if r.step == 0 {
+            return Err(format!("axis {axis}: step is 0"));
+        }
+        if *r == SliceRange::FULL {
+            dims.push(d.clone());
+            continue;
+        }
+        let len = static_axis(x, axis, "a partial slice")?;
+        let stop = r.stop.unwrap_or(len);
+        if r.start > stop || stop > len {
+            return Err(format!(
+                "axis {axis}: range {}..{stop} is not within 0..{len}",
+                r.start
+            ));
+        }
+        dims.push(Dim::Static((stop - r.start).div_ceil(r.step)));
+    }
+    Ok(TensorType::new(x.dtype, Shape::new(dims).map_err(|e| e.to_string())?))
+}
+
+fn concat(axis: usize, xs: &[&TensorType]) -> Res<TensorType> {
+    let first = xs[0];
+    if axis >= first.rank() {
+        return Err(format!("axis {axis} is out of range for rank {}", first.rank()));
+    }
+    let mut total = 0u64;
+    for (i, x) in xs.iter().enumerate() {
+        need_same_dtype(first, x)?;
+        if x.rank() != first.rank() {
+            return Err(format!("operand {i} has rank {}, expected {}", x.rank(), first.rank()));
+        }
+        for (a, (d, d0)) in x.shape.dims().iter().zip(first.shape.dims()).enumerate() {
+            if a != axis && d != d0 {
+                return Err(format!("operand {i} has {d} at axis {a}, expected {d0}"));
+            }
+        }
+        total = total
+            .checked_add(static_axis(x, axis, "concat")?)
+            .ok_or("the concatenated size overflows u64")?;
+    }
+    let mut dims = first.shape.dims().to_vec();
+    dims[axis] = Dim::Static(total);
+    Ok(TensorType::new(first.dtype, Shape::new(dims).map_err(|e| e.to_string())?))
+}
+
+fn pad(pads: &[(u64, u64)], value: f64, x: &TensorType) -> Res<TensorType> {
+    if pads.len() != x.rank() {
+        return Err(format!("has {} pads for rank {}", pads.len(), x.rank()));
+    }
+    if x.dtype.round_value(value).to_bits() != value.to_bits() && !value.is_nan() {
+        return Err(format!("pad value {value:?} is not an exact {} value", x.dtype));
+    }
+    let mut dims = Vec::with_capacity(pads.len());
+    for (axis, (&(before, after), d)) in pads.iter().zip(x.shape.dims()).enumerate() {
+        if before == 0 && after == 0 {
+            dims.push(d.clone());
+            continue;
+        }
+        let len = static_axis(x, axis, "padding")?;
+        let padded = len
+            .checked_add(before)
+            .and_then(|n| n.checked_add(after))
+            .ok_or("the padded size overflows u64")?;
+        dims.push(Dim::Static(padded));
+    }
+    Ok(TensorType::new(x.dtype, Shape::new(dims).map_err(|e| e.to_string())?))
+}
+
+fn squeeze(axes: &[usize], x: &TensorType) -> Res<TensorType> {
+    check_axes(axes, x.rank())?;
+    for &a in axes {
+        if x.shape.dims()[a] != Dim::Static(1) {
+            return Err(format!("axis {a} has size {}, not 1", x.shape.dims()[a]));
+        }
+    }
+    let dims = x
+        .shape
+        .dims()
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !axes.contains(i))
+        .map(|(_, d)| d.clone())
+        .collect();
+    Ok(TensorType::new(x.dtype, Shape::new(dims).map_err(|e| e.to_string())?))
+}
+
+fn unsqueeze(axes: &[usize], x: &TensorType) -> Res<TensorType> {
+    let rank = x.rank() + axes.len();
+    if rank > MAX_RANK {
+        return Err(format!("the result rank {rank} exceeds {MAX_RANK}"));
+    }
+    check_axes(axes, rank)?;
+    let mut rest = x.shape.dims().iter();
+    let dims = (0..rank)
+        .map(|i| {
+            if axes.contains(&i) {
+                Dim::Static(1)
+            } else {
+                rest.next().expect("rank counts the operand's dims").clone()
+            }
+        })
+        .collect();
+    Ok(TensorType::new(x.dtype, Shape::new(dims).map_err(|e| e.to_string())?))
+}
+
+fn gather(axis: usize, data: &TensorType, indices: &TensorType) -> Res<TensorType> {
+    if axis >= data.rank() {
+        return Err(format!("axis {axis} is out of range for rank {}", data.rank()));
+    }
+    if !matches!(indices.dtype, DType::I32 | DType::I64) {
+        return Err(format!("indices must be i32 or i64, got {}", indices.dtype));
+    }
+    let d = data.shape.dims();
+    let dims: Vec<Dim> = d[..axis]
+        .iter()
+        .chain(indices.shape.dims())
+        .chain(&d[axis + 1..])
+        .cloned()
+        .collect();
+    Ok(TensorType::new(data.dtype, Shape::new(dims).map_err(|e| e.to_string())?))
+}
+
+fn state_assign(state: &TensorType, value: &TensorType) -> Res<TensorType> {
+    if state != value {
+        return Err(format!("the value must have the state's type {state}"));
+    }
+    Ok(state.clone())
+}
+
+fn state_write_slice(axis: usize, start: Option<u64>, xs: &[&TensorType]) -> Res<TensorType> {
+    let (state, value) = (xs[0], xs[1]);
+    need_same_dtype(state, value)?;
+    if value.rank() != state.rank() {
+        return Err(format!("the value has rank {}, the state {}", value.rank(), state.rank()));
+    }
+    if axis >= state.rank() {
+        return Err(format!("axis {axis} is out of range for rank {}", state.rank()));
+    }
+    for (a, (v, s)) in value.shape.dims().iter().zip(state.shape.dims()).enumerate() {
+        if a != axis && v != s {
+            return Err(format!("the value has {v} at axis {a}, the state {s}"));
+        }
+    }
+    let capacity = static_axis(state, axis, "a slice write")?;
+    let len = static_axis(value, axis, "a slice write")?;
+    let end = start.unwrap_or(0).checked_add(len);
+    if end.is_none_or(|e| e > capacity) {
+        let at = start.map_or("some offset".to_string(), |s| format!("offset {s}"));
+        return Err(format!(
+            "writing {len} elements at {at} overruns axis {axis} of size {capacity}"
+        ));
+    }
+    if let Some(offset) = xs.get(2) {
+        if offset.rank() != 0 || !matches!(offset.dtype, DType::I32 | DType::I64) {
+            return Err(format!("the offset must be a scalar i32 or i64, got {offset}"));
+        }
+    }
+    Ok(state.clone())
+}

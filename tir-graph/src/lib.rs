@@ -1,0 +1,26 @@
+//! tir-graph: the first stage of the tir pipeline.
+//!
+//! It defines the tensor graph IR (dtypes, shapes with static and symbolic dims, ops with type
+//! inference), the [`Graph`] with its verifier, the [`GraphBuilder`] API, and the two file forms:
+//! the binary `.tir` file ([`file`]) and the text form ([`text`]).
+
+pub mod builder;
+pub mod dtype;
+pub mod file;
+pub mod graph;
+pub mod infer;
+pub mod models;
+pub mod op;
+pub mod shape;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+pub mod text;
+pub mod types;
+
+pub use builder::{GraphBuilder, Tensor};
+pub use dtype::DType;
+pub use graph::{Graph, GraphData, GraphError, Node, NodeData, NodeId};
+pub use infer::InferError;
+pub use op::{BinaryOp, ConstData, ExactF64, Op, ReduceOp, ReshapeDim, SliceRange, UnaryOp};
+pub use shape::{Dim, Shape, ShapeError, MAX_RANK};
+pub use types::TensorType;

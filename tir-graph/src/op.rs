@@ -1,0 +1,472 @@
+//! The operations of the graph IR. Each op's result type comes from [`crate::infer`].
+
+use crate::{DType, Dim};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Elementwise ops of one operand. The result has the operand's type (see [`crate::infer`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum UnaryOp {
+    Neg,
+    Abs,
+    Exp,
+    Log,
+    Sqrt,
+    Rsqrt,
+    Reciprocal,
+    Sin,
+    Cos,
+    Tanh,
+    Sigmoid,
+    Relu,
+    /// `x * Φ(x)` with the exact normal CDF (erf form).
+    GeluErf,
+    /// The tanh approximation of gelu.
+    GeluTanh,
+    Silu,
+    Floor,
+    Ceil,
+    /// Logical not of a bool tensor.
+    Not,
+}
+
+/// Elementwise ops of two operands with NumPy broadcasting; both operands share one dtype.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    Maximum,
+    Minimum,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    And,
+    Or,
+}
+
+/// Reductions over a set of axes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ReduceOp {
+    Sum,
+    Mean,
+    Max,
+    Min,
+    Prod,
+    /// Index (i64) of the first maximum along exactly one axis.
+    ArgMax,
+    /// Index (i64) of the first minimum along exactly one axis.
+    ArgMin,
+}
+
+/// One target dim of a reshape: given, or inferred from the element count (at most one).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ReshapeDim {
+    Dim(Dim),
+    Infer,
+}
+
+/// The range `start..stop` with `step` taken along one axis. `stop: None` means the end of the
+/// axis; it is the only stop a symbolic axis accepts (with `start` 0 and `step` 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SliceRange {
+    pub start: u64,
+    pub stop: Option<u64>,
+    pub step: u64,
+}
+
+impl SliceRange {
+    /// The whole axis.
+    pub const FULL: SliceRange = SliceRange {
+        start: 0,
+        stop: None,
+        step: 1,
+    };
+
+    pub fn new(start: u64, stop: u64, step: u64) -> SliceRange {
+        SliceRange {
+            start,
+            stop: Some(stop),
+            step,
+        }
+    }
+}
+
+/// An f64 attribute compared by its bits, so that ops (and graphs) have exact equality and a
+/// hash: `NaN == NaN`, `0.0 != -0.0`.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct ExactF64(pub f64);
+
+impl PartialEq for ExactF64 {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+
+impl Eq for ExactF64 {}
+
+impl std::hash::Hash for ExactF64 {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.to_bits().hash(state);
+    }
+}
+
+/// The values of a constant, stored exactly in the class of its dtype.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ConstData {
+    Bool(Vec<bool>),
+    /// Values of an integer dtype (i8, u8, i32, i64), each within that dtype's range.
+    Int(Vec<i64>),
+    /// Values of a float dtype, each exactly representable in that dtype.
+    Float(Vec<ExactF64>),
+}
+
+impl ConstData {
+    pub fn len(&self) -> usize {
+        match self {
+            ConstData::Bool(v) => v.len(),
+            ConstData::Int(v) => v.len(),
+            ConstData::Float(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Element `i` as an f64 (exact for every bool, float and int up to 2^53).
+    pub fn get_f64(&self, i: usize) -> Option<f64> {
+        match self {
+            ConstData::Bool(v) => v.get(i).map(|&b| f64::from(u8::from(b))),
+            ConstData::Int(v) => v.get(i).map(|&x| x as f64),
+            ConstData::Float(v) => v.get(i).map(|x| x.0),
+        }
+    }
+
+    /// Whether these values can be stored in `dtype` without change.
+    pub fn fits(&self, dtype: DType) -> bool {
+        match (self, dtype) {
+            (ConstData::Bool(_), DType::Bool) => true,
+            (ConstData::Int(v), d) if d.is_int() => v.iter().all(|&x| int_fits(x, d)),
+            (ConstData::Float(v), d) if d.is_float() => v
+                .iter()
+                .all(|x| x.0.is_nan() || d.round_value(x.0).to_bits() == x.0.to_bits()),
+            _ => false,
+        }
+    }
+
+    /// `values` converted to `dtype` as a constant stores them (rounded floats, wrapped ints).
+    pub fn from_f64(dtype: DType, values: &[f64]) -> ConstData {
+        match dtype {
+            DType::Bool => ConstData::Bool(values.iter().map(|&x| x != 0.0).collect()),
+            d if d.is_int() => {
+                ConstData::Int(values.iter().map(|&x| d.round_value(x) as i64).collect())
+            }
+            d => ConstData::Float(values.iter().map(|&x| ExactF64(d.round_value(x))).collect()),
+        }
+    }
+}
+
+fn int_fits(x: i64, dtype: DType) -> bool {
+    match dtype {
+        DType::I8 => i8::try_from(x).is_ok(),
+        DType::U8 => u8::try_from(x).is_ok(),
+        DType::I32 => i32::try_from(x).is_ok(),
+        _ => true,
+    }
+}
+
+/// The most elements a constant may embed; larger tensors are parameters.
+pub const MAX_CONSTANT_ELEMENTS: u64 = 1 << 16;
+
+/// An operation of the graph. Sources carry their declared type in the node; every other op's
+/// result type is inferred from its operands and attributes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Op {
+    /// A named tensor supplied on every run.
+    Input { name: String },
+    /// A named weight, supplied at run time or stored with the program.
+    Parameter { name: String },
+    /// A small tensor embedded in the graph (at most [`MAX_CONSTANT_ELEMENTS`]).
+    Constant { data: ConstData },
+    /// The current value of a named buffer that persists between runs (zeros before the first).
+    State { name: String },
+    Unary(UnaryOp),
+    Cast { to: DType },
+    Binary(BinaryOp),
+    /// `select(cond, a, b)`: `a` where `cond` is true, else `b`, all three broadcast.
+    Select,
+    Reduce {
+        op: ReduceOp,
+        axes: Vec<usize>,
+        keepdims: bool,
+    },
+    /// `a[..., m, k] @ b[..., k, n]`, batch dims broadcast.
+    MatMul,
+    Reshape { dims: Vec<ReshapeDim> },
+    /// Result dim `i` is operand dim `perm[i]`.
+    Permute { perm: Vec<usize> },
+    BroadcastTo { dims: Vec<Dim> },
+    /// One range per axis.
+    Slice { ranges: Vec<SliceRange> },
+    /// Joins any number (≥ 1) of operands along `axis`.
+    Concat { axis: usize },
+    /// Pads each axis with `(before, after)` elements of `value`.
+    Pad { pads: Vec<(u64, u64)>, value: ExactF64 },
+    /// Removes the given axes, each of static size 1.
+    Squeeze { axes: Vec<usize> },
+    /// Inserts size-1 axes at the given positions of the result.
+    Unsqueeze { axes: Vec<usize> },
+    /// `gather(data, indices)`: result is `data[.., indices[...], ..]` along `axis`.
+    Gather { axis: usize },
+    /// `state_assign(state, value)`: the state holds `value` after this run.
+    StateAssign,
+    /// `state_write_slice(state, value[, offset])`: writes `value` into the state at `start`
+    /// along `axis` (all other axes whole). `start: None` takes the start from the third operand,
+    /// a scalar i32/i64 read at run time (e.g. the KV-cache position).
+    StateWriteSlice { axis: usize, start: Option<u64> },
+}
+
+/// How many operands an op takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arity {
+    Exactly(usize),
+    AtLeast(usize),
+}
+
+impl Arity {
+    pub fn accepts(self, n: usize) -> bool {
+        match self {
+            Arity::Exactly(k) => n == k,
+            Arity::AtLeast(k) => n >= k,
+        }
+    }
+}
+
+impl fmt::Display for Arity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Arity::Exactly(k) => write!(f, "{k}"),
+            Arity::AtLeast(k) => write!(f, "at least {k}"),
+        }
+    }
+}
+
+impl UnaryOp {
+    pub const ALL: [UnaryOp; 18] = [
+        UnaryOp::Neg,
+        UnaryOp::Abs,
+        UnaryOp::Exp,
+        UnaryOp::Log,
+        UnaryOp::Sqrt,
+        UnaryOp::Rsqrt,
+        UnaryOp::Reciprocal,
+        UnaryOp::Sin,
+        UnaryOp::Cos,
+        UnaryOp::Tanh,
+        UnaryOp::Sigmoid,
+        UnaryOp::Relu,
+        UnaryOp::GeluErf,
+        UnaryOp::GeluTanh,
+        UnaryOp::Silu,
+        UnaryOp::Floor,
+        UnaryOp::Ceil,
+        UnaryOp::Not,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Neg => "neg",
+            UnaryOp::Abs => "abs",
+            UnaryOp::Exp => "exp",
+            UnaryOp::Log => "log",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Rsqrt => "rsqrt",
+            UnaryOp::Reciprocal => "reciprocal",
+            UnaryOp::Sin => "sin",
+            UnaryOp::Cos => "cos",
+            UnaryOp::Tanh => "tanh",
+            UnaryOp::Sigmoid => "sigmoid",
+            UnaryOp::Relu => "relu",
+            UnaryOp::GeluErf => "gelu_erf",
+            UnaryOp::GeluTanh => "gelu_tanh",
+            UnaryOp::Silu => "silu",
+            UnaryOp::Floor => "floor",
+            UnaryOp::Ceil => "ceil",
+            UnaryOp::Not => "not",
+        }
+    }
+}
+
+impl BinaryOp {
+    pub const ALL: [BinaryOp; 15] = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Pow,
+        BinaryOp::Maximum,
+        BinaryOp::Minimum,
+        BinaryOp::Eq,
+        BinaryOp::Ne,
+        BinaryOp::Lt,
+        BinaryOp::Le,
+        BinaryOp::Gt,
+        BinaryOp::Ge,
+        BinaryOp::And,
+        BinaryOp::Or,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Div => "div",
+            BinaryOp::Pow => "pow",
+            BinaryOp::Maximum => "maximum",
+            BinaryOp::Minimum => "minimum",
+            BinaryOp::Eq => "eq",
+            BinaryOp::Ne => "ne",
+            BinaryOp::Lt => "lt",
+            BinaryOp::Le => "le",
+            BinaryOp::Gt => "gt",
+            BinaryOp::Ge => "ge",
+            BinaryOp::And => "and",
+            BinaryOp::Or => "or",
+        }
+    }
+
+    /// Comparisons produce bool.
+    pub fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::Eq | BinaryOp::Ne | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge
+        )
+    }
+}
+
+impl ReduceOp {
+    pub const ALL: [ReduceOp; 7] = [
+        ReduceOp::Sum,
+        ReduceOp::Mean,
+        ReduceOp::Max,
+        ReduceOp::Min,
+        ReduceOp::Prod,
+        ReduceOp::ArgMax,
+        ReduceOp::ArgMin,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "reduce_sum",
+            ReduceOp::Mean => "reduce_mean",
+            ReduceOp::Max => "reduce_max",
+            ReduceOp::Min => "reduce_min",
+            ReduceOp::Prod => "reduce_prod",
+            ReduceOp::ArgMax => "argmax",
+            ReduceOp::ArgMin => "argmin",
+        }
+    }
+}
+
+impl Op {
+    /// The op's name in the text form and in error messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Input { .. } => "input",
+            Op::Parameter { .. } => "parameter",
+            Op::Constant { .. } => "constant",
+            Op::State { .. } => "state",
+            Op::Unary(u) => u.name(),
+            Op::Cast { .. } => "cast",
+            Op::Binary(b) => b.name(),
+            Op::Select => "select",
+            Op::Reduce { op, .. } => op.name(),
+            Op::MatMul => "matmul",
+            Op::Reshape { .. } => "reshape",
+            Op::Permute { .. } => "permute",
+            Op::BroadcastTo { .. } => "broadcast_to",
+            Op::Slice { .. } => "slice",
+            Op::Concat { .. } => "concat",
+            Op::Pad { .. } => "pad",
+            Op::Squeeze { .. } => "squeeze",
+            Op::Unsqueeze { .. } => "unsqueeze",
+            Op::Gather { .. } => "gather",
+            Op::StateAssign => "state_assign",
+            Op::StateWriteSlice { .. } => "state_write_slice",
+        }
+    }
+
+    pub fn arity(&self) -> Arity {
+        match self {
+            Op::Input { .. } | Op::Parameter { .. } | Op::Constant { .. } | Op::State { .. } => {
+                Arity::Exactly(0)
+            }
+            Op::Unary(_)
+            | Op::Cast { .. }
+            | Op::Reduce { .. }
+            | Op::Reshape { .. }
+            | Op::Permute { .. }
+            | Op::BroadcastTo { .. }
+            | Op::Slice { .. }
+            | Op::Pad { .. }
+            | Op::Squeeze { .. }
+            | Op::Unsqueeze { .. } => Arity::Exactly(1),
+            Op::Binary(_) | Op::MatMul | Op::Gather { .. } | Op::StateAssign => Arity::Exactly(2),
+            Op::Select => Arity::Exactly(3),
+            Op::Concat { .. } => Arity::AtLeast(1),
+            Op::StateWriteSlice { start, .. } => Arity::Exactly(if start.is_some() { 2 } else { 3 }),
+        }
+    }
+
+    /// Sources take no operands; their type is declared, not inferred.
+    pub fn is_source(&self) -> bool {
+        matches!(
+            self,
+            Op::Input { .. } | Op::Parameter { .. } | Op::Constant { .. } | Op::State { .. }
+        )
+    }
+
+    /// State updates: the graph's mutable outputs. Operand 0 is the state they write.
+    pub fn is_state_update(&self) -> bool {
+        matches!(self, Op::StateAssign | Op::StateWriteSlice { .. })
+    }
+
+    /// The name a source is bound by at run time (inputs, parameters, states).
+    pub fn source_name(&self) -> Option<&str> {
+        match self {
+            Op::Input { name } | Op::Parameter { name } | Op::State { name } => Some(name),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl From<Dim> for ReshapeDim {
+    fn from(d: Dim) -> Self {
+        ReshapeDim::Dim(d)
+    }
+}
+
+impl From<u64> for ReshapeDim {
+    fn from(n: u64) -> Self {
+        ReshapeDim::Dim(Dim::Static(n))
+    }
+}
+
+impl From<&str> for ReshapeDim {
+    fn from(name: &str) -> Self {
+        ReshapeDim::Dim(Dim::from(name))
+    }
+}
