@@ -17,7 +17,7 @@
 //! Every call that can fail returns `Result<_, GraphError>` and adds nothing on failure.
 //! Composites (softmax, layer_norm, attention, ...) expand into primitive ops.
 
-use crate::op::{ConstData, ExactF64, SliceRange};
+use crate::op::{ConstData, ExactF64, SliceRange, MAX_CONSTANT_ELEMENTS};
 use crate::{
     BinaryOp, DType, Dim, Graph, GraphError, NodeId, Op, ReduceOp, ReshapeDim, Shape, TensorType,
     UnaryOp,
@@ -90,6 +90,10 @@ impl GraphBuilder {
 
     /// `0, 1, ..., n-1` as a constant of shape `[n]`.
     pub fn arange(&self, dtype: DType, n: u64) -> Result<Tensor> {
+        if n > MAX_CONSTANT_ELEMENTS {
+            // Let the constant refuse the size before `n` values are materialized.
+            return self.constant(dtype, Shape::of(&[n]), &[]);
+        }
         let values: Vec<f64> = (0..n).map(|i| i as f64).collect();
         self.constant(dtype, Shape::of(&[n]), &values)
     }
@@ -106,7 +110,10 @@ impl GraphBuilder {
             self.check_own(t)?;
         }
         let ids: Vec<NodeId> = tensors.iter().map(|t| t.id).collect();
-        let id = self.graph.borrow_mut().add_node(Op::Concat { axis }, &ids, None)?;
+        let id = self
+            .graph
+            .borrow_mut()
+            .add_node(Op::Concat { axis }, &ids, None)?;
         Ok(Tensor {
             graph: self.graph.clone(),
             id,
@@ -285,15 +292,13 @@ impl Tensor {
     }
 
     pub fn add_scalar(&self, value: f64) -> Result<Tensor> {
-        self.builder().atomically(|| {
-            self.add(&self.scalar_like(value)?)
-        })
+        self.builder()
+            .atomically(|| self.add(&self.scalar_like(value)?))
     }
 
     pub fn mul_scalar(&self, value: f64) -> Result<Tensor> {
-        self.builder().atomically(|| {
-            self.mul(&self.scalar_like(value)?)
-        })
+        self.builder()
+            .atomically(|| self.mul(&self.scalar_like(value)?))
     }
 
     pub fn cast(&self, to: DType) -> Result<Tensor> {
@@ -492,6 +497,7 @@ impl Tensor {
     /// `q: [..., s_q, d]`, `k: [..., s_k, d]`, `v: [..., s_k, d_v]`. `causal` keeps key `j` for
     /// query `i` when `j <= i + s_k - s_q`; it needs static sequence lengths.
     pub fn attention(&self, k: &Tensor, v: &Tensor, causal: bool) -> Result<Tensor> {
+        self.builder().check_own(k)?;
         self.builder().atomically(|| {
             let mask = if causal {
                 let (s_q, s_k) = (self.seq_len()?, k.seq_len()?);
@@ -504,9 +510,28 @@ impl Tensor {
     }
 
     /// Attention with an explicit bool mask broadcastable to `[..., s_q, s_k]` (true = attend).
-    pub fn attention_masked(&self, k: &Tensor, v: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
-        self.builder().atomically(|| {
-            let head_dim = self.shape().dims().last().and_then(Dim::as_static).unwrap_or(1);
+    /// The head dim (last axis of `self`) must be static: it sets the scale.
+    pub fn attention_masked(
+        &self,
+        k: &Tensor,
+        v: &Tensor,
+        mask: Option<&Tensor>,
+    ) -> Result<Tensor> {
+        let builder = self.builder();
+        // Checked before anything is built, so a foreign operand's graph is never touched.
+        for t in [k, v].into_iter().chain(mask) {
+            builder.check_own(t)?;
+        }
+        let head_dim = match self.shape().dims().last() {
+            Some(Dim::Static(d)) => *d,
+            _ => {
+                return Err(GraphError::AttentionNeedsStaticHeadDim {
+                    node: self.id,
+                    ty: self.ty(),
+                })
+            }
+        };
+        builder.atomically(|| {
             let scores = self
                 .matmul(&k.transpose()?)?
                 .mul_scalar(1.0 / (head_dim as f64).sqrt())?;

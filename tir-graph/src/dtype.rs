@@ -77,10 +77,11 @@ impl DType {
     pub fn round_value(self, value: f64) -> f64 {
         match self {
             DType::Bool => f64::from(u8::from(value != 0.0)),
-            DType::I8 => f64::from(value as i64 as i8),
-            DType::U8 => f64::from(value as i64 as u8),
-            DType::I32 => f64::from(value as i64 as i32),
-            DType::I64 => value as i64 as f64,
+            // Through i128 so that values past the i64 range wrap instead of saturating.
+            DType::I8 => f64::from(value as i128 as i8),
+            DType::U8 => f64::from(value as i128 as u8),
+            DType::I32 => f64::from(value as i128 as i32),
+            DType::I64 => value as i128 as i64 as f64,
             DType::F16 => f64::from(half::f16::from_f64(value)),
             DType::BF16 => f64::from(half::bf16::from_f64(value)),
             DType::F32 => f64::from(value as f32),
@@ -129,5 +130,6 @@ mod tests {
         assert_eq!(DType::U8.round_value(-1.0), 255.0);
         assert_eq!(DType::Bool.round_value(-3.0), 1.0);
         assert_eq!(DType::F64.round_value(0.1), 0.1);
+        assert_eq!(DType::I64.round_value(2f64.powi(63)), -(2f64.powi(63)));
     }
 }

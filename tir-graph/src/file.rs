@@ -36,13 +36,17 @@ pub enum FileError {
     Truncated { what: String },
     #[error("the file has {0} bytes after the graph; it is corrupt")]
     TrailingBytes(u64),
-    #[error("format version {found} is newer than this build reads ({FORMAT_VERSION}); upgrade tir")]
+    #[error(
+        "format version {found} is newer than this build reads ({FORMAT_VERSION}); upgrade tir"
+    )]
     NewerVersion { found: u32 },
     #[error("format version 0 is not a version tir ever wrote; the file is corrupt")]
     ZeroVersion,
     #[error("the body of {0} bytes exceeds the {MAX_BODY_LEN}-byte limit")]
     TooLarge(u64),
-    #[error("checksum mismatch (stored {stored:#018x}, computed {computed:#018x}): the file is corrupt")]
+    #[error(
+        "checksum mismatch (stored {stored:#018x}, computed {computed:#018x}): the file is corrupt"
+    )]
     Checksum { stored: u64, computed: u64 },
     #[error("the body does not decode: {0}")]
     Decode(String),
@@ -88,7 +92,10 @@ pub fn decode(bytes: &[u8]) -> Result<Graph, FileError> {
         return Err(FileError::BadMagic);
     }
     if bytes.len() < HEADER_LEN {
-        let what = format!("{} bytes, shorter than the {HEADER_LEN}-byte header", bytes.len());
+        let what = format!(
+            "{} bytes, shorter than the {HEADER_LEN}-byte header",
+            bytes.len()
+        );
         return Err(FileError::Truncated { what });
     }
     let word = |at: usize, n: usize| -> u64 {
@@ -141,11 +148,33 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io_error(path, e))?;
+    let mut tmp = new_temp_file(path, dir).map_err(|e| io_error(path, e))?;
     tmp.write_all(bytes).map_err(|e| io_error(path, e))?;
     tmp.as_file().sync_all().map_err(|e| io_error(path, e))?;
     tmp.persist(path).map_err(|e| io_error(path, e.error))?;
     Ok(())
+}
+
+/// A temporary file in `dir` with the mode the file at `path` will keep: the replaced file's
+/// mode, or what a plain create gives (0o666 less the umask), not tempfile's private 0o600.
+fn new_temp_file(path: &Path, dir: &Path) -> std::io::Result<tempfile::NamedTempFile> {
+    let mut builder = tempfile::Builder::new();
+    #[cfg(unix)]
+    let replaced = std::fs::metadata(path).ok().map(|m| m.permissions());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        // open(2) applies the umask to this mode, as it does for File::create.
+        builder.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    let tmp = builder.tempfile_in(dir)?;
+    #[cfg(unix)]
+    if let Some(permissions) = replaced {
+        tmp.as_file().set_permissions(permissions)?;
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(tmp)
 }
 
 /// Writes `graph` as a `.tir` file at `path`, atomically.

@@ -93,8 +93,12 @@ pub enum GraphError {
     EmptyOutputName,
     #[error("the graph computes nothing: it has no outputs and no state updates")]
     NoResults,
-    #[error("node {node}: a causal mask needs a static sequence length (second-to-last dim), got {ty}")]
+    #[error(
+        "node {node}: a causal mask needs a static sequence length (second-to-last dim), got {ty}"
+    )]
     CausalMaskNeedsStaticSeq { node: NodeId, ty: TensorType },
+    #[error("node {node}: attention needs a static head dim (last axis of q) to set its scale, got {ty}")]
+    AttentionNeedsStaticHeadDim { node: NodeId, ty: TensorType },
     #[error("a tensor from another graph builder was used with this one")]
     ForeignTensor,
     #[error("the graph has {0} nodes, more than a graph may hold (2^32 - 1)")]
@@ -363,7 +367,11 @@ impl Graph {
             let operands = self.operands(id);
             if let Some(&operand) = operands.iter().find(|o| **o >= id) {
                 let op = node.op.name();
-                return Err(GraphError::UndefinedOperand { node: id, op, operand });
+                return Err(GraphError::UndefinedOperand {
+                    node: id,
+                    op,
+                    operand,
+                });
             }
             rebuilt.add_node(node.op.clone(), &operands, Some(node.ty.clone()))?;
         }
@@ -398,7 +406,11 @@ impl Graph {
             let id = NodeId(u32::try_from(i).map_err(|_| GraphError::TooManyNodes(i))?);
             if let Some(&operand) = n.operands.iter().find(|o| **o >= id) {
                 let op = n.op.name();
-                return Err(GraphError::UndefinedOperand { node: id, op, operand });
+                return Err(GraphError::UndefinedOperand {
+                    node: id,
+                    op,
+                    operand,
+                });
             }
             graph.add_node(n.op, &n.operands, Some(n.ty))?;
         }

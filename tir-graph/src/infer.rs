@@ -86,7 +86,10 @@ fn check_constant(data: &ConstData, declared: &TensorType) -> Res<()> {
         return Err(format!("has {} values for {numel} elements", data.len()));
     }
     if !data.fits(declared.dtype) {
-        return Err(format!("values are not all exact {} values", declared.dtype));
+        return Err(format!(
+            "values are not all exact {} values",
+            declared.dtype
+        ));
     }
     Ok(())
 }
@@ -252,7 +255,10 @@ fn reduce(op: ReduceOp, axes: &[usize], keepdims: bool, x: &TensorType) -> Res<T
             (true, false) => None,
         })
         .collect();
-    Ok(TensorType::new(dtype, Shape::new(dims).map_err(|e| e.to_string())?))
+    Ok(TensorType::new(
+        dtype,
+        Shape::new(dims).map_err(|e| e.to_string())?,
+    ))
 }
 
 fn matmul(a: &TensorType, b: &TensorType) -> Res<TensorType> {
@@ -274,7 +280,10 @@ fn matmul(a: &TensorType, b: &TensorType) -> Res<TensorType> {
         .map_err(|e| format!("batch dims: {e}"))?;
     let mut dims = batch.into_dims();
     dims.extend([m.clone(), n.clone()]);
-    Ok(TensorType::new(a.dtype, Shape::new(dims).map_err(|e| e.to_string())?))
+    Ok(TensorType::new(
+        a.dtype,
+        Shape::new(dims).map_err(|e| e.to_string())?,
+    ))
 }
 
 /// A shape's element count split into its static product and its sorted symbolic factors.
@@ -346,7 +355,10 @@ fn reshape(target: &[ReshapeDim], x: &TensorType) -> Res<TensorType> {
             ReshapeDim::Infer => inferred.clone().expect("inferred when a dim is Infer"),
         })
         .collect();
-    Ok(TensorType::new(x.dtype, Shape::new(dims).map_err(|e| e.to_string())?))
+    Ok(TensorType::new(
+        x.dtype,
+        Shape::new(dims).map_err(|e| e.to_string())?,
+    ))
 }
 
 fn permute(perm: &[usize], x: &TensorType) -> Res<TensorType> {
@@ -359,7 +371,10 @@ fn permute(perm: &[usize], x: &TensorType) -> Res<TensorType> {
     }
     check_axes(perm, x.rank()).map_err(|e| format!("{perm:?} is not a permutation: {e}"))?;
     let dims = perm.iter().map(|&p| x.shape.dims()[p].clone()).collect();
-    Ok(TensorType::new(x.dtype, Shape::new(dims).map_err(|e| e.to_string())?))
+    Ok(TensorType::new(
+        x.dtype,
+        Shape::new(dims).map_err(|e| e.to_string())?,
+    ))
 }
 
 fn broadcast_to(dims: &[Dim], x: &TensorType) -> Res<TensorType> {
@@ -373,18 +388,17 @@ fn broadcast_to(dims: &[Dim], x: &TensorType) -> Res<TensorType> {
 
 /// The static size of `axis`, or an error naming `what` needs it.
 fn static_axis(x: &TensorType, axis: usize, what: &str) -> Res<u64> {
-    x.shape.dims()[axis]
-        .as_static()
-        .ok_or_else(|| format!("{what} needs axis {axis} to be static, got {}", x.shape.dims()[axis]))
+    x.shape.dims()[axis].as_static().ok_or_else(|| {
+        format!(
+            "{what} needs axis {axis} to be static, got {}",
+            x.shape.dims()[axis]
+        )
+    })
 }
 
 fn slice(ranges: &[SliceRange], x: &TensorType) -> Res<TensorType> {
     if ranges.len() != x.rank() {
-        return Err(format!(
-            "has {} ranges for rank {}",
-            ranges.len(),
-            x.rank()
-        ));
+        return Err(format!("has {} ranges for rank {}", ranges.len(), x.rank()));
     }
     let mut dims = Vec::with_capacity(ranges.len());
     for (axis, (r, d)) in ranges.iter().zip(x.shape.dims()).enumerate() {
@@ -405,19 +419,29 @@ fn slice(ranges: &[SliceRange], x: &TensorType) -> Res<TensorType> {
         }
         dims.push(Dim::Static((stop - r.start).div_ceil(r.step)));
     }
-    Ok(TensorType::new(x.dtype, Shape::new(dims).map_err(|e| e.to_string())?))
+    Ok(TensorType::new(
+        x.dtype,
+        Shape::new(dims).map_err(|e| e.to_string())?,
+    ))
 }
 
 fn concat(axis: usize, xs: &[&TensorType]) -> Res<TensorType> {
     let first = xs[0];
     if axis >= first.rank() {
-        return Err(format!("axis {axis} is out of range for rank {}", first.rank()));
+        return Err(format!(
+            "axis {axis} is out of range for rank {}",
+            first.rank()
+        ));
     }
     let mut total = 0u64;
     for (i, x) in xs.iter().enumerate() {
         need_same_dtype(first, x)?;
         if x.rank() != first.rank() {
-            return Err(format!("operand {i} has rank {}, expected {}", x.rank(), first.rank()));
+            return Err(format!(
+                "operand {i} has rank {}, expected {}",
+                x.rank(),
+                first.rank()
+            ));
         }
         for (a, (d, d0)) in x.shape.dims().iter().zip(first.shape.dims()).enumerate() {
             if a != axis && d != d0 {
@@ -430,15 +454,23 @@ fn concat(axis: usize, xs: &[&TensorType]) -> Res<TensorType> {
     }
     let mut dims = first.shape.dims().to_vec();
     dims[axis] = Dim::Static(total);
-    Ok(TensorType::new(first.dtype, Shape::new(dims).map_err(|e| e.to_string())?))
+    Ok(TensorType::new(
+        first.dtype,
+        Shape::new(dims).map_err(|e| e.to_string())?,
+    ))
 }
 
 fn pad(pads: &[(u64, u64)], value: f64, x: &TensorType) -> Res<TensorType> {
     if pads.len() != x.rank() {
         return Err(format!("has {} pads for rank {}", pads.len(), x.rank()));
     }
-    if x.dtype.round_value(value).to_bits() != value.to_bits() && !value.is_nan() {
-        return Err(format!("pad value {value:?} is not an exact {} value", x.dtype));
+    let exact = x.dtype.round_value(value).to_bits() == value.to_bits();
+    let float_nan = value.is_nan() && x.dtype.is_float();
+    if !exact && !float_nan {
+        return Err(format!(
+            "pad value {value:?} is not an exact {} value",
+            x.dtype
+        ));
     }
     let mut dims = Vec::with_capacity(pads.len());
     for (axis, (&(before, after), d)) in pads.iter().zip(x.shape.dims()).enumerate() {
@@ -453,7 +485,10 @@ fn pad(pads: &[(u64, u64)], value: f64, x: &TensorType) -> Res<TensorType> {
             .ok_or("the padded size overflows u64")?;
         dims.push(Dim::Static(padded));
     }
-    Ok(TensorType::new(x.dtype, Shape::new(dims).map_err(|e| e.to_string())?))
+    Ok(TensorType::new(
+        x.dtype,
+        Shape::new(dims).map_err(|e| e.to_string())?,
+    ))
 }
 
 fn squeeze(axes: &[usize], x: &TensorType) -> Res<TensorType> {
@@ -471,7 +506,10 @@ fn squeeze(axes: &[usize], x: &TensorType) -> Res<TensorType> {
         .filter(|(i, _)| !axes.contains(i))
         .map(|(_, d)| d.clone())
         .collect();
-    Ok(TensorType::new(x.dtype, Shape::new(dims).map_err(|e| e.to_string())?))
+    Ok(TensorType::new(
+        x.dtype,
+        Shape::new(dims).map_err(|e| e.to_string())?,
+    ))
 }
 
 fn unsqueeze(axes: &[usize], x: &TensorType) -> Res<TensorType> {
@@ -490,12 +528,18 @@ fn unsqueeze(axes: &[usize], x: &TensorType) -> Res<TensorType> {
             }
         })
         .collect();
-    Ok(TensorType::new(x.dtype, Shape::new(dims).map_err(|e| e.to_string())?))
+    Ok(TensorType::new(
+        x.dtype,
+        Shape::new(dims).map_err(|e| e.to_string())?,
+    ))
 }
 
 fn gather(axis: usize, data: &TensorType, indices: &TensorType) -> Res<TensorType> {
     if axis >= data.rank() {
-        return Err(format!("axis {axis} is out of range for rank {}", data.rank()));
+        return Err(format!(
+            "axis {axis} is out of range for rank {}",
+            data.rank()
+        ));
     }
     if !matches!(indices.dtype, DType::I32 | DType::I64) {
         return Err(format!("indices must be i32 or i64, got {}", indices.dtype));
@@ -507,7 +551,10 @@ fn gather(axis: usize, data: &TensorType, indices: &TensorType) -> Res<TensorTyp
         .chain(&d[axis + 1..])
         .cloned()
         .collect();
-    Ok(TensorType::new(data.dtype, Shape::new(dims).map_err(|e| e.to_string())?))
+    Ok(TensorType::new(
+        data.dtype,
+        Shape::new(dims).map_err(|e| e.to_string())?,
+    ))
 }
 
 fn state_assign(state: &TensorType, value: &TensorType) -> Res<TensorType> {
@@ -521,12 +568,25 @@ fn state_write_slice(axis: usize, start: Option<u64>, xs: &[&TensorType]) -> Res
     let (state, value) = (xs[0], xs[1]);
     need_same_dtype(state, value)?;
     if value.rank() != state.rank() {
-        return Err(format!("the value has rank {}, the state {}", value.rank(), state.rank()));
+        return Err(format!(
+            "the value has rank {}, the state {}",
+            value.rank(),
+            state.rank()
+        ));
     }
     if axis >= state.rank() {
-        return Err(format!("axis {axis} is out of range for rank {}", state.rank()));
+        return Err(format!(
+            "axis {axis} is out of range for rank {}",
+            state.rank()
+        ));
     }
-    for (a, (v, s)) in value.shape.dims().iter().zip(state.shape.dims()).enumerate() {
+    for (a, (v, s)) in value
+        .shape
+        .dims()
+        .iter()
+        .zip(state.shape.dims())
+        .enumerate()
+    {
         if a != axis && v != s {
             return Err(format!("the value has {v} at axis {a}, the state {s}"));
         }
@@ -542,7 +602,9 @@ fn state_write_slice(axis: usize, start: Option<u64>, xs: &[&TensorType]) -> Res
     }
     if let Some(offset) = xs.get(2) {
         if offset.rank() != 0 || !matches!(offset.dtype, DType::I32 | DType::I64) {
-            return Err(format!("the offset must be a scalar i32 or i64, got {offset}"));
+            return Err(format!(
+                "the offset must be a scalar i32 or i64, got {offset}"
+            ));
         }
     }
     Ok(state.clone())

@@ -24,3 +24,8 @@ pub use infer::InferError;
 pub use op::{BinaryOp, ConstData, ExactF64, Op, ReduceOp, ReshapeDim, SliceRange, UnaryOp};
 pub use shape::{Dim, Shape, ShapeError, MAX_RANK};
 pub use types::TensorType;
+
+/// The README's Rust examples, compiled and run as doctests so the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

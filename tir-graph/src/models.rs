@@ -1,0 +1,197 @@
+//! The example graphs, built with the builder API: the files in `examples/` are these graphs
+//! (written by `cargo run -p tir-graph --example gen_examples`), and later stages reuse the
+//! builders for tests and benchmarks at other sizes.
+
+use crate::{shape, DType, Graph, GraphBuilder, GraphError, ReshapeDim, Tensor};
+
+type Result<T> = std::result::Result<T, GraphError>;
+
+/// Every example, by file stem.
+pub fn examples() -> Result<Vec<(&'static str, Graph)>> {
+    Ok(vec![
+        ("mlp", mlp(1024, 4096)?),
+        ("ln_gelu", ln_gelu(4096)?),
+        ("softmax", softmax(4096)?),
+        ("attention", attention(&AttentionConfig::default())?),
+        ("decoder_block", decoder_block(&DecoderConfig::default())?),
+    ])
+}
+
+/// `linear -> gelu -> linear` on `x: f16[batch, hidden]` with a `ffn`-wide hidden layer.
+pub fn mlp(hidden: u64, ffn: u64) -> Result<Graph> {
+    let g = GraphBuilder::new();
+    let x = g.input("x", DType::F16, shape!["batch", hidden])?;
+    let w1 = g.parameter("w1", DType::F16, shape![hidden, ffn])?;
+    let b1 = g.parameter("b1", DType::F16, shape![ffn])?;
+    let w2 = g.parameter("w2", DType::F16, shape![ffn, hidden])?;
+    let b2 = g.parameter("b2", DType::F16, shape![hidden])?;
+    let h = x.linear(&w1, Some(&b1))?.gelu()?;
+    g.output("y", &h.linear(&w2, Some(&b2))?)?;
+    g.finish()
+}
+
+/// `gelu(layer_norm(x + residual))` over rows of `hidden` elements.
+pub fn ln_gelu(hidden: u64) -> Result<Graph> {
+    let g = GraphBuilder::new();
+    let x = g.input("x", DType::F16, shape!["tokens", hidden])?;
+    let residual = g.input("residual", DType::F16, shape!["tokens", hidden])?;
+    let gamma = g.parameter("gamma", DType::F16, shape![hidden])?;
+    let beta = g.parameter("beta", DType::F16, shape![hidden])?;
+    let y = (&x + &residual)?.layer_norm(&gamma, &beta, 1e-5)?.gelu()?;
+    g.output("y", &y)?;
+    g.finish()
+}
+
+/// Softmax of each row of `x: f16[rows, cols]`.
+pub fn softmax(cols: u64) -> Result<Graph> {
+    let g = GraphBuilder::new();
+    let x = g.input("x", DType::F16, shape!["rows", cols])?;
+    g.output("y", &x.softmax(1)?)?;
+    g.finish()
+}
+
+/// Sizes of a multi-head attention block.
+#[derive(Clone, Debug)]
+pub struct AttentionConfig {
+    pub seq: u64,
+    pub hidden: u64,
+    pub heads: u64,
+    pub causal: bool,
+}
+
+impl Default for AttentionConfig {
+    fn default() -> Self {
+        AttentionConfig {
+            seq: 1024,
+            hidden: 1024,
+            heads: 16,
+            causal: true,
+        }
+    }
+}
+
+/// `[batch, seq, hidden]` → `[batch, heads, seq, head_dim]`.
+fn split_heads(x: &Tensor, seq: u64, heads: u64, head_dim: u64) -> Result<Tensor> {
+    let dims: [ReshapeDim; 4] = [ReshapeDim::Infer, seq.into(), heads.into(), head_dim.into()];
+    x.reshape(&dims)?.permute(&[0, 2, 1, 3])
+}
+
+/// `[batch, heads, seq, head_dim]` → `[batch, seq, hidden]`.
+fn merge_heads(x: &Tensor, seq: u64, hidden: u64) -> Result<Tensor> {
+    let dims: [ReshapeDim; 3] = [ReshapeDim::Infer, seq.into(), hidden.into()];
+    x.permute(&[0, 2, 1, 3])?.reshape(&dims)
+}
+
+/// Multi-head scaled dot-product attention with q/k/v/output projections on
+/// `x: f16[batch, seq, hidden]`.
+pub fn attention(cfg: &AttentionConfig) -> Result<Graph> {
+    let g = GraphBuilder::new();
+    let (seq, hidden, heads) = (cfg.seq, cfg.hidden, cfg.heads);
+    let head_dim = hidden / heads;
+    let x = g.input("x", DType::F16, shape!["batch", seq, hidden])?;
+    let proj = |name: &str| g.parameter(name, DType::F16, shape![hidden, hidden]);
+    let (wq, wk, wv, wo) = (proj("wq")?, proj("wk")?, proj("wv")?, proj("wo")?);
+    let q = split_heads(&x.matmul(&wq)?, seq, heads, head_dim)?;
+    let k = split_heads(&x.matmul(&wk)?, seq, heads, head_dim)?;
+    let v = split_heads(&x.matmul(&wv)?, seq, heads, head_dim)?;
+    let attn = q.attention(&k, &v, cfg.causal)?;
+    g.output("y", &merge_heads(&attn, seq, hidden)?.matmul(&wo)?)?;
+    g.finish()
+}
+
+/// Sizes of one decoder block's decode step.
+#[derive(Clone, Debug)]
+pub struct DecoderConfig {
+    pub hidden: u64,
+    pub heads: u64,
+    /// KV-cache capacity in tokens.
+    pub context: u64,
+    /// Width of the gated MLP's hidden layer.
+    pub ffn: u64,
+}
+
+impl Default for DecoderConfig {
+    fn default() -> Self {
+        DecoderConfig {
+            hidden: 4096,
+            heads: 32,
+            context: 2048,
+            ffn: 11008,
+        }
+    }
+}
+
+/// One decode step of a pre-norm decoder block for one new token `x: f16[1, 1, hidden]` at
+/// position `pos` (an i64 scalar): rms_norm, attention over the KV cache plus the new token
+/// (which is appended to the cache states `k_cache`/`v_cache` at `pos`), residual, rms_norm,
+/// SiLU-gated MLP, residual. Cache entries at `pos` and after are masked out; the states are
+/// read as they were at the start of the step.
+pub fn decoder_block(cfg: &DecoderConfig) -> Result<Graph> {
+    let g = GraphBuilder::new();
+    let (hidden, heads, ctx, ffn) = (cfg.hidden, cfg.heads, cfg.context, cfg.ffn);
+    let head_dim = hidden / heads;
+    let x = g.input("x", DType::F16, shape![1, 1, hidden])?;
+    let pos = g.input("pos", DType::I64, shape![])?;
+    let weight =
+        |name: &str, rows: u64, cols: u64| g.parameter(name, DType::F16, shape![rows, cols]);
+    let norm1 = g.parameter("attn_norm", DType::F16, shape![hidden])?;
+    let norm2 = g.parameter("mlp_norm", DType::F16, shape![hidden])?;
+    let (wq, wk, wv, wo) = (
+        weight("wq", hidden, hidden)?,
+        weight("wk", hidden, hidden)?,
+        weight("wv", hidden, hidden)?,
+        weight("wo", hidden, hidden)?,
+    );
+    let (w_gate, w_up, w_down) = (
+        weight("w_gate", hidden, ffn)?,
+        weight("w_up", hidden, ffn)?,
+        weight("w_down", ffn, hidden)?,
+    );
+    let cache_shape = shape![1, heads, ctx, head_dim];
+    let k_cache = g.state("k_cache", DType::F16, cache_shape.clone())?;
+    let v_cache = g.state("v_cache", DType::F16, cache_shape)?;
+
+    let h = x.rms_norm(&norm1, 1e-5)?;
+    let q = split_heads(&h.matmul(&wq)?, 1, heads, head_dim)?;
+    let k_new = split_heads(&h.matmul(&wk)?, 1, heads, head_dim)?;
+    let v_new = split_heads(&h.matmul(&wv)?, 1, heads, head_dim)?;
+    k_cache.write_slice_at(&k_new, 2, &pos)?;
+    v_cache.write_slice_at(&v_new, 2, &pos)?;
+    let keys = g.concat(&[&k_cache, &k_new], 2)?;
+    let values = g.concat(&[&v_cache, &v_new], 2)?;
+    let cached = g.arange(DType::I64, ctx)?.lt(&pos)?;
+    let visible = g.concat(&[&cached, &g.constant(DType::Bool, shape![1], &[1.0])?], 0)?;
+    let attn = q.attention_masked(&keys, &values, Some(&visible))?;
+    let x = (&x + &merge_heads(&attn, 1, hidden)?.matmul(&wo)?)?;
+
+    let h = x.rms_norm(&norm2, 1e-5)?;
+    let gated = (&h.matmul(&w_gate)?.silu()? * &h.matmul(&w_up)?)?;
+    g.output("y", &(&x + &gated.matmul(&w_down)?)?)?;
+    g.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn examples_have_the_expected_outputs() {
+        let examples = examples().unwrap();
+        let out = |name: &str| {
+            let g = &examples.iter().find(|(n, _)| *n == name).unwrap().1;
+            g.ty(g.outputs()[0].1).to_string()
+        };
+        assert_eq!(out("mlp"), "f16[batch, 1024]");
+        assert_eq!(out("ln_gelu"), "f16[tokens, 4096]");
+        assert_eq!(out("softmax"), "f16[rows, 4096]");
+        assert_eq!(out("attention"), "f16[batch, 1024, 1024]");
+        assert_eq!(out("decoder_block"), "f16[1, 1, 4096]");
+    }
+
+    #[test]
+    fn decoder_block_appends_to_both_caches() {
+        let g = decoder_block(&DecoderConfig::default()).unwrap();
+        assert_eq!(g.state_updates().len(), 2);
+        assert_eq!(g.op_counts()["state_write_slice"], 2);
+    }
+}

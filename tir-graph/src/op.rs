@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// Elementwise ops of one operand. The result has the operand's type (see [`crate::infer`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum UnaryOp {
     Neg,
     Abs,
@@ -31,7 +31,7 @@ pub enum UnaryOp {
 }
 
 /// Elementwise ops of two operands with NumPy broadcasting; both operands share one dtype.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum BinaryOp {
     Add,
     Sub,
@@ -51,7 +51,7 @@ pub enum BinaryOp {
 }
 
 /// Reductions over a set of axes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum ReduceOp {
     Sum,
     Mean,
@@ -65,7 +65,7 @@ pub enum ReduceOp {
 }
 
 /// One target dim of a reshape: given, or inferred from the element count (at most one).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum ReshapeDim {
     Dim(Dim),
     Infer,
@@ -73,7 +73,7 @@ pub enum ReshapeDim {
 
 /// The range `start..stop` with `step` taken along one axis. `stop: None` means the end of the
 /// axis; it is the only stop a symbolic axis accepts (with `start` 0 and `step` 1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct SliceRange {
     pub start: u64,
     pub stop: Option<u64>,
@@ -110,6 +110,19 @@ impl PartialEq for ExactF64 {
 
 impl Eq for ExactF64 {}
 
+impl PartialOrd for ExactF64 {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// By bits, consistent with equality (not numeric order).
+impl Ord for ExactF64 {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.to_bits().cmp(&other.0.to_bits())
+    }
+}
+
 impl std::hash::Hash for ExactF64 {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         self.0.to_bits().hash(state);
@@ -117,7 +130,7 @@ impl std::hash::Hash for ExactF64 {
 }
 
 /// The values of a constant, stored exactly in the class of its dtype.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum ConstData {
     Bool(Vec<bool>),
     /// Values of an integer dtype (i8, u8, i32, i64), each within that dtype's range.
@@ -186,18 +199,28 @@ pub const MAX_CONSTANT_ELEMENTS: u64 = 1 << 16;
 
 /// An operation of the graph. Sources carry their declared type in the node; every other op's
 /// result type is inferred from its operands and attributes.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Op {
     /// A named tensor supplied on every run.
-    Input { name: String },
+    Input {
+        name: String,
+    },
     /// A named weight, supplied at run time or stored with the program.
-    Parameter { name: String },
+    Parameter {
+        name: String,
+    },
     /// A small tensor embedded in the graph (at most [`MAX_CONSTANT_ELEMENTS`]).
-    Constant { data: ConstData },
+    Constant {
+        data: ConstData,
+    },
     /// The current value of a named buffer that persists between runs (zeros before the first).
-    State { name: String },
+    State {
+        name: String,
+    },
     Unary(UnaryOp),
-    Cast { to: DType },
+    Cast {
+        to: DType,
+    },
     Binary(BinaryOp),
     /// `select(cond, a, b)`: `a` where `cond` is true, else `b`, all three broadcast.
     Select,
@@ -208,28 +231,50 @@ pub enum Op {
     },
     /// `a[..., m, k] @ b[..., k, n]`, batch dims broadcast.
     MatMul,
-    Reshape { dims: Vec<ReshapeDim> },
+    Reshape {
+        dims: Vec<ReshapeDim>,
+    },
     /// Result dim `i` is operand dim `perm[i]`.
-    Permute { perm: Vec<usize> },
-    BroadcastTo { dims: Vec<Dim> },
+    Permute {
+        perm: Vec<usize>,
+    },
+    BroadcastTo {
+        dims: Vec<Dim>,
+    },
     /// One range per axis.
-    Slice { ranges: Vec<SliceRange> },
+    Slice {
+        ranges: Vec<SliceRange>,
+    },
     /// Joins any number (≥ 1) of operands along `axis`.
-    Concat { axis: usize },
+    Concat {
+        axis: usize,
+    },
     /// Pads each axis with `(before, after)` elements of `value`.
-    Pad { pads: Vec<(u64, u64)>, value: ExactF64 },
+    Pad {
+        pads: Vec<(u64, u64)>,
+        value: ExactF64,
+    },
     /// Removes the given axes, each of static size 1.
-    Squeeze { axes: Vec<usize> },
+    Squeeze {
+        axes: Vec<usize>,
+    },
     /// Inserts size-1 axes at the given positions of the result.
-    Unsqueeze { axes: Vec<usize> },
+    Unsqueeze {
+        axes: Vec<usize>,
+    },
     /// `gather(data, indices)`: result is `data[.., indices[...], ..]` along `axis`.
-    Gather { axis: usize },
+    Gather {
+        axis: usize,
+    },
     /// `state_assign(state, value)`: the state holds `value` after this run.
     StateAssign,
     /// `state_write_slice(state, value[, offset])`: writes `value` into the state at `start`
     /// along `axis` (all other axes whole). `start: None` takes the start from the third operand,
     /// a scalar i32/i64 read at run time (e.g. the KV-cache position).
-    StateWriteSlice { axis: usize, start: Option<u64> },
+    StateWriteSlice {
+        axis: usize,
+        start: Option<u64>,
+    },
 }
 
 /// How many operands an op takes.
@@ -421,7 +466,9 @@ impl Op {
             Op::Binary(_) | Op::MatMul | Op::Gather { .. } | Op::StateAssign => Arity::Exactly(2),
             Op::Select => Arity::Exactly(3),
             Op::Concat { .. } => Arity::AtLeast(1),
-            Op::StateWriteSlice { start, .. } => Arity::Exactly(if start.is_some() { 2 } else { 3 }),
+            Op::StateWriteSlice { start, .. } => {
+                Arity::Exactly(if start.is_some() { 2 } else { 3 })
+            }
         }
     }
 

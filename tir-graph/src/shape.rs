@@ -52,7 +52,7 @@ impl fmt::Display for Dim {
 }
 
 /// The dims of a tensor, outermost first. Rank 0 is a scalar.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Shape(Vec<Dim>);
 
 /// Why a shape could not be formed or combined.
