@@ -2,10 +2,12 @@
 //!
 //! It defines the tensor graph IR (dtypes, shapes with static and symbolic dims, ops with type
 //! inference), the [`Graph`] with its verifier, the [`GraphBuilder`] API, and the two file forms:
-//! the binary `.tir` file ([`file`]) and the text form ([`text`]).
+//! the binary `.tir` file ([`file`](mod@file)) and the text form ([`text`]), and the f64 reference
+//! evaluator of a graph ([`eval`], the oracle later stages are checked against).
 
 pub mod builder;
 pub mod dtype;
+pub mod eval;
 pub mod file;
 pub mod graph;
 pub mod infer;
@@ -19,6 +21,7 @@ pub mod types;
 
 pub use builder::{GraphBuilder, Tensor};
 pub use dtype::DType;
+pub use eval::{evaluate, EvalError, Evaluation, HostTensor};
 pub use graph::{Graph, GraphData, GraphError, Node, NodeData, NodeId};
 pub use infer::InferError;
 pub use op::{BinaryOp, ConstData, ExactF64, Op, ReduceOp, ReshapeDim, SliceRange, UnaryOp};

@@ -170,6 +170,79 @@ pub fn decoder_block(cfg: &DecoderConfig) -> Result<Graph> {
     g.finish()
 }
 
+/// Sizes of a whole decoder-only transformer run over a full sequence (prefill).
+#[derive(Clone, Debug)]
+pub struct TransformerConfig {
+    pub layers: u64,
+    pub seq: u64,
+    pub hidden: u64,
+    pub heads: u64,
+    pub ffn: u64,
+}
+
+impl Default for TransformerConfig {
+    fn default() -> Self {
+        TransformerConfig {
+            layers: 48,
+            seq: 2048,
+            hidden: 4096,
+            heads: 32,
+            ffn: 11008,
+        }
+    }
+}
+
+/// `layers` pre-norm decoder layers over `x: f16[batch, seq, hidden]`: rms_norm, causal
+/// multi-head attention with rotary position embeddings on q and k, residual, rms_norm,
+/// SiLU-gated MLP, residual; then a final rms_norm. Each layer has its own weights.
+pub fn transformer(cfg: &TransformerConfig) -> Result<Graph> {
+    let g = GraphBuilder::new();
+    let (seq, hidden, heads) = (cfg.seq, cfg.hidden, cfg.heads);
+    let head_dim = hidden / heads;
+    let mut x = g.input("x", DType::F16, shape!["batch", seq, hidden])?;
+    let cos = g.input("rope_cos", DType::F16, shape![seq, head_dim])?;
+    let sin = g.input("rope_sin", DType::F16, shape![seq, head_dim])?;
+    for layer in 0..cfg.layers {
+        let weight = |name: &str, rows: u64, cols: u64| {
+            g.parameter(&format!("l{layer}.{name}"), DType::F16, shape![rows, cols])
+        };
+        let norm =
+            |name: &str| g.parameter(&format!("l{layer}.{name}"), DType::F16, shape![hidden]);
+        let h = x.rms_norm(&norm("attn_norm")?, 1e-5)?;
+        let heads_of = |name: &str| {
+            split_heads(
+                &h.matmul(&weight(name, hidden, hidden)?)?,
+                seq,
+                heads,
+                head_dim,
+            )
+        };
+        let q = rotary(&heads_of("wq")?, &cos, &sin)?;
+        let k = rotary(&heads_of("wk")?, &cos, &sin)?;
+        let v = heads_of("wv")?;
+        let attn = merge_heads(&q.attention(&k, &v, true)?, seq, hidden)?;
+        x = (&x + &attn.matmul(&weight("wo", hidden, hidden)?)?)?;
+        let h = x.rms_norm(&norm("mlp_norm")?, 1e-5)?;
+        let gate = h.matmul(&weight("w_gate", hidden, cfg.ffn)?)?.silu()?;
+        let up = h.matmul(&weight("w_up", hidden, cfg.ffn)?)?;
+        x = (&x + &(&gate * &up)?.matmul(&weight("w_down", cfg.ffn, hidden)?)?)?;
+    }
+    let final_norm = g.parameter("final_norm", DType::F16, shape![hidden])?;
+    g.output("y", &x.rms_norm(&final_norm, 1e-5)?)?;
+    g.finish()
+}
+
+/// Rotary embedding of `x: [.., seq, head_dim]`: `x * cos + rotate_half(x) * sin`.
+fn rotary(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
+    let shape = x.shape();
+    let last = shape.rank() - 1;
+    let half = shape.dims()[last].as_static().unwrap_or(0) / 2;
+    let first = x.slice_axis(last, 0, half)?;
+    let second = x.slice_axis(last, half, 2 * half)?;
+    let rotated = x.builder().concat(&[&second.neg()?, &first], last)?;
+    &(x * cos)? + &(&rotated * sin)?
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,6 +259,21 @@ mod tests {
         assert_eq!(out("softmax"), "f16[rows, 4096]");
         assert_eq!(out("attention"), "f16[batch, 1024, 1024]");
         assert_eq!(out("decoder_block"), "f16[1, 1, 4096]");
+    }
+
+    #[test]
+    fn transformer_layers_repeat() {
+        let cfg = TransformerConfig {
+            layers: 2,
+            seq: 8,
+            hidden: 16,
+            heads: 2,
+            ffn: 32,
+        };
+        let g = transformer(&cfg).unwrap();
+        assert_eq!(g.ty(g.outputs()[0].1).to_string(), "f16[batch, 8, 16]");
+        assert_eq!(g.op_counts()["matmul"], 2 * 9);
+        assert_eq!(g.parameters().len(), 2 * 9 + 1);
     }
 
     #[test]

@@ -43,6 +43,7 @@
 //!   matmul and the layout ops (reshape, permute, broadcast_to, slice, concat, pad, squeeze,
 //!   unsqueeze), and `cast`. Every node without users is an output.
 
+use crate::eval::SplitMix64;
 use crate::infer::infer;
 use crate::op::{ConstData, ExactF64};
 use crate::{
@@ -398,19 +399,15 @@ pub fn build_graph(config: &GraphConfig, recipe: &Recipe) -> Graph {
 }
 
 /// A small deterministic generator (splitmix64) for a step's choices.
-struct Rng(u64);
+struct Rng(SplitMix64);
 
 impl Rng {
     fn new(seed: u64) -> Rng {
-        Rng(seed ^ 0x5851_f42d_4c95_7f2d)
+        Rng(SplitMix64(seed ^ 0x5851_f42d_4c95_7f2d))
     }
 
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next()
     }
 
     /// Uniform in `0..n` (0 when `n` is 0).

@@ -24,6 +24,13 @@ enum Command {
     Check { file: PathBuf },
     /// Print a graph (.tir or text form) in the text form.
     Dump { file: PathBuf },
+    /// Optimize a graph and print its kernels (ops, inputs, outputs, bytes) and the rules that fired.
+    Explain {
+        file: PathBuf,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Parse a text-form graph and write it as a .tir file.
     Parse {
         text: PathBuf,
@@ -46,6 +53,11 @@ enum CliError {
     },
     #[error("{path}: not a .tir file and not UTF-8 text")]
     NotText { path: String },
+    #[error("{path}: {source}")]
+    Optimize {
+        path: String,
+        source: tir_opt::OptError,
+    },
     #[error("writing to stdout: {0}")]
     Stdout(std::io::Error),
 }
@@ -84,6 +96,20 @@ fn run(command: Command) -> Result<(), CliError> {
             print_stdout(&summary(&file, &graph))
         }
         Command::Dump { file } => print_stdout(&text::print(&load(&file)?)),
+        Command::Explain { file, json } => {
+            let graph = load(&file)?;
+            let (fused, report) = tir_opt::optimize(&graph, &tir_opt::OptOptions::default())
+                .map_err(|source| CliError::Optimize {
+                    path: file.display().to_string(),
+                    source,
+                })?;
+            let shown = if json {
+                tir_opt::explain::to_json(&fused, &report) + "\n"
+            } else {
+                tir_opt::explain::to_text(&fused, &report)
+            };
+            print_stdout(&shown)
+        }
         Command::Parse { text, output } => {
             let graph = parse_text(&text, &read_bytes(&text)?)?;
             file::write(&output, &graph).map_err(|source| CliError::File {

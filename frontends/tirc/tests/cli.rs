@@ -175,3 +175,68 @@ fn non_utf8_paths_do_not_panic() {
     let out = tirc(&[std::ffi::OsStr::new("check"), name]);
     assert_refused(&out, "missing.tir");
 }
+
+/// `tirc explain --json` on an example: the parsed object.
+fn explain_json(name: &str) -> serde_json::Value {
+    let out = run(&["explain", "--json", &example(&format!("{name}.tir"))]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    serde_json::from_str(&stdout(&out)).expect("explain --json prints one JSON object")
+}
+
+fn kernel_ops(kernel: &serde_json::Value) -> Vec<&str> {
+    let ops = kernel["ops"].as_array().expect("ops is an array");
+    ops.iter().map(|o| o.as_str().unwrap()).collect()
+}
+
+#[test]
+fn explain_fuses_the_examples_as_documented() {
+    for name in ["ln_gelu", "softmax"] {
+        let json = explain_json(name);
+        let kernels = json["kernels"].as_array().unwrap();
+        assert_eq!(kernels.len(), 1, "{name}: {json}");
+        assert_eq!(kernels[0]["kind"], "row_reduction", "{name}");
+    }
+    let json = explain_json("mlp");
+    let kernels = json["kernels"].as_array().unwrap();
+    assert_eq!(kernels.len(), 2, "{json}");
+    assert_eq!(kernel_ops(&kernels[0]), ["matmul", "add", "gelu_erf"]);
+    assert_eq!(kernel_ops(&kernels[1]), ["matmul", "add"]);
+    for k in kernels {
+        assert_eq!(k["kind"], "matmul");
+        assert_eq!(k["outputs"].as_array().unwrap().len(), 1);
+        assert!(k["bytes"].as_u64().unwrap() > 0);
+        assert!(!k["inputs"].as_array().unwrap().is_empty());
+    }
+    assert!(json["rules"].is_object());
+    assert_eq!(json["bounds_hit"], serde_json::json!([]));
+}
+
+#[test]
+fn explain_prints_kernels_and_rules_as_text() {
+    let out = run(&["explain", &example("ln_gelu.tirt")]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.starts_with("1 kernels, "), "{text}");
+    assert!(text.contains("kernel 0: row_reduction (11 ops)"), "{text}");
+    assert!(
+        text.contains("  input:  %0 \"x\": f16[tokens, 4096]"),
+        "{text}"
+    );
+    assert!(text.contains("rules fired: "), "{text}");
+    assert!(text.contains("bounds hit: none"), "{text}");
+    for name in ["attention", "decoder_block"] {
+        let json = explain_json(name);
+        assert!(json["kernels"].as_array().unwrap().len() > 1, "{name}");
+    }
+}
+
+#[test]
+fn explain_refuses_bad_input_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = write(dir.path(), "bad.tir", b"TIRGRAPH garbage");
+    assert_refused(&run(&["explain", &bad]), "bad.tir");
+    assert_refused(
+        &run(&["explain", "--json", "/no/such/file.tir"]),
+        "file.tir",
+    );
+}

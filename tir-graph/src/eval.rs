@@ -1,0 +1,1242 @@
+//! The f64 reference evaluator of a [`Graph`]: "the oracle" that every backend is checked against.
+//!
+//! [`evaluate`] runs a whole graph on concrete [`HostTensor`]s; [`eval_op`] runs one op. Values are
+//! held as `f64` whatever the dtype; the rules below say exactly what each op computes.
+//!
+//! # Numbers
+//!
+//! - **Floats are not rounded to their dtype after each op.** Every float op computes in `f64`
+//!   and keeps the `f64` result, so an `f16` intermediate may hold values no `f16` can: the
+//!   oracle gives the (nearly) exact value and backends are compared with tolerances. Only
+//!   `cast` rounds (with [`DType::round_value`]); constants and supplied sources are already
+//!   exact in their dtype.
+//! - **Integers and bool are exact.** Integer arithmetic (`add`, `sub`, `mul`, `neg`, `abs`,
+//!   `reduce_sum`, `reduce_prod`, `matmul`) runs on wrapping `i64` and the result then wraps to the
+//!   dtype (two's complement, `round_value`): `i8` 100 + 100 = -56, `u8` 0 - 1 = 255, `i8`
+//!   `neg(-128)` = -128. As values are held in `f64`, an `i64` value is exact only up to 2^53 in
+//!   magnitude; beyond that the oracle is not exact (and may wrap 2^63 to -2^63).
+//! - Integer `div` truncates toward zero (-7 / 2 = -3); **division by zero gives 0**, and
+//!   `i64::MIN / -1` wraps. Float `div` is IEEE (`1/0 = inf`, `0/0 = NaN`).
+//! - `pow` on floats is `f64::powf` (C `pow`: `pow(x, 0) = 1` even for NaN). On integers (which
+//!   inference refuses today, kept so the rule is fixed): a negative exponent gives 0, except for
+//!   base 1 (1) and base -1 (±1 by parity); otherwise wrapping repeated multiplication.
+//!
+//! # Elementwise ops (NumPy broadcasting)
+//!
+//! - `maximum`/`minimum` propagate NaN (a NaN operand gives NaN) and order `-0.0 < +0.0` (IEEE
+//!   754-2019 maximum/minimum). `relu(x)` is `maximum(x, 0)`: NaN stays NaN, `relu(-0.0) = +0.0`.
+//!   On integers all three are exact.
+//! - Comparisons give bool; a NaN compares false, except under `ne` (true). `and`/`or`/`not` are
+//!   logical on bool. `select(c, a, b)` broadcasts all three.
+//! - Unary floats: `neg`, `abs`, `exp`, `log` (natural), `sqrt`, `rsqrt = 1/sqrt(x)`,
+//!   `reciprocal = 1/x`, `sin`, `cos`, `tanh`, `sigmoid = 1/(1+exp(-x))`,
+//!   `gelu_erf = x*0.5*(1+erf(x/sqrt(2)))` (`libm::erf`),
+//!   `gelu_tanh = 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3)))`, `silu = x*sigmoid(x)`, `floor`,
+//!   `ceil`, each as the formula gives it in IEEE `f64` arithmetic (so `silu(-inf)` and
+//!   `gelu(-inf)` are NaN, as `-inf * 0` is).
+//! - `cast` is `to.round_value(v)`: floats round to nearest even, integers truncate toward zero
+//!   and wrap (NaN gives 0, ±inf what `round_value` gives), bool is `v != 0` (NaN gives true).
+//!
+//! # Reductions
+//!
+//! Over any set of axes, keeping them as size 1 or dropping them. Values are combined in
+//! row-major order of the reduced axes: float `reduce_sum` accumulates sequentially in `f64`,
+//! `reduce_mean` is that sum divided by the count, integer `reduce_sum`/`reduce_prod` wrap.
+//! `reduce_max`/`reduce_min` propagate NaN. `argmax`/`argmin` give the (i64) index of the first
+//! maximum/minimum along the axis, and a NaN counts as both the maximum and the minimum at its
+//! first position (NumPy). Over an empty axis (size 0): `reduce_sum` gives 0, `reduce_prod` 1,
+//! `reduce_mean` NaN, and `reduce_max`/`reduce_min`/`argmax`/`argmin` are an error (an empty
+//! reduction) unless the result itself has no elements.
+//!
+//! # Other ops
+//!
+//! - `matmul`: `[..., m, k] @ [..., k, n]` with the batch dims broadcast; each output element
+//!   accumulates its `k` products in order, in `f64` (wrapping `i64` for integers; `k = 0`
+//!   gives 0).
+//! - `reshape` (row-major), `permute`, `broadcast_to`, `slice` (`start`, `stop` or the end,
+//!   `step`), `concat`, `pad` (with the constant value), `squeeze`, `unsqueeze` move values
+//!   unchanged.
+//! - `gather(data, indices)` along `axis`: the result has `data`'s dims before `axis`, then
+//!   `indices`' dims, then `data`'s dims after `axis`. An index that is negative or not below the
+//!   axis size is an error (no wrap-around, no clamping).
+//! - `state_assign(state, value)` gives `value`, the state's value after the run.
+//!   `state_write_slice(state, value[, offset])` gives the state with `value` written at the static
+//!   `start` or the run-time scalar `offset` along `axis`; an offset that is negative or makes the
+//!   write overrun the axis is an error.
+//! - Every read of a state (the `state` node) sees its value at the **start** of the run, wherever
+//!   the update sits in the graph; users of the update node see the updated value.
+//!
+//! # Sources and symbolic dims
+//!
+//! [`evaluate`] binds inputs, parameters and states by name from its `sources`; an input or
+//! parameter not given is an error, a state not given starts as zeros, and a name the graph does
+//! not have is an error. Every supplied tensor must be well formed ([`HostTensor::new`]'s checks,
+//! including values exact in its dtype) and match its source's dtype and shape; each symbolic dim
+//! is bound by the supplied tensors that have it ([`bind_dims`]), and they must agree. A dim that
+//! no supplied tensor binds is an error only where a node needs its value (a state left to zeros,
+//! a `broadcast_to` or `reshape` target). Constants come from their [`ConstData`].
+//!
+//! # Errors, not panics
+//!
+//! Evaluation never panics: a malformed source, an out-of-range index or offset, an empty
+//! reduction, or a tensor of more than [`MAX_EVAL_ELEMENTS`] elements gives an [`EvalError`]
+//! whose one-line message names the node (`%N`), the op and what is wrong.
+
+use crate::infer::infer;
+use crate::op::ConstData;
+use crate::{
+    BinaryOp, DType, Dim, Graph, Node, NodeId, Op, ReduceOp, ReshapeDim, Shape, TensorType,
+    UnaryOp, MAX_RANK,
+};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+/// The most elements one tensor of an evaluation may have (2 GiB of `f64`); larger results are
+/// refused with an error instead of exhausting memory.
+pub const MAX_EVAL_ELEMENTS: u64 = 1 << 28;
+
+/// A tensor with concrete dims; values held as `f64`, row-major. Bool is 0.0/1.0, integers are
+/// exact integer values. Tensors made by [`HostTensor::new`] hold values exact in their dtype;
+/// float tensors computed by the oracle hold unrounded `f64` results (see the module doc).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostTensor {
+    pub dtype: DType,
+    pub dims: Vec<u64>,
+    pub data: Vec<f64>,
+}
+
+/// Why evaluation failed. Each message is one line naming the node (`%N`) and op where known;
+/// source names are escaped (`\n`, `\"`, ...) so that odd names keep it one line.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EvalError {
+    #[error("malformed tensor: {reason}")]
+    BadTensor { reason: String },
+    #[error(
+        "a tensor is supplied for `{0}`, but the graph has no input, parameter or state `{0}`",
+        .name.escape_debug()
+    )]
+    UnknownSource { name: String },
+    #[error("{node} ({op} `{}`): no tensor is supplied", .name.escape_debug())]
+    MissingSource {
+        node: NodeId,
+        op: &'static str,
+        name: String,
+    },
+    /// A supplied tensor is malformed or does not match its source's type.
+    #[error("{node} ({op} `{}`): {reason}", .name.escape_debug())]
+    BadSource {
+        node: NodeId,
+        op: &'static str,
+        name: String,
+        reason: String,
+    },
+    #[error(
+        "{node} ({op} `{}`): symbolic dim `{dim}` is {value} here but {first_value} in `{}` ({first_node})",
+        .name.escape_debug(),
+        .first_name.escape_debug()
+    )]
+    DimConflict {
+        dim: String,
+        node: NodeId,
+        op: &'static str,
+        name: String,
+        value: u64,
+        first_node: NodeId,
+        first_name: String,
+        first_value: u64,
+    },
+    /// `op` is empty when the dim was asked for outside any op ([`concrete_dims`]).
+    #[error("{}symbolic dim `{dim}` is not bound by any supplied tensor", site(.node, .op))]
+    UnboundDim {
+        dim: String,
+        node: Option<NodeId>,
+        op: &'static str,
+    },
+    /// An op could not be evaluated on its operands; `node` is known inside [`evaluate`].
+    #[error("{}{reason}", site(.node, .op))]
+    OpFailed {
+        node: Option<NodeId>,
+        op: &'static str,
+        reason: String,
+    },
+}
+
+/// The `%N (op): ` prefix of a message, as far as it is known.
+fn site(node: &Option<NodeId>, op: &str) -> String {
+    match (node, op) {
+        (Some(n), op) => format!("{n} ({op}): "),
+        (None, "") => String::new(),
+        (None, op) => format!("{op}: "),
+    }
+}
+
+impl EvalError {
+    /// Places an op's error at `node` (errors already placed keep their node).
+    fn at(self, node: NodeId, node_op: &'static str) -> EvalError {
+        match self {
+            EvalError::OpFailed {
+                node: None,
+                op,
+                reason,
+            } => EvalError::OpFailed {
+                node: Some(node),
+                op,
+                reason,
+            },
+            EvalError::UnboundDim {
+                dim, node: None, ..
+            } => EvalError::UnboundDim {
+                dim,
+                node: Some(node),
+                op: node_op,
+            },
+            e => e,
+        }
+    }
+}
+
+/// `f32[2, 3]`, the way [`TensorType`] prints.
+struct TypeName<'a>(DType, &'a [u64]);
+
+impl fmt::Display for TypeName<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}[", self.0)?;
+        for (i, d) in self.1.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{d}")?;
+        }
+        f.write_str("]")
+    }
+}
+
+/// The element count of `dims`, when it fits in a `usize`.
+fn numel_of(dims: &[u64]) -> Option<usize> {
+    let n = dims.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))?;
+    usize::try_from(n).ok()
+}
+
+/// Whether `v` is stored unchanged by `dtype` (a float dtype also holds NaN).
+fn exact_in(dtype: DType, v: f64) -> bool {
+    (v.is_nan() && dtype.is_float()) || dtype.round_value(v).to_bits() == v.to_bits()
+}
+
+impl HostTensor {
+    /// A tensor from row-major values: `data` must have one value per element and each value must
+    /// be exact in `dtype` (NaN only in float dtypes; integers as `+0.0`, not `-0.0`).
+    pub fn new(dtype: DType, dims: Vec<u64>, data: Vec<f64>) -> Result<HostTensor, EvalError> {
+        let t = HostTensor { dtype, dims, data };
+        t.check_layout()
+            .and_then(|()| t.check_values())
+            .map_err(|reason| EvalError::BadTensor { reason })?;
+        Ok(t)
+    }
+
+    /// All zeros. Panics if the element count does not fit in memory.
+    pub fn zeros(dtype: DType, dims: Vec<u64>) -> HostTensor {
+        let n = numel_of(&dims).expect("the element count of a zeros tensor fits in a usize");
+        HostTensor {
+            dtype,
+            dims,
+            data: vec![0.0; n],
+        }
+    }
+
+    /// The number of elements (the length of `data`).
+    pub fn numel(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Deterministic random values (same seed, same tensor), exact in `dtype` and never all zeros
+    /// (unless there are no elements): floats roughly uniform in [-2, 2) rounded to the dtype,
+    /// signed integers in -8..8, `u8` in 0..16, bool either. Panics if the element count does not
+    /// fit in memory.
+    pub fn random(dtype: DType, dims: Vec<u64>, seed: u64) -> HostTensor {
+        let n = numel_of(&dims).expect("the element count of a random tensor fits in a usize");
+        let mut rng = SplitMix64(seed);
+        let mut data: Vec<f64> = (0..n).map(|_| random_value(dtype, rng.next())).collect();
+        if data.iter().all(|&v| v == 0.0) {
+            if let Some(first) = data.first_mut() {
+                *first = 1.0;
+            }
+        }
+        HostTensor { dtype, dims, data }
+    }
+
+    /// The rank is allowed and `data` has one value per element.
+    fn check_layout(&self) -> Result<(), String> {
+        let name = TypeName(self.dtype, &self.dims);
+        if self.dims.len() > MAX_RANK {
+            return Err(format!("{name} has rank {} > {MAX_RANK}", self.dims.len()));
+        }
+        match numel_of(&self.dims) {
+            Some(n) if n == self.data.len() => Ok(()),
+            Some(n) => Err(format!("{name} needs {n} values, got {}", self.data.len())),
+            None => Err(format!("{name} has too many elements")),
+        }
+    }
+
+    fn check_values(&self) -> Result<(), String> {
+        match self.data.iter().position(|&v| !exact_in(self.dtype, v)) {
+            None => Ok(()),
+            Some(i) => Err(format!(
+                "element {i} ({:?}) is not an exact {} value",
+                self.data[i], self.dtype
+            )),
+        }
+    }
+
+    /// The tensor's type (static dims). Only for tensors whose layout was checked.
+    fn tensor_type(&self) -> TensorType {
+        TensorType::new(self.dtype, Shape::of(&self.dims))
+    }
+}
+
+/// The splitmix64 generator: tiny, fast, and good enough for test data (also the random graph
+/// generator's, in `testing`).
+pub(crate) struct SplitMix64(pub(crate) u64);
+
+impl SplitMix64 {
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+fn random_value(dtype: DType, bits: u64) -> f64 {
+    match dtype {
+        DType::Bool => (bits >> 63) as f64,
+        DType::U8 => (bits >> 60) as f64,
+        d if d.is_int() => (bits >> 60) as f64 - 8.0,
+        // 53 random bits in [0, 1), scaled to [-2, 2).
+        d => d.round_value((bits >> 11) as f64 * (4.0 / (1u64 << 53) as f64) - 2.0),
+    }
+}
+
+/// The values a run produced.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Evaluation {
+    /// Each output by name.
+    pub outputs: BTreeMap<String, HostTensor>,
+    /// Every state's value after the run: updated ones get their new value, the rest keep theirs.
+    pub states: BTreeMap<String, HostTensor>,
+}
+
+/// Concrete dims of `shape` under the symbolic dims `dims`.
+pub fn concrete_dims(shape: &Shape, dims: &BTreeMap<String, u64>) -> Result<Vec<u64>, EvalError> {
+    shape
+        .dims()
+        .iter()
+        .map(|d| match d {
+            Dim::Static(n) => Ok(*n),
+            Dim::Symbolic(s) => dims.get(s).copied().ok_or_else(|| EvalError::UnboundDim {
+                dim: s.clone(),
+                node: None,
+                op: "",
+            }),
+        })
+        .collect()
+}
+
+/// Binds the symbolic dims of the graph's sources from the shapes of the supplied tensors
+/// (inputs, parameters and states; sources not supplied bind nothing). Checks every supplied
+/// tensor: its name is a source of the graph, it is well formed, and its dtype and shape match
+/// the source's (static dims equal, symbolic dims consistent across all tensors).
+pub fn bind_dims(
+    graph: &Graph,
+    sources: &BTreeMap<String, HostTensor>,
+) -> Result<BTreeMap<String, u64>, EvalError> {
+    let names: BTreeSet<&str> = graph
+        .node_ids()
+        .filter_map(|id| graph.node(id).op.source_name())
+        .collect();
+    if let Some(name) = sources.keys().find(|n| !names.contains(n.as_str())) {
+        return Err(EvalError::UnknownSource { name: name.clone() });
+    }
+    // Each dim's value, with the node and name that bound it first.
+    let mut bound: BTreeMap<String, (u64, NodeId, String)> = BTreeMap::new();
+    for id in graph.node_ids() {
+        let node = graph.node(id);
+        let Some(name) = node.op.source_name() else {
+            continue;
+        };
+        let Some(t) = sources.get(name) else {
+            continue;
+        };
+        let op = node.op.name();
+        let bad = |reason: String| EvalError::BadSource {
+            node: id,
+            op,
+            name: name.to_string(),
+            reason,
+        };
+        t.check_layout()
+            .and_then(|()| t.check_values())
+            .map_err(bad)?;
+        let mismatch = || {
+            bad(format!(
+                "the supplied tensor is {}, expected {}",
+                TypeName(t.dtype, &t.dims),
+                node.ty
+            ))
+        };
+        if t.dtype != node.ty.dtype || t.dims.len() != node.ty.rank() {
+            return Err(mismatch());
+        }
+        for (d, &n) in node.ty.shape.dims().iter().zip(&t.dims) {
+            match d {
+                Dim::Static(s) if *s != n => return Err(mismatch()),
+                Dim::Static(_) => {}
+                Dim::Symbolic(s) => match bound.get(s) {
+                    Some((first_value, first_node, first_name)) if *first_value != n => {
+                        return Err(EvalError::DimConflict {
+                            dim: s.clone(),
+                            node: id,
+                            op,
+                            name: name.to_string(),
+                            value: n,
+                            first_node: *first_node,
+                            first_name: first_name.clone(),
+                            first_value: *first_value,
+                        });
+                    }
+                    Some(_) => {}
+                    None => {
+                        bound.insert(s.clone(), (n, id, name.to_string()));
+                    }
+                },
+            }
+        }
+    }
+    Ok(bound.into_iter().map(|(k, (v, _, _))| (k, v)).collect())
+}
+
+/// Evaluates the whole graph on `sources` (see the module doc for binding rules and semantics).
+pub fn evaluate(
+    graph: &Graph,
+    sources: &BTreeMap<String, HostTensor>,
+) -> Result<Evaluation, EvalError> {
+    let dims = bind_dims(graph, sources)?;
+    // Values are dropped after their last use unless an output or a state needs them.
+    let mut uses = vec![0usize; graph.len()];
+    let mut operands = Vec::with_capacity(graph.len());
+    for id in graph.node_ids() {
+        let ops = graph.operands(id);
+        for o in &ops {
+            uses[o.index()] += 1;
+        }
+        operands.push(ops);
+    }
+    let states = graph.states();
+    let kept: BTreeSet<NodeId> = graph
+        .outputs()
+        .iter()
+        .map(|(_, n)| *n)
+        .chain(
+            states
+                .iter()
+                .map(|(_, s)| graph.state_writer(*s).unwrap_or(*s)),
+        )
+        .collect();
+
+    let mut values: Vec<Option<HostTensor>> = vec![None; graph.len()];
+    for id in graph.node_ids() {
+        let node = graph.node(id);
+        let op = node.op.name();
+        let value = match &node.op {
+            Op::Input { name } | Op::Parameter { name } | Op::State { name } => {
+                source_value(id, node, name, sources, &dims)
+            }
+            Op::Constant { data } => constant(data, &node.ty),
+            _ => {
+                let args: Option<Vec<&HostTensor>> = operands[id.index()]
+                    .iter()
+                    .map(|o| values[o.index()].as_ref())
+                    .collect();
+                match args {
+                    Some(args) => eval_op(&node.op, &args, &node.ty, &dims),
+                    None => Err(EvalError::OpFailed {
+                        node: None,
+                        op,
+                        reason: "an operand's value is missing (evaluator bug)".into(),
+                    }),
+                }
+            }
+        }
+        .map_err(|e| e.at(id, op))?;
+        values[id.index()] = Some(value);
+        for o in &operands[id.index()] {
+            uses[o.index()] -= 1;
+            if uses[o.index()] == 0 && !kept.contains(o) {
+                values[o.index()] = None;
+            }
+        }
+    }
+
+    let take = |name: &String, id: NodeId| {
+        let value = values[id.index()].clone();
+        value
+            .map(|v| (name.clone(), v))
+            .ok_or_else(|| EvalError::OpFailed {
+                node: Some(id),
+                op: graph.node(id).op.name(),
+                reason: "the value was dropped before the end of the run (evaluator bug)".into(),
+            })
+    };
+    let outputs = graph
+        .outputs()
+        .iter()
+        .map(|(name, id)| take(name, *id))
+        .collect::<Result<_, _>>()?;
+    let states = states
+        .iter()
+        .map(|(name, s)| take(name, graph.state_writer(*s).unwrap_or(*s)))
+        .collect::<Result<_, _>>()?;
+    Ok(Evaluation { outputs, states })
+}
+
+/// The value of the input, parameter or state `node` named `name`: the supplied tensor (checked
+/// by [`bind_dims`]), or zeros for a state not supplied.
+fn source_value(
+    id: NodeId,
+    node: &Node,
+    name: &str,
+    sources: &BTreeMap<String, HostTensor>,
+    dims: &BTreeMap<String, u64>,
+) -> Result<HostTensor, EvalError> {
+    let op = node.op.name();
+    match (sources.get(name), &node.op) {
+        (Some(t), _) => Ok(t.clone()),
+        (None, Op::State { .. }) => {
+            let d = concrete_dims(&node.ty.shape, dims)?;
+            check_size(&d, &node.ty, op)?;
+            Ok(HostTensor::zeros(node.ty.dtype, d))
+        }
+        (None, _) => Err(EvalError::MissingSource {
+            node: id,
+            op,
+            name: name.to_string(),
+        }),
+    }
+}
+
+/// A constant's values as a tensor.
+fn constant(data: &ConstData, ty: &TensorType) -> Result<HostTensor, EvalError> {
+    let fail = |reason: String| EvalError::OpFailed {
+        node: None,
+        op: "constant",
+        reason,
+    };
+    let dims = ty
+        .shape
+        .static_dims()
+        .ok_or_else(|| fail(format!("a constant needs a static shape, got {ty}")))?;
+    let n = numel_of(&dims).ok_or_else(|| fail(format!("{ty} has too many elements")))?;
+    if data.len() != n {
+        return Err(fail(format!("has {} values for {ty}", data.len())));
+    }
+    let values = (0..n).filter_map(|i| data.get_f64(i)).collect();
+    Ok(HostTensor {
+        dtype: ty.dtype,
+        dims,
+        data: values,
+    })
+}
+
+/// Refuses a result of `op` larger than [`MAX_EVAL_ELEMENTS`].
+fn check_size(dims: &[u64], ty: &TensorType, op: &'static str) -> Result<usize, EvalError> {
+    numel_of(dims)
+        .filter(|&n| n as u64 <= MAX_EVAL_ELEMENTS)
+        .ok_or_else(|| EvalError::OpFailed {
+            node: None,
+            op,
+            reason: format!(
+                "{} ({ty}) has more than {MAX_EVAL_ELEMENTS} elements, more than the oracle evaluates",
+                TypeName(ty.dtype, dims)
+            ),
+        })
+}
+
+/// Evaluates one non-source op on concrete operands. `result` is the node's type: the result's
+/// dims come from the operands (and from `dims` for the symbolic dims of a `broadcast_to` or
+/// `reshape` target), and must agree with `result` where it is static or bound. The operands are
+/// checked as inference checks types, so malformed operands give an error, never a panic.
+pub fn eval_op(
+    op: &Op,
+    operands: &[&HostTensor],
+    result: &TensorType,
+    dims: &BTreeMap<String, u64>,
+) -> Result<HostTensor, EvalError> {
+    let name = op.name();
+    let fail = |reason: String| EvalError::OpFailed {
+        node: None,
+        op: name,
+        reason,
+    };
+    if op.is_source() {
+        return Err(fail(
+            "a source is bound by `evaluate`, not evaluated".into(),
+        ));
+    }
+    for (i, x) in operands.iter().enumerate() {
+        x.check_layout()
+            .map_err(|e| fail(format!("operand {i} is malformed: {e}")))?;
+    }
+    let op = concretize(op, result, dims).map_err(|dim| EvalError::UnboundDim {
+        dim,
+        node: None,
+        op: name,
+    })?;
+    let types: Vec<TensorType> = operands.iter().map(|x| x.tensor_type()).collect();
+    let refs: Vec<&TensorType> = types.iter().collect();
+    let ty = infer(&op, &refs).map_err(|e| fail(format!("the operands do not type-check: {e}")))?;
+    let out = ty
+        .shape
+        .static_dims()
+        .ok_or_else(|| fail(format!("the result type {ty} is not concrete")))?;
+    if !agrees(&ty, &out, result, dims) {
+        return Err(fail(format!(
+            "the operands give {ty}, but the node's type is {result}"
+        )));
+    }
+    check_size(&out, &ty, name)?;
+    let data = compute(&op, operands, &out, ty.dtype).map_err(fail)?;
+    Ok(HostTensor {
+        dtype: ty.dtype,
+        dims: out,
+        data,
+    })
+}
+
+/// `op` with the symbolic dims of its attributes replaced by their bindings (or the first
+/// unbound dim's name). A reshape's inferred dim is taken from the node's type `result` where
+/// that is concrete: with a zero-size dim the element count alone cannot tell it.
+fn concretize<'a>(
+    op: &'a Op,
+    result: &TensorType,
+    dims: &BTreeMap<String, u64>,
+) -> Result<Cow<'a, Op>, String> {
+    let bind = |d: &Dim| match d {
+        Dim::Static(_) => Ok(d.clone()),
+        Dim::Symbolic(s) => dims
+            .get(s)
+            .map(|&n| Dim::Static(n))
+            .ok_or_else(|| s.clone()),
+    };
+    Ok(match op {
+        Op::Reshape { dims: target } => Cow::Owned(Op::Reshape {
+            dims: target
+                .iter()
+                .zip(
+                    result
+                        .shape
+                        .dims()
+                        .iter()
+                        .map(Some)
+                        .chain(std::iter::repeat(None)),
+                )
+                .map(|(d, known)| match d {
+                    ReshapeDim::Dim(d) => bind(d).map(ReshapeDim::Dim),
+                    ReshapeDim::Infer => Ok(known
+                        .and_then(|k| bind(k).ok())
+                        .map_or(ReshapeDim::Infer, ReshapeDim::Dim)),
+                })
+                .collect::<Result<_, _>>()?,
+        }),
+        Op::BroadcastTo { dims: target } => Cow::Owned(Op::BroadcastTo {
+            dims: target.iter().map(bind).collect::<Result<_, _>>()?,
+        }),
+        _ => Cow::Borrowed(op),
+    })
+}
+
+/// Whether the concrete type (`ty` with dims `out`) is an instance of the node's type `result`.
+fn agrees(ty: &TensorType, out: &[u64], result: &TensorType, dims: &BTreeMap<String, u64>) -> bool {
+    ty.dtype == result.dtype
+        && out.len() == result.rank()
+        && result.shape.dims().iter().zip(out).all(|(d, &n)| match d {
+            Dim::Static(s) => *s == n,
+            Dim::Symbolic(s) => dims.get(s).is_none_or(|&b| b == n),
+        })
+}
+
+/// The values of a type-checked op; `out` are the result dims, `dtype` its dtype.
+fn compute(op: &Op, xs: &[&HostTensor], out: &[u64], dtype: DType) -> Result<Vec<f64>, String> {
+    // Checks of run-time values come first, so that they hold for empty results too; then an
+    // empty result is done, and every op below has no zero dim in its result.
+    match op {
+        Op::Gather { axis } => check_indices(xs[1], xs[0].dims[*axis], *axis)?,
+        Op::StateWriteSlice { axis, start } => {
+            check_offset(write_offset(xs, *start), xs[0], xs[1], *axis)?
+        }
+        _ => {}
+    }
+    if out.contains(&0) {
+        return Ok(Vec::new());
+    }
+    Ok(match op {
+        Op::Unary(u) => xs[0].data.iter().map(|&x| unary(*u, dtype, x)).collect(),
+        Op::Cast { to } => xs[0].data.iter().map(|&x| to.round_value(x)).collect(),
+        Op::Binary(b) => {
+            let (x, y) = (broadcast(xs[0], out), broadcast(xs[1], out));
+            let operand_dtype = xs[0].dtype;
+            x.iter()
+                .zip(y.iter())
+                .map(|(&x, &y)| binary(*b, operand_dtype, x, y))
+                .collect()
+        }
+        Op::Select => {
+            let (c, a, b) = (
+                broadcast(xs[0], out),
+                broadcast(xs[1], out),
+                broadcast(xs[2], out),
+            );
+            c.iter()
+                .zip(a.iter().zip(b.iter()))
+                .map(|(&c, (&a, &b))| if c != 0.0 { a } else { b })
+                .collect()
+        }
+        Op::Reduce { op, axes, .. } => reduce(*op, axes, xs[0])?,
+        Op::MatMul => matmul(xs[0], xs[1], out),
+        Op::Reshape { .. } | Op::Squeeze { .. } | Op::Unsqueeze { .. } => xs[0].data.clone(),
+        Op::Permute { perm } => {
+            let strides = row_major_strides(&xs[0].dims);
+            let strides: Vec<usize> = perm.iter().map(|&p| strides[p]).collect();
+            strided(&xs[0].data, out, 0, &strides)
+        }
+        Op::BroadcastTo { .. } => broadcast(xs[0], out).into_owned(),
+        Op::Slice { ranges } => {
+            let strides = row_major_strides(&xs[0].dims);
+            let base = ranges
+                .iter()
+                .zip(&strides)
+                .map(|(r, s)| r.start as usize * s)
+                .sum();
+            // Wrapping: a step past the axis end (a size-1 result) may overflow, unused.
+            let steps: Vec<usize> = ranges
+                .iter()
+                .zip(&strides)
+                .map(|(r, s)| (r.step as usize).wrapping_mul(*s))
+                .collect();
+            strided(&xs[0].data, out, base, &steps)
+        }
+        Op::Concat { axis } => concat(xs, *axis, out),
+        Op::Pad { pads, value } => pad(xs[0], pads, value.0, out),
+        Op::Gather { axis } => gather(xs[0], xs[1], *axis),
+        Op::StateAssign => xs[1].data.clone(),
+        Op::StateWriteSlice { axis, start } => {
+            write_slice(xs[0], xs[1], *axis, write_offset(xs, *start) as usize)
+        }
+        Op::Input { .. } | Op::Parameter { .. } | Op::Constant { .. } | Op::State { .. } => {
+            return Err("a source is not computed".into())
+        }
+    })
+}
+
+fn truth(b: bool) -> f64 {
+    f64::from(u8::from(b))
+}
+
+/// `v` wrapped to the integer `dtype`.
+fn wrap(dtype: DType, v: i64) -> f64 {
+    dtype.round_value(v as f64)
+}
+
+/// IEEE 754-2019 maximum: NaN propagates, `-0.0 < +0.0`.
+fn maximum(x: f64, y: f64) -> f64 {
+    if x.is_nan() || y.is_nan() {
+        f64::NAN
+    } else if x == y {
+        if x.is_sign_negative() {
+            y
+        } else {
+            x
+        }
+    } else if x > y {
+        x
+    } else {
+        y
+    }
+}
+
+/// IEEE 754-2019 minimum: NaN propagates, `-0.0 < +0.0`.
+fn minimum(x: f64, y: f64) -> f64 {
+    if x.is_nan() || y.is_nan() {
+        f64::NAN
+    } else if x == y {
+        if x.is_sign_negative() {
+            x
+        } else {
+            y
+        }
+    } else if x < y {
+        x
+    } else {
+        y
+    }
+}
+
+fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+fn unary(u: UnaryOp, dtype: DType, x: f64) -> f64 {
+    let int = dtype.is_int();
+    match u {
+        UnaryOp::Neg if int => wrap(dtype, (x as i64).wrapping_neg()),
+        UnaryOp::Neg => -x,
+        UnaryOp::Abs if int => wrap(dtype, (x as i64).wrapping_abs()),
+        UnaryOp::Abs => x.abs(),
+        UnaryOp::Relu => maximum(x, 0.0),
+        UnaryOp::Exp => x.exp(),
+        UnaryOp::Log => x.ln(),
+        UnaryOp::Sqrt => x.sqrt(),
+        UnaryOp::Rsqrt => 1.0 / x.sqrt(),
+        UnaryOp::Reciprocal => 1.0 / x,
+        UnaryOp::Sin => x.sin(),
+        UnaryOp::Cos => x.cos(),
+        UnaryOp::Tanh => x.tanh(),
+        UnaryOp::Sigmoid => sigmoid(x),
+        UnaryOp::GeluErf => x * 0.5 * (1.0 + libm::erf(x / std::f64::consts::SQRT_2)),
+        UnaryOp::GeluTanh => {
+            let c = (2.0 / std::f64::consts::PI).sqrt();
+            0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
+        }
+        UnaryOp::Silu => x * sigmoid(x),
+        UnaryOp::Floor => x.floor(),
+        UnaryOp::Ceil => x.ceil(),
+        UnaryOp::Not => truth(x == 0.0),
+    }
+}
+
+/// `x op y` for operands of `dtype` (the result dtype is bool for comparisons).
+fn binary(b: BinaryOp, dtype: DType, x: f64, y: f64) -> f64 {
+    let int = dtype.is_int();
+    let ints = |f: fn(i64, i64) -> i64| wrap(dtype, f(x as i64, y as i64));
+    match b {
+        BinaryOp::Add if int => ints(i64::wrapping_add),
+        BinaryOp::Add => x + y,
+        BinaryOp::Sub if int => ints(i64::wrapping_sub),
+        BinaryOp::Sub => x - y,
+        BinaryOp::Mul if int => ints(i64::wrapping_mul),
+        BinaryOp::Mul => x * y,
+        BinaryOp::Div if int => ints(int_div),
+        BinaryOp::Div => x / y,
+        BinaryOp::Pow if int => ints(int_pow),
+        BinaryOp::Pow => x.powf(y),
+        BinaryOp::Maximum => maximum(x, y),
+        BinaryOp::Minimum => minimum(x, y),
+        BinaryOp::Eq => truth(x == y),
+        BinaryOp::Ne => truth(x != y),
+        BinaryOp::Lt => truth(x < y),
+        BinaryOp::Le => truth(x <= y),
+        BinaryOp::Gt => truth(x > y),
+        BinaryOp::Ge => truth(x >= y),
+        BinaryOp::And => truth(x != 0.0 && y != 0.0),
+        BinaryOp::Or => truth(x != 0.0 || y != 0.0),
+    }
+}
+
+/// Truncating division; dividing by zero gives 0.
+fn int_div(x: i64, y: i64) -> i64 {
+    if y == 0 {
+        0
+    } else {
+        x.wrapping_div(y)
+    }
+}
+
+/// Wrapping `base^exp`; a negative exponent gives 0 except for bases 1 and -1.
+fn int_pow(base: i64, exp: i64) -> i64 {
+    if exp < 0 {
+        return match base {
+            1 => 1,
+            -1 if exp % 2 == 0 => 1,
+            -1 => -1,
+            _ => 0,
+        };
+    }
+    let (mut result, mut base, mut exp) = (1i64, base, exp as u64);
+    while exp > 0 {
+        if exp & 1 == 1 {
+            result = result.wrapping_mul(base);
+        }
+        base = base.wrapping_mul(base);
+        exp >>= 1;
+    }
+    result
+}
+
+fn row_major_strides(dims: &[u64]) -> Vec<usize> {
+    let mut strides = vec![1usize; dims.len()];
+    for i in (0..dims.len().saturating_sub(1)).rev() {
+        // Saturating: strides are used only when no dim is 0, and then they fit.
+        strides[i] = strides[i + 1].saturating_mul(dims[i + 1] as usize);
+    }
+    strides
+}
+
+/// Calls `f` with `base + Σ index[i] * strides[i]` for every index of `dims`, in row-major order.
+/// The arithmetic wraps, so a stride that overflows along a size-1 dim (never really taken)
+/// cancels out.
+fn for_each_offset(dims: &[u64], base: usize, strides: &[usize], mut f: impl FnMut(usize)) {
+    if dims.contains(&0) {
+        return;
+    }
+    let mut index = vec![0u64; dims.len()];
+    let mut offset = base;
+    loop {
+        f(offset);
+        let mut axis = dims.len();
+        loop {
+            if axis == 0 {
+                return;
+            }
+            axis -= 1;
+            index[axis] += 1;
+            offset = offset.wrapping_add(strides[axis]);
+            if index[axis] < dims[axis] {
+                break;
+            }
+            offset = offset.wrapping_sub(strides[axis].wrapping_mul(dims[axis] as usize));
+            index[axis] = 0;
+        }
+    }
+}
+
+/// The elements of `src` at the offsets of [`for_each_offset`].
+fn strided(src: &[f64], dims: &[u64], base: usize, strides: &[usize]) -> Vec<f64> {
+    let mut out = Vec::with_capacity(numel_of(dims).unwrap_or(0));
+    for_each_offset(dims, base, strides, |o| out.push(src[o]));
+    out
+}
+
+/// For each element of `out` (row-major), the flat index of the element of a tensor of dims `dims`
+/// that broadcasting maps to it (`dims` right-aligned, size-1 dims repeated).
+fn broadcast_index(dims: &[u64], out: &[u64]) -> Vec<usize> {
+    let strides = broadcast_strides(dims, out);
+    let mut index = Vec::with_capacity(numel_of(out).unwrap_or(0));
+    for_each_offset(out, 0, &strides, |o| index.push(o));
+    index
+}
+
+fn broadcast_strides(dims: &[u64], out: &[u64]) -> Vec<usize> {
+    let strides = row_major_strides(dims);
+    let lead = out.len() - dims.len();
+    (0..out.len())
+        .map(|i| match i.checked_sub(lead) {
+            Some(a) if dims[a] != 1 => strides[a],
+            _ => 0,
+        })
+        .collect()
+}
+
+/// `x`'s values broadcast to `out`.
+fn broadcast<'a>(x: &'a HostTensor, out: &[u64]) -> Cow<'a, [f64]> {
+    if x.dims == out {
+        Cow::Borrowed(&x.data)
+    } else {
+        let strides = broadcast_strides(&x.dims, out);
+        Cow::Owned(strided(&x.data, out, 0, &strides))
+    }
+}
+
+fn reduce(op: ReduceOp, axes: &[usize], x: &HostTensor) -> Result<Vec<f64>, String> {
+    let rank = x.dims.len();
+    // Kept axes first, then the reduced ones in ascending order: each group is contiguous.
+    let (reduced, kept): (Vec<usize>, Vec<usize>) = (0..rank).partition(|a| axes.contains(a));
+    let strides = row_major_strides(&x.dims);
+    let order: Vec<usize> = kept.iter().chain(&reduced).copied().collect();
+    let moved_dims: Vec<u64> = order.iter().map(|&a| x.dims[a]).collect();
+    let moved_strides: Vec<usize> = order.iter().map(|&a| strides[a]).collect();
+    let groups = count(kept.iter().map(|&a| x.dims[a]));
+    let len = count(reduced.iter().map(|&a| x.dims[a]));
+    let dtype = x.dtype;
+    if len == 0 {
+        let identity = match op {
+            ReduceOp::Sum => 0.0,
+            ReduceOp::Prod => 1.0,
+            ReduceOp::Mean => f64::NAN,
+            _ if groups == 0 => 0.0,
+            _ => {
+                return Err(format!(
+                    "reduces over an empty axis ({}), which has no {}",
+                    TypeName(dtype, &x.dims),
+                    if matches!(op, ReduceOp::Max | ReduceOp::ArgMax) {
+                        "maximum"
+                    } else {
+                        "minimum"
+                    }
+                ))
+            }
+        };
+        return Ok(vec![identity; groups]);
+    }
+    let moved = strided(&x.data, &moved_dims, 0, &moved_strides);
+    Ok(moved
+        .chunks(len)
+        .map(|c| reduce_group(op, dtype, c))
+        .collect())
+}
+
+/// One output of a reduction over the (non-empty) values `c` of dtype `dtype`.
+fn reduce_group(op: ReduceOp, dtype: DType, c: &[f64]) -> f64 {
+    let int = dtype.is_int();
+    match op {
+        ReduceOp::Sum if int => wrap(dtype, c.iter().fold(0i64, |a, &v| a.wrapping_add(v as i64))),
+        ReduceOp::Sum => c.iter().sum(),
+        ReduceOp::Prod if int => wrap(dtype, c.iter().fold(1i64, |a, &v| a.wrapping_mul(v as i64))),
+        ReduceOp::Prod => c.iter().product(),
+        ReduceOp::Mean => c.iter().sum::<f64>() / c.len() as f64,
+        ReduceOp::Max => c.iter().copied().fold(c[0], maximum),
+        ReduceOp::Min => c.iter().copied().fold(c[0], minimum),
+        ReduceOp::ArgMax => first_extreme(c, |v, best| v > best),
+        ReduceOp::ArgMin => first_extreme(c, |v, best| v < best),
+    }
+}
+
+/// The index of the first value no other beats, or of the first NaN.
+fn first_extreme(c: &[f64], beats: fn(f64, f64) -> bool) -> f64 {
+    let mut best = 0;
+    for (i, &v) in c.iter().enumerate() {
+        if v.is_nan() {
+            return i as f64;
+        }
+        if beats(v, c[best]) {
+            best = i;
+        }
+    }
+    best as f64
+}
+
+fn matmul(a: &HostTensor, b: &HostTensor, out: &[u64]) -> Vec<f64> {
+    let rank = out.len();
+    let (m, n) = (out[rank - 2] as usize, out[rank - 1] as usize);
+    let k = a.dims[a.dims.len() - 1] as usize;
+    let batch = &out[..rank - 2];
+    let a_batch = broadcast_index(&a.dims[..a.dims.len() - 2], batch);
+    let b_batch = broadcast_index(&b.dims[..b.dims.len() - 2], batch);
+    let int = a.dtype.is_int();
+    let mut result = Vec::with_capacity(a_batch.len() * m * n);
+    let (mut acc, mut acc_int) = (vec![0.0f64; n], vec![0i64; n]);
+    for (&ab, &bb) in a_batch.iter().zip(&b_batch) {
+        let (a_mat, b_mat) = (&a.data[ab * m * k..], &b.data[bb * k * n..]);
+        for i in 0..m {
+            acc.fill(0.0);
+            acc_int.fill(0);
+            for p in 0..k {
+                let x = a_mat[i * k + p];
+                let row = &b_mat[p * n..(p + 1) * n];
+                if int {
+                    for (s, &y) in acc_int.iter_mut().zip(row) {
+                        *s = s.wrapping_add((x as i64).wrapping_mul(y as i64));
+                    }
+                } else {
+                    for (s, &y) in acc.iter_mut().zip(row) {
+                        *s += x * y;
+                    }
+                }
+            }
+            if int {
+                result.extend(acc_int.iter().map(|&s| wrap(a.dtype, s)));
+            } else {
+                result.extend_from_slice(&acc);
+            }
+        }
+    }
+    result
+}
+
+/// The element count of some dims of a tensor (so it fits), 0 when one of them is 0.
+fn count(dims: impl Iterator<Item = u64> + Clone) -> usize {
+    if dims.clone().any(|d| d == 0) {
+        0
+    } else {
+        dims.map(|d| d as usize).product()
+    }
+}
+
+/// `(outer, inner)`: the element counts before and after `axis`.
+fn around(dims: &[u64], axis: usize) -> (usize, usize) {
+    let outer = count(dims[..axis].iter().copied());
+    let inner = count(dims[axis + 1..].iter().copied());
+    (outer, inner)
+}
+
+fn concat(xs: &[&HostTensor], axis: usize, out: &[u64]) -> Vec<f64> {
+    let (outer, inner) = around(out, axis);
+    let mut result = Vec::with_capacity(numel_of(out).unwrap_or(0));
+    for o in 0..outer {
+        for x in xs {
+            let chunk = x.dims[axis] as usize * inner;
+            result.extend_from_slice(&x.data[o * chunk..(o + 1) * chunk]);
+        }
+    }
+    result
+}
+
+fn pad(x: &HostTensor, pads: &[(u64, u64)], value: f64, out: &[u64]) -> Vec<f64> {
+    let mut result = vec![value; numel_of(out).unwrap_or(0)];
+    let strides = row_major_strides(out);
+    let base = pads
+        .iter()
+        .zip(&strides)
+        .map(|(&(before, _), s)| before as usize * s)
+        .sum();
+    let mut values = x.data.iter();
+    for_each_offset(&x.dims, base, &strides, |o| {
+        if let Some(&v) = values.next() {
+            result[o] = v;
+        }
+    });
+    result
+}
+
+/// Every index is in `0..size`.
+fn check_indices(indices: &HostTensor, size: u64, axis: usize) -> Result<(), String> {
+    let in_range = |i: f64| u64::try_from(i as i64).is_ok_and(|r| r < size);
+    match indices.data.iter().position(|&i| !in_range(i)) {
+        None => Ok(()),
+        Some(pos) => Err(format!(
+            "index {} (element {pos} of the indices) is out of range for axis {axis} of size {size}",
+            indices.data[pos]
+        )),
+    }
+}
+
+/// Indices checked by [`check_indices`].
+fn gather(data: &HostTensor, indices: &HostTensor, axis: usize) -> Vec<f64> {
+    let size = data.dims[axis] as usize;
+    let (outer, inner) = around(&data.dims, axis);
+    let mut result = Vec::with_capacity(outer * indices.data.len() * inner);
+    for o in 0..outer {
+        for &i in &indices.data {
+            let start = (o * size + i as usize) * inner;
+            result.extend_from_slice(&data.data[start..start + inner]);
+        }
+    }
+    result
+}
+
+/// The static `start`, or the run-time scalar third operand.
+fn write_offset(xs: &[&HostTensor], start: Option<u64>) -> i128 {
+    match start {
+        Some(s) => i128::from(s),
+        None => xs[2].data[0] as i128,
+    }
+}
+
+/// Writing `value` at `offset` along `axis` stays within the state.
+fn check_offset(
+    offset: i128,
+    state: &HostTensor,
+    value: &HostTensor,
+    axis: usize,
+) -> Result<(), String> {
+    let (size, len) = (state.dims[axis], value.dims[axis]);
+    if offset < 0 || offset + i128::from(len) > i128::from(size) {
+        return Err(format!(
+            "offset {offset} with {len} elements overruns axis {axis} of size {size}"
+        ));
+    }
+    Ok(())
+}
+
+/// `offset` checked by [`check_offset`].
+fn write_slice(state: &HostTensor, value: &HostTensor, axis: usize, offset: usize) -> Vec<f64> {
+    let (size, len) = (state.dims[axis] as usize, value.dims[axis] as usize);
+    let (outer, inner) = around(&state.dims, axis);
+    let mut result = state.data.clone();
+    for o in 0..outer {
+        let dst = (o * size + offset) * inner;
+        let src = o * len * inner;
+        result[dst..dst + len * inner].copy_from_slice(&value.data[src..src + len * inner]);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{arb_graph, GraphConfig};
+    use proptest::prelude::*;
+
+    #[test]
+    fn integer_pow_follows_the_rule() {
+        assert_eq!(int_pow(3, 4), 81);
+        assert_eq!(int_pow(2, 0), 1);
+        assert_eq!(int_pow(2, -1), 0);
+        assert_eq!(int_pow(1, -5), 1);
+        assert_eq!(int_pow(-1, -3), -1);
+        assert_eq!(int_pow(-1, -4), 1);
+        assert_eq!(int_pow(2, 64), 0, "wraps");
+        assert_eq!(int_pow(-2, 3), -8);
+    }
+
+    #[test]
+    fn maximum_orders_signed_zeros() {
+        assert!(maximum(-0.0, 0.0).is_sign_positive());
+        assert!(maximum(0.0, -0.0).is_sign_positive());
+        assert!(minimum(0.0, -0.0).is_sign_negative());
+        assert!(minimum(-0.0, 0.0).is_sign_negative());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+        /// Whatever the graph, evaluating it on well-formed random sources never panics: it gives
+        /// values of the outputs' types, or an error caused by a run-time value or an unbound dim.
+        #[test]
+        fn evaluate_never_panics(graph in arb_graph(), seed in any::<u64>(), size in 0u64..4) {
+            let dims: BTreeMap<String, u64> = GraphConfig::full()
+                .symbols
+                .into_iter()
+                .enumerate()
+                .map(|(i, s)| (s, (size + i as u64) % 4))
+                .collect();
+            let mut sources = BTreeMap::new();
+            for (i, id) in graph.node_ids().enumerate() {
+                let node = graph.node(id);
+                let Some(name) = node.op.source_name() else { continue };
+                // Leave some states to start as zeros.
+                if matches!(node.op, Op::State { .. }) && (seed >> (i % 64)) & 1 == 0 {
+                    continue;
+                }
+                let d = concrete_dims(&node.ty.shape, &dims).unwrap();
+                let t = HostTensor::random(node.ty.dtype, d, seed.wrapping_add(i as u64));
+                sources.insert(name.to_string(), t);
+            }
+            let result = evaluate(&graph, &sources);
+            if let Err(e) = &result {
+                // Only run-time values and unbound dims can fail a verified graph.
+                let expected = match e {
+                    EvalError::UnboundDim { .. } => true,
+                    EvalError::OpFailed { reason, .. } => [
+                        "is out of range for axis",
+                        "overruns axis",
+                        "reduces over an empty axis",
+                    ]
+                    .iter()
+                    .any(|r| reason.contains(r)),
+                    _ => false,
+                };
+                prop_assert!(expected, "{}", e);
+            }
+            if let Ok(run) = result {
+                let bound = bind_dims(&graph, &sources).unwrap();
+                for (name, id) in graph.outputs() {
+                    let (t, ty) = (&run.outputs[name], graph.ty(*id));
+                    prop_assert_eq!(t.dtype, ty.dtype);
+                    prop_assert_eq!(&t.dims, &concrete_dims(&ty.shape, &bound).unwrap());
+                    prop_assert_eq!(t.numel(), numel_of(&t.dims).unwrap());
+                }
+                prop_assert_eq!(run.states.len(), graph.states().len());
+            }
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! `FusedGraph`: a graph with every computed node assigned to exactly one kernel, and its verifier.
+
+use crate::OptError;
+use serde::Serialize;
+use std::collections::BTreeSet;
+use tir_graph::{Graph, NodeId};
+
+/// What a kernel computes, which decides how it is lowered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KernelKind {
+    /// Elementwise ops (with broadcasting) and layout ops as index maps, one pass over the output.
+    Elementwise,
+    /// Reductions over the innermost axis with their elementwise producers and consumers: one
+    /// tile program per block of rows (softmax, layer_norm, rms_norm).
+    RowReduction,
+    /// One reduction over other axes, alone.
+    Reduction,
+    /// One matmul (K loop), layout ops on its operands as load index maps, and an elementwise
+    /// epilogue (bias, activation, residual, cast) applied to the output tile.
+    MatMul,
+    /// A gather with elementwise and layout members; the gathered data is read from memory.
+    Gather,
+    /// Layout ops only: a copy through an index map.
+    Layout,
+    /// A state update (the kernel's root) with the elementwise producers of its value.
+    StateUpdate,
+}
+
+impl KernelKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelKind::Elementwise => "elementwise",
+            KernelKind::RowReduction => "row_reduction",
+            KernelKind::Reduction => "reduction",
+            KernelKind::MatMul => "matmul",
+            KernelKind::Gather => "gather",
+            KernelKind::Layout => "layout",
+            KernelKind::StateUpdate => "state_update",
+        }
+    }
+}
+
+/// One launch: a connected set of nodes whose only value written to memory is `root`'s.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Kernel {
+    pub kind: KernelKind,
+    /// The node whose value the kernel writes (its one output).
+    pub root: NodeId,
+    /// Every node the kernel computes, in topological order; the last is `root`.
+    pub members: Vec<NodeId>,
+    /// The values the kernel reads from memory: sources and other kernels' roots, in id order.
+    pub inputs: Vec<NodeId>,
+    /// Estimated bytes read (each input once) and written, with the cost model's sizes.
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+}
+
+/// The optimized graph and its kernels, in an order where each kernel follows those it reads.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FusedGraph {
+    pub graph: Graph,
+    pub kernels: Vec<Kernel>,
+}
+
+impl FusedGraph {
+    /// Checks: every computed node is in exactly one kernel; a kernel's inputs are exactly the
+    /// operands of its members that it does not compute, each a source or an earlier kernel's
+    /// root (so the kernel graph is acyclic); a member other than the root is used only inside
+    /// its kernel and is not a graph output; every output and state update is a source or a root.
+    pub fn verify(&self) -> Result<(), OptError> {
+        self.graph.verify()?;
+        let g = &self.graph;
+        let mut owner: Vec<Option<usize>> = vec![None; g.len()];
+        let mut materialized: BTreeSet<NodeId> = BTreeSet::new();
+        let fail = |k: usize, why: String| Err(OptError::BadFusion { kernel: k, why });
+        for (k, kernel) in self.kernels.iter().enumerate() {
+            let members: BTreeSet<NodeId> = kernel.members.iter().copied().collect();
+            if kernel.members.last() != Some(&kernel.root) || members.len() != kernel.members.len()
+            {
+                return fail(k, "members must be distinct and end with the root".into());
+            }
+            for &m in &kernel.members {
+                if g.node(m).op.is_source() {
+                    return fail(k, format!("{m} is a source, not a computed node"));
+                }
+                if let Some(other) = owner[m.index()].replace(k) {
+                    return fail(k, format!("{m} is also in kernel {other}"));
+                }
+                if m != kernel.root && g.users(m).iter().any(|u| !members.contains(u)) {
+                    return fail(k, format!("{m} is used outside the kernel but not written"));
+                }
+                if m != kernel.root && g.outputs().iter().any(|(_, o)| *o == m) {
+                    return fail(k, format!("{m} is an output but not the kernel's root"));
+                }
+            }
+            let needed: BTreeSet<NodeId> = kernel
+                .members
+                .iter()
+                .flat_map(|&m| g.operands(m))
+                .filter(|o| !members.contains(o))
+                .collect();
+            if needed.iter().copied().collect::<Vec<_>>() != kernel.inputs {
+                return fail(k, "inputs differ from the members' outside operands".into());
+            }
+            if let Some(i) = needed
+                .iter()
+                .find(|i| !g.node(**i).op.is_source() && !materialized.contains(i))
+            {
+                return fail(k, format!("reads {i} before any kernel writes it"));
+            }
+            materialized.insert(kernel.root);
+        }
+        let results = g.outputs().iter().map(|(_, o)| *o).chain(g.state_updates());
+        for r in results {
+            if !g.node(r).op.is_source() && !materialized.contains(&r) {
+                return Err(OptError::Unassigned { node: r });
+            }
+        }
+        if let Some(n) = g
+            .node_ids()
+            .find(|n| !g.node(*n).op.is_source() && owner[n.index()].is_none())
+        {
+            return Err(OptError::Unassigned { node: n });
+        }
+        Ok(())
+    }
+}

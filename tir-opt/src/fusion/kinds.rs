@@ -1,0 +1,208 @@
+//! Which sets of nodes form a kernel, and of which kind. A set that fits no kind is not a kernel.
+
+use super::cost::FusionTarget;
+use crate::fused::KernelKind;
+use std::collections::BTreeSet;
+use tir_graph::{Dim, Graph, NodeId, Op, Shape};
+
+/// What a member does, for the fusion rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Elementwise,
+    Layout,
+    /// A layout op that only renumbers elements one-to-one (usable on a store).
+    Bijective,
+    Reduce,
+    MatMul,
+    Gather,
+    StateUpdate,
+}
+
+fn role(op: &Op) -> Role {
+    match op {
+        Op::Unary(_) | Op::Cast { .. } | Op::Binary(_) | Op::Select => Role::Elementwise,
+        Op::Reshape { .. } | Op::Permute { .. } | Op::Squeeze { .. } | Op::Unsqueeze { .. } => {
+            Role::Bijective
+        }
+        Op::BroadcastTo { .. } | Op::Slice { .. } | Op::Concat { .. } | Op::Pad { .. } => {
+            Role::Layout
+        }
+        Op::Reduce { .. } => Role::Reduce,
+        Op::MatMul => Role::MatMul,
+        Op::Gather { .. } => Role::Gather,
+        Op::StateAssign | Op::StateWriteSlice { .. } => Role::StateUpdate,
+        // Sources are never members.
+        Op::Input { .. } | Op::Parameter { .. } | Op::Constant { .. } | Op::State { .. } => {
+            Role::Layout
+        }
+    }
+}
+
+fn is_layout(r: Role) -> bool {
+    matches!(r, Role::Layout | Role::Bijective)
+}
+
+/// The kind of kernel `members` (rooted at `root`, reading `inputs`) would be, if any.
+pub fn classify(
+    g: &Graph,
+    members: &BTreeSet<NodeId>,
+    root: NodeId,
+    inputs: usize,
+    target: &FusionTarget,
+) -> Option<KernelKind> {
+    // A node alone is always a kernel, whatever it reads: fusion must never leave one out.
+    if inputs > target.max_inputs && members.len() > 1 {
+        return None;
+    }
+    let roles: Vec<(NodeId, Role)> = members.iter().map(|&m| (m, role(&g.node(m).op))).collect();
+    let count = |r: Role| roles.iter().filter(|(_, x)| *x == r).count();
+    let (matmuls, reduces, gathers, updates) = (
+        count(Role::MatMul),
+        count(Role::Reduce),
+        count(Role::Gather),
+        count(Role::StateUpdate),
+    );
+    if updates > 0 {
+        let root_updates = g.node(root).op.is_state_update() && updates == 1;
+        let rest_simple = roles
+            .iter()
+            .all(|(m, r)| *m == root || *r == Role::Elementwise || is_layout(*r));
+        return (root_updates && rest_simple).then_some(KernelKind::StateUpdate);
+    }
+    if matmuls > 0 {
+        return (matmuls == 1 && reduces == 0 && gathers == 0 && matmul_fits(g, members, target))
+            .then_some(KernelKind::MatMul);
+    }
+    if reduces > 0 {
+        if gathers > 0 {
+            return None;
+        }
+        if members.len() == 1 {
+            let row = row_shape(g, root, target).is_some();
+            return Some(if row {
+                KernelKind::RowReduction
+            } else {
+                KernelKind::Reduction
+            });
+        }
+        return rows_fit(g, &roles, target).then_some(KernelKind::RowReduction);
+    }
+    if gathers > 0 {
+        // The gathered data is read at data-dependent positions: it must come from memory.
+        let data_loaded = roles
+            .iter()
+            .filter(|(_, r)| *r == Role::Gather)
+            .all(|(m, _)| !members.contains(&g.operands(*m)[0]));
+        return data_loaded.then_some(KernelKind::Gather);
+    }
+    if roles.iter().all(|(_, r)| is_layout(*r)) {
+        return Some(KernelKind::Layout);
+    }
+    Some(KernelKind::Elementwise)
+}
+
+/// The row space `[outer.., L]` of a reduction over the innermost axis, with `L` static and
+/// within the target's width.
+fn row_shape(g: &Graph, reduce: NodeId, target: &FusionTarget) -> Option<Shape> {
+    let Op::Reduce { axes, .. } = &g.node(reduce).op else {
+        return None;
+    };
+    let operand = g.ty(g.operands(reduce)[0]).shape.clone();
+    let last = operand.rank().checked_sub(1)?;
+    let width = operand.dims()[last].as_static()?;
+    (axes.as_slice() == [last] && width <= target.max_reduction_width).then_some(operand)
+}
+
+/// Whether `shape` is a full row `[outer.., L]`, a reduced row `[outer.., 1]` or `[outer..]`.
+fn row_compatible(shape: &Shape, row: &Shape) -> bool {
+    let outer = &row.dims()[..row.rank() - 1];
+    shape == row
+        || shape.dims() == outer
+        || (shape.rank() == row.rank()
+            && &shape.dims()[..outer.len()] == outer
+            && shape.dims()[outer.len()] == Dim::Static(1))
+}
+
+/// All reductions are innermost over one row space, and every member's value lives in it.
+fn rows_fit(g: &Graph, roles: &[(NodeId, Role)], target: &FusionTarget) -> bool {
+    let mut row: Option<Shape> = None;
+    for (m, r) in roles {
+        if *r == Role::Reduce {
+            let Some(shape) = row_shape(g, *m, target) else {
+                return false;
+            };
+            if row.get_or_insert_with(|| shape.clone()) != &shape {
+                return false;
+            }
+        }
+    }
+    let Some(row) = row else {
+        return false;
+    };
+    roles.iter().all(|(m, r)| {
+        let fits = |n: NodeId| row_compatible(&g.ty(n).shape, &row);
+        match r {
+            Role::Reduce | Role::Elementwise => fits(*m),
+            // Layout inside a row kernel only between row-shaped values (e.g. [n, 1] -> [n]).
+            Role::Bijective | Role::Layout => {
+                !matches!(g.node(*m).op, Op::Permute { .. })
+                    && fits(*m)
+                    && g.operands(*m).iter().all(|o| fits(*o))
+            }
+            _ => false,
+        }
+    })
+}
+
+/// A matmul kernel: layout ops on the operand side (load index maps), and an epilogue of
+/// elementwise and bijective layout ops over exactly the matmul's output elements.
+fn matmul_fits(g: &Graph, members: &BTreeSet<NodeId>, target: &FusionTarget) -> bool {
+    let Some(&mm) = members.iter().find(|&&m| g.node(m).op == Op::MatMul) else {
+        return false;
+    };
+    let feeds_matmul = operand_side(g, members, mm);
+    let out = &g.ty(mm).shape;
+    members.iter().all(|&m| {
+        let r = role(&g.node(m).op);
+        if m == mm {
+            true
+        } else if feeds_matmul.contains(&m) {
+            is_layout(r)
+        } else {
+            target.fuse_matmul_epilogue
+                && matches!(r, Role::Elementwise | Role::Bijective)
+                && same_numel(&g.ty(m).shape, out)
+        }
+    })
+}
+
+/// The members the matmul depends on.
+fn operand_side(g: &Graph, members: &BTreeSet<NodeId>, mm: NodeId) -> BTreeSet<NodeId> {
+    let mut seen = BTreeSet::new();
+    let mut stack = g.operands(mm);
+    while let Some(n) = stack.pop() {
+        if members.contains(&n) && seen.insert(n) {
+            stack.extend(g.operands(n));
+        }
+    }
+    seen
+}
+
+/// Whether two shapes have the same number of elements for every binding of symbolic dims.
+fn same_numel(a: &Shape, b: &Shape) -> bool {
+    numel_factors(a) == numel_factors(b)
+}
+
+/// The product of the static dims and the sorted names of the symbolic ones.
+fn numel_factors(s: &Shape) -> (u128, Vec<&str>) {
+    let mut symbols: Vec<&str> = Vec::new();
+    let mut product: u128 = 1;
+    for d in s.dims() {
+        match d {
+            Dim::Static(n) => product = product.saturating_mul(u128::from(*n)),
+            Dim::Symbolic(name) => symbols.push(name),
+        }
+    }
+    symbols.sort_unstable();
+    (product, symbols)
+}

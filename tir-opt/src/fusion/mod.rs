@@ -1,0 +1,327 @@
+//! Fusion: a simplified [`Graph`] in, a verified [`FusedGraph`] out.
+//!
+//! Fusion runs in its own e-graph over the simplified graph: one e-class per node, holding the
+//! node itself ([`FusionNode::Value`]) and every kernel that could compute it
+//! ([`FusionNode::Kernel`], whose children are the kernel's inputs). Rules introduce kernels: every
+//! computed node seeds a one-node kernel, and `absorb` grows a kernel by one producer of one of
+//! its inputs when every user of that producer is already in the kernel, the producer is not an
+//! output, and the grown set still forms a kernel of some kind ([`kinds::classify`]) within the
+//! target's limits. Extraction with the cost of [`cost`] then chooses one kernel per needed
+//! class, which decides what fuses.
+//!
+//! Why a second e-graph rather than kernels in the simplifier's: fusing over every algebraic
+//! alternative multiplies the kernels to consider, and "every user is in the kernel" needs the
+//! users of one concrete graph. Why "every user": a value read by another kernel must be written
+//! anyway, so fusing its computation as well would compute it twice (never done: a matmul used
+//! by two kernels stays its own kernel); and it makes each node belong to exactly one kernel.
+//! The kernel graph cannot have a cycle: every member of a kernel is an ancestor of its root.
+
+pub mod cost;
+pub mod kinds;
+
+use crate::fused::{FusedGraph, Kernel, KernelKind};
+use crate::saturate::{Bound, Limits, SaturationStats};
+use crate::OptError;
+use cost::FusionTarget;
+use egg::{CostFunction, EGraph, Extractor, Id, Language};
+use std::collections::{BTreeSet, HashSet};
+use std::time::Instant;
+use tir_graph::{Graph, NodeId};
+
+/// An e-node of the fusion e-graph.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FusionNode {
+    /// A node of the graph, over its operands' classes. Extractable only for sources.
+    Value { node: NodeId, operands: Vec<Id> },
+    /// A kernel computing `root` from `inputs` (the classes of the values it reads).
+    Kernel {
+        root: NodeId,
+        kind: KernelKind,
+        members: Vec<NodeId>,
+        inputs: Vec<Id>,
+    },
+}
+
+impl Language for FusionNode {
+    type Discriminant = std::mem::Discriminant<FusionNode>;
+
+    fn discriminant(&self) -> Self::Discriminant {
+        std::mem::discriminant(self)
+    }
+
+    fn matches(&self, other: &Self) -> bool {
+        self == other
+    }
+
+    fn children(&self) -> &[Id] {
+        match self {
+            FusionNode::Value { operands, .. } => operands,
+            FusionNode::Kernel { inputs, .. } => inputs,
+        }
+    }
+
+    fn children_mut(&mut self) -> &mut [Id] {
+        match self {
+            FusionNode::Value { operands, .. } => operands,
+            FusionNode::Kernel { inputs, .. } => inputs,
+        }
+    }
+}
+
+/// A candidate kernel while the search grows it.
+#[derive(Clone)]
+struct Candidate {
+    root: NodeId,
+    members: BTreeSet<NodeId>,
+}
+
+struct Search<'a> {
+    graph: &'a Graph,
+    target: &'a FusionTarget,
+    egraph: EGraph<FusionNode, ()>,
+    /// The class of each graph node.
+    class: Vec<Id>,
+    /// Nodes that must be written: outputs and state updates.
+    results: HashSet<NodeId>,
+    absorbed: usize,
+}
+
+impl Search<'_> {
+    /// The values `members` read from outside, in id order.
+    fn inputs(&self, members: &BTreeSet<NodeId>) -> Vec<NodeId> {
+        let outside: BTreeSet<NodeId> = members
+            .iter()
+            .flat_map(|&m| self.graph.operands(m))
+            .filter(|o| !members.contains(o))
+            .collect();
+        outside.into_iter().collect()
+    }
+
+    /// Adds `candidate` as a kernel of its root's class; `false` if it is no kernel or known.
+    fn add(&mut self, candidate: &Candidate) -> bool {
+        let inputs = self.inputs(&candidate.members);
+        let Some(kind) = kinds::classify(
+            self.graph,
+            &candidate.members,
+            candidate.root,
+            inputs.len(),
+            self.target,
+        ) else {
+            return false;
+        };
+        let node = FusionNode::Kernel {
+            root: candidate.root,
+            kind,
+            members: candidate.members.iter().copied().collect(),
+            inputs: inputs.iter().map(|i| self.class[i.index()]).collect(),
+        };
+        if self.egraph.lookup(node.clone()).is_some() {
+            return false;
+        }
+        let id = self.egraph.add(node);
+        self.egraph.union(self.class[candidate.root.index()], id);
+        true
+    }
+
+    /// The kernels `candidate` grows into by absorbing one producer.
+    fn grow(&self, candidate: &Candidate) -> Vec<Candidate> {
+        let g = self.graph;
+        self.inputs(&candidate.members)
+            .into_iter()
+            .filter(|&p| {
+                let op = &g.node(p).op;
+                !op.is_source()
+                    && !op.is_state_update()
+                    && !self.results.contains(&p)
+                    && g.users(p).iter().all(|u| candidate.members.contains(u))
+            })
+            .map(|p| {
+                let mut members = candidate.members.clone();
+                members.insert(p);
+                Candidate {
+                    root: candidate.root,
+                    members,
+                }
+            })
+            .collect()
+    }
+}
+
+/// Fuses `graph` (simplified, verified) into kernels for `target`, under `limits`.
+pub fn fuse(
+    graph: &Graph,
+    target: &FusionTarget,
+    limits: &Limits,
+) -> Result<(FusedGraph, SaturationStats), OptError> {
+    let start = Instant::now();
+    let mut search = Search {
+        graph,
+        target,
+        egraph: EGraph::new(()),
+        class: Vec::with_capacity(graph.len()),
+        results: graph
+            .outputs()
+            .iter()
+            .map(|(_, n)| *n)
+            .chain(graph.state_updates())
+            .collect(),
+        absorbed: 0,
+    };
+    for id in graph.node_ids() {
+        let operands = graph
+            .operands(id)
+            .iter()
+            .map(|o| search.class[o.index()])
+            .collect();
+        let class = search.egraph.add(FusionNode::Value { node: id, operands });
+        search.class.push(class);
+    }
+    // Seeds: every computed node alone is a kernel of some kind.
+    let mut frontier: Vec<Candidate> = Vec::new();
+    for id in graph.node_ids().filter(|&n| !graph.node(n).op.is_source()) {
+        let seed = Candidate {
+            root: id,
+            members: BTreeSet::from([id]),
+        };
+        if !search.add(&seed) {
+            return Err(OptError::NoKernel {
+                node: id,
+                op: graph.node(id).op.name(),
+            });
+        }
+        frontier.push(seed);
+    }
+    let seeds = frontier.len();
+    let mut stats = SaturationStats::default();
+    // Semi-naive: only kernels new in the last round can grow into kernels not seen yet.
+    while !frontier.is_empty() {
+        if stats.iterations >= limits.max_iterations {
+            stats.bound_hit = Some(Bound::Iterations);
+            break;
+        }
+        stats.iterations += 1;
+        let mut next = Vec::new();
+        for candidate in &frontier {
+            for grown in search.grow(candidate) {
+                if search.add(&grown) {
+                    search.absorbed += 1;
+                    next.push(grown);
+                }
+            }
+            if search.egraph.total_number_of_nodes() > limits.max_nodes {
+                stats.bound_hit = Some(Bound::Nodes);
+                break;
+            }
+            if start.elapsed() > limits.max_time {
+                stats.bound_hit = Some(Bound::Time);
+                break;
+            }
+        }
+        if stats.bound_hit.is_some() {
+            break;
+        }
+        frontier = next;
+    }
+    search.egraph.rebuild();
+    stats.enodes = search.egraph.total_number_of_nodes();
+    stats.fired.insert("seed-kernel", seeds);
+    stats.fired.insert("absorb-producer", search.absorbed);
+    let kernels = extract(&search)?;
+    let fused = FusedGraph {
+        graph: graph.clone(),
+        kernels,
+    };
+    fused.verify()?;
+    Ok((fused, stats))
+}
+
+/// Bytes moved plus launches, with shared inputs' costs split among the kernels that read them.
+struct FusionCost<'a> {
+    graph: &'a Graph,
+    target: &'a FusionTarget,
+    /// Bytes of each class's value and the nodes that use it.
+    values: std::collections::HashMap<Id, (f64, Vec<NodeId>)>,
+}
+
+impl CostFunction<FusionNode> for FusionCost<'_> {
+    type Cost = f64;
+    fn cost<C: FnMut(Id) -> f64>(&mut self, enode: &FusionNode, mut costs: C) -> f64 {
+        match enode {
+            FusionNode::Value { node, .. } if self.graph.node(*node).op.is_source() => 0.0,
+            FusionNode::Value { .. } => f64::INFINITY,
+            FusionNode::Kernel {
+                root,
+                members,
+                inputs,
+                ..
+            } => {
+                let written = self.target.bytes(self.graph.ty(*root)) as f64;
+                inputs
+                    .iter()
+                    .fold(self.target.launch_cost_bytes + written, |sum, &i| {
+                        let Some((bytes, users)) = self.values.get(&i) else {
+                            return sum + costs(i);
+                        };
+                        // This kernel and, at most, one other kernel per user outside it read `i`.
+                        let outside = users.iter().filter(|u| members.binary_search(u).is_err());
+                        sum + bytes + costs(i) / (1 + outside.count()) as f64
+                    })
+            }
+        }
+    }
+}
+
+fn extract(search: &Search) -> Result<Vec<Kernel>, OptError> {
+    let g = search.graph;
+    let values = g
+        .node_ids()
+        .map(|n| {
+            let bytes = search.target.bytes(g.ty(n)) as f64;
+            (
+                search.egraph.find(search.class[n.index()]),
+                (bytes, g.users(n)),
+            )
+        })
+        .collect();
+    let cost = FusionCost {
+        graph: g,
+        target: search.target,
+        values,
+    };
+    let extractor = Extractor::new(&search.egraph, cost);
+    let mut kernels = Vec::new();
+    let mut seen: HashSet<NodeId> = HashSet::new();
+    let mut stack: Vec<NodeId> = search.results.iter().copied().collect();
+    while let Some(n) = stack.pop() {
+        if g.node(n).op.is_source() || !seen.insert(n) {
+            continue;
+        }
+        let best = extractor.find_best_node(search.class[n.index()]);
+        let FusionNode::Kernel {
+            root,
+            kind,
+            members,
+            ..
+        } = best
+        else {
+            return Err(OptError::NoKernel {
+                node: n,
+                op: g.node(n).op.name(),
+            });
+        };
+        let members_set: BTreeSet<NodeId> = members.iter().copied().collect();
+        let inputs = search.inputs(&members_set);
+        stack.extend(inputs.iter().copied());
+        let bytes_read = inputs.iter().map(|&i| search.target.bytes(g.ty(i))).sum();
+        kernels.push(Kernel {
+            kind: *kind,
+            root: *root,
+            members: members.clone(),
+            inputs,
+            bytes_read,
+            bytes_written: search.target.bytes(g.ty(*root)),
+        });
+    }
+    kernels.sort_by_key(|k| k.root);
+    Ok(kernels)
+}

@@ -1,0 +1,204 @@
+//! Fusion decisions on small graphs: what becomes one kernel, what must not, and the limits.
+
+use tir_graph::models::{self, AttentionConfig, DecoderConfig};
+use tir_graph::{shape, DType, Graph, GraphBuilder};
+use tir_opt::{optimize, FusedGraph, FusionTarget, KernelKind, Limits, OptOptions};
+
+fn fuse_with(graph: &Graph, options: &OptOptions) -> FusedGraph {
+    let (fused, _) = optimize(graph, options).unwrap();
+    fused.verify().unwrap();
+    fused
+}
+
+fn fuse(graph: &Graph) -> FusedGraph {
+    fuse_with(graph, &OptOptions::default())
+}
+
+fn kinds(f: &FusedGraph) -> Vec<KernelKind> {
+    f.kernels.iter().map(|k| k.kind).collect()
+}
+
+fn ops(f: &FusedGraph, kernel: usize) -> Vec<&'static str> {
+    let g = &f.graph;
+    f.kernels[kernel]
+        .members
+        .iter()
+        .map(|&m| g.node(m).op.name())
+        .collect()
+}
+
+#[test]
+fn norms_and_softmax_are_one_kernel_each() {
+    for graph in [models::ln_gelu(64).unwrap(), models::softmax(64).unwrap()] {
+        assert_eq!(kinds(&fuse(&graph)), [KernelKind::RowReduction]);
+    }
+    let g = GraphBuilder::new();
+    let x = g.input("x", DType::F32, shape!["rows", 128]).unwrap();
+    let r = g.input("r", DType::F32, shape!["rows", 128]).unwrap();
+    let gamma = g.parameter("gamma", DType::F32, shape![128]).unwrap();
+    let y = (&x + &r)
+        .unwrap()
+        .rms_norm(&gamma, 1e-6)
+        .unwrap()
+        .silu()
+        .unwrap();
+    g.output("y", &y).unwrap();
+    let fused = fuse(&g.finish().unwrap());
+    assert_eq!(kinds(&fused), [KernelKind::RowReduction]);
+    assert_eq!(fused.kernels[0].inputs.len(), 4, "x, r, gamma and eps");
+}
+
+#[test]
+fn mlp_is_two_matmuls_with_their_epilogues() {
+    let fused = fuse(&models::mlp(64, 256).unwrap());
+    assert_eq!(kinds(&fused), [KernelKind::MatMul, KernelKind::MatMul]);
+    assert_eq!(ops(&fused, 0), ["matmul", "add", "gelu_erf"]);
+    assert_eq!(ops(&fused, 1), ["matmul", "add"]);
+}
+
+#[test]
+fn without_epilogue_fusion_the_mlp_has_four_kernels() {
+    let options = OptOptions {
+        target: FusionTarget {
+            fuse_matmul_epilogue: false,
+            ..FusionTarget::default()
+        },
+        ..OptOptions::default()
+    };
+    let fused = fuse_with(&models::mlp(64, 256).unwrap(), &options);
+    let expected = [
+        KernelKind::MatMul,
+        KernelKind::Elementwise,
+        KernelKind::MatMul,
+        KernelKind::Elementwise,
+    ];
+    assert_eq!(kinds(&fused), expected);
+}
+
+#[test]
+fn a_matmul_used_by_two_kernels_is_never_recomputed() {
+    let g = GraphBuilder::new();
+    let x = g.input("x", DType::F32, shape![16, 32]).unwrap();
+    let w = g.parameter("w", DType::F32, shape![32, 8]).unwrap();
+    let h = x.matmul(&w).unwrap();
+    g.output("a", &h.gelu().unwrap()).unwrap();
+    g.output("b", &h.sum(&[1], true).unwrap()).unwrap();
+    let fused = fuse(&g.finish().unwrap());
+    let matmuls: Vec<usize> = (0..fused.kernels.len())
+        .filter(|&k| ops(&fused, k).contains(&"matmul"))
+        .collect();
+    assert_eq!(matmuls.len(), 1);
+    assert_eq!(ops(&fused, matmuls[0]), ["matmul"]);
+    assert_eq!(fused.kernels.len(), 3);
+}
+
+#[test]
+fn elementwise_dags_with_broadcasting_fuse_into_one_kernel() {
+    let g = GraphBuilder::new();
+    let x = g.input("x", DType::F32, shape!["n", 64]).unwrap();
+    let b = g.input("b", DType::F32, shape![64]).unwrap();
+    let t = (&x + &b).unwrap();
+    let y = (&t.exp().unwrap() * &t.sigmoid().unwrap())
+        .unwrap()
+        .tanh()
+        .unwrap();
+    g.output("y", &y).unwrap();
+    let fused = fuse(&g.finish().unwrap());
+    assert_eq!(kinds(&fused), [KernelKind::Elementwise]);
+    assert_eq!(fused.kernels[0].members.len(), 5);
+}
+
+#[test]
+fn a_transposed_matmul_operand_is_a_load_index_map() {
+    let g = GraphBuilder::new();
+    let x = g.input("x", DType::F16, shape![16, 32]).unwrap();
+    let w = g.parameter("w", DType::F16, shape![8, 32]).unwrap();
+    g.output("y", &x.matmul(&w.transpose().unwrap()).unwrap())
+        .unwrap();
+    let fused = fuse(&g.finish().unwrap());
+    assert_eq!(kinds(&fused), [KernelKind::MatMul]);
+    assert_eq!(ops(&fused, 0), ["permute", "matmul"]);
+}
+
+#[test]
+fn the_input_limit_splits_kernels() {
+    let g = GraphBuilder::new();
+    let mut acc = g.input("x0", DType::F32, shape![8]).unwrap();
+    for i in 1..6 {
+        let xi = g.input(&format!("x{i}"), DType::F32, shape![8]).unwrap();
+        acc = (&acc + &xi).unwrap();
+    }
+    g.output("y", &acc).unwrap();
+    let graph = g.finish().unwrap();
+    assert_eq!(fuse(&graph).kernels.len(), 1);
+    let options = OptOptions {
+        target: FusionTarget {
+            max_inputs: 3,
+            ..FusionTarget::default()
+        },
+        ..OptOptions::default()
+    };
+    let fused = fuse_with(&graph, &options);
+    assert!(fused.kernels.len() >= 3, "{:?}", kinds(&fused));
+    assert!(fused.kernels.iter().all(|k| k.inputs.len() <= 3));
+}
+
+#[test]
+fn rows_wider_than_the_target_do_not_fuse_into_one_row_kernel() {
+    let options = OptOptions {
+        target: FusionTarget {
+            max_reduction_width: 32,
+            ..FusionTarget::default()
+        },
+        ..OptOptions::default()
+    };
+    let fused = fuse_with(&models::softmax(64).unwrap(), &options);
+    assert!(fused.kernels.len() > 1);
+    assert!(!kinds(&fused).contains(&KernelKind::RowReduction));
+}
+
+#[test]
+fn bounded_fusion_reports_the_bound_and_stays_valid() {
+    let graph = models::ln_gelu(64).unwrap();
+    let options = OptOptions {
+        limits: Limits {
+            max_iterations: 2,
+            ..Limits::default()
+        },
+        ..OptOptions::default()
+    };
+    let (fused, report) = optimize(&graph, &options).unwrap();
+    fused.verify().unwrap();
+    assert!(fused.kernels.len() > 1);
+    assert_eq!(report.bounds_hit, ["fusion: iteration limit"]);
+}
+
+#[test]
+fn attention_and_the_decoder_block_fuse_into_verified_kernels() {
+    let attention = models::attention(&AttentionConfig {
+        seq: 16,
+        hidden: 64,
+        heads: 4,
+        causal: true,
+    })
+    .unwrap();
+    let fused = fuse(&attention);
+    // The scores' softmax (with its scale and mask) is one row kernel.
+    let rows: Vec<usize> = (0..fused.kernels.len())
+        .filter(|&k| fused.kernels[k].kind == KernelKind::RowReduction)
+        .collect();
+    assert_eq!(rows.len(), 1, "{:?}", kinds(&fused));
+    let decoder = models::decoder_block(&DecoderConfig {
+        hidden: 64,
+        heads: 4,
+        context: 16,
+        ffn: 128,
+    })
+    .unwrap();
+    let fused = fuse(&decoder);
+    let updates = kinds(&fused)
+        .into_iter()
+        .filter(|k| *k == KernelKind::StateUpdate)
+        .count();
+    assert_eq!(updates, 2);
+}
