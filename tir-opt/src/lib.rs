@@ -17,6 +17,7 @@ pub mod explain;
 pub mod fused;
 pub mod fusion;
 pub mod lang;
+pub mod layout;
 pub mod saturate;
 pub mod simplify;
 

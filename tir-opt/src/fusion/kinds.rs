@@ -67,10 +67,14 @@ pub fn classify(
         let rest_simple = roles
             .iter()
             .all(|(m, r)| *m == root || *r == Role::Elementwise || is_layout(*r));
-        return (root_updates && rest_simple).then_some(KernelKind::StateUpdate);
+        return (root_updates && rest_simple && state_read_in_place(g, members, root))
+            .then_some(KernelKind::StateUpdate);
     }
     if matmuls > 0 {
-        return (matmuls == 1 && reduces == 0 && gathers == 0 && matmul_fits(g, members, target))
+        return (matmuls == 1
+            && reduces == 0
+            && gathers == 0
+            && matmul_fits(g, members, root, target))
             .then_some(KernelKind::MatMul);
     }
     if reduces > 0 {
@@ -99,6 +103,20 @@ pub fn classify(
         return Some(KernelKind::Layout);
     }
     Some(KernelKind::Elementwise)
+}
+
+/// A state update kernel overwrites its state in place, so it may read the state only where
+/// each program writes it: elementwise at the state's own shape, and not at all when it writes
+/// only a slice.
+fn state_read_in_place(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId) -> bool {
+    let state = g.operands(root)[0];
+    let slice = matches!(g.node(root).op, Op::StateWriteSlice { .. });
+    members.iter().filter(|&&m| m != root).all(|&m| {
+        !g.operands(m).contains(&state)
+            || (!slice
+                && role(&g.node(m).op) == Role::Elementwise
+                && g.ty(m).shape == g.ty(state).shape)
+    })
 }
 
 /// The row space `[outer.., L]` of a reduction over the innermost axis, with `L` static and
@@ -154,26 +172,41 @@ fn rows_fit(g: &Graph, roles: &[(NodeId, Role)], target: &FusionTarget) -> bool 
     })
 }
 
-/// A matmul kernel: layout ops on the operand side (load index maps), and an epilogue of
-/// elementwise and bijective layout ops over exactly the matmul's output elements.
-fn matmul_fits(g: &Graph, members: &BTreeSet<NodeId>, target: &FusionTarget) -> bool {
+/// A matmul kernel: layout ops on the operand side (load index maps), an epilogue of elementwise
+/// ops over exactly the matmul's output shape, and last a chain of bijective layout ops up to
+/// the root that composes into a strided store.
+fn matmul_fits(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId, target: &FusionTarget) -> bool {
     let Some(&mm) = members.iter().find(|&&m| g.node(m).op == Op::MatMul) else {
         return false;
     };
     let feeds_matmul = operand_side(g, members, mm);
+    let chain = store_chain(g, members, root);
     let out = &g.ty(mm).shape;
-    members.iter().all(|&m| {
+    let epilogue_ok = members.iter().all(|&m| {
         let r = role(&g.node(m).op);
-        if m == mm {
+        if m == mm || chain.contains(&m) {
             true
         } else if feeds_matmul.contains(&m) {
             is_layout(r)
         } else {
             target.fuse_matmul_epilogue
-                && matches!(r, Role::Elementwise | Role::Bijective)
-                && same_numel(&g.ty(m).shape, out)
+                && r == Role::Elementwise
+                && g.ty(m).shape == *out
+                && g.operands(m).iter().all(|o| !chain.contains(o))
         }
-    })
+    });
+    epilogue_ok && (chain.is_empty() || crate::layout::store_view(g, &chain).is_some())
+}
+
+/// The bijective layout members from `root` down to the first member that is not one.
+pub fn store_chain(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId) -> Vec<NodeId> {
+    let mut chain = Vec::new();
+    let mut node = root;
+    while members.contains(&node) && role(&g.node(node).op) == Role::Bijective {
+        chain.push(node);
+        node = g.operands(node)[0];
+    }
+    chain
 }
 
 /// The members the matmul depends on.
@@ -186,23 +219,4 @@ fn operand_side(g: &Graph, members: &BTreeSet<NodeId>, mm: NodeId) -> BTreeSet<N
         }
     }
     seen
-}
-
-/// Whether two shapes have the same number of elements for every binding of symbolic dims.
-fn same_numel(a: &Shape, b: &Shape) -> bool {
-    numel_factors(a) == numel_factors(b)
-}
-
-/// The product of the static dims and the sorted names of the symbolic ones.
-fn numel_factors(s: &Shape) -> (u128, Vec<&str>) {
-    let mut symbols: Vec<&str> = Vec::new();
-    let mut product: u128 = 1;
-    for d in s.dims() {
-        match d {
-            Dim::Static(n) => product = product.saturating_mul(u128::from(*n)),
-            Dim::Symbolic(name) => symbols.push(name),
-        }
-    }
-    symbols.sort_unstable();
-    (product, symbols)
 }

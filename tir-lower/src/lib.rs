@@ -1,0 +1,43 @@
+//! tir-lower: from a [`tir_opt::FusedGraph`] to a [`Program`] of tile IR kernels, with a legality
+//! certificate per kernel, a memory plan and a schedule; and the [`Backend`] trait that runs it.
+
+pub mod backend;
+pub mod legality;
+pub mod plan;
+pub mod program;
+pub mod schedule;
+pub mod target;
+pub mod tile;
+
+pub use backend::{Backend, BackendError, Capabilities, Executable, Registry, RunOutputs};
+pub use program::{Buffer, Program, Signature, Storage};
+pub use target::{Target, TileShapes};
+pub mod lower;
+
+pub use lower::LowerError;
+
+use tir_graph::Graph;
+use tir_opt::{FusedGraph, Limits, OptOptions, OptReport};
+
+/// A graph taken through the whole pipeline: optimized, lowered, proven legal, planned.
+#[derive(Clone, Debug)]
+pub struct Compiled {
+    pub program: Program,
+    pub fused: FusedGraph,
+    pub report: OptReport,
+}
+
+/// Optimizes `graph` for `target` and lowers it into a verified, certified [`Program`].
+pub fn compile_graph(graph: &Graph, target: &Target, limits: &Limits) -> Result<Compiled, LowerError> {
+    let options = OptOptions {
+        limits: limits.clone(),
+        target: target.fusion.clone(),
+    };
+    let (fused, report) = tir_opt::optimize(graph, &options)?;
+    let program = lower::lower(&fused, target)?;
+    Ok(Compiled {
+        program,
+        fused,
+        report,
+    })
+}

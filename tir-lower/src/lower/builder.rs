@@ -1,0 +1,437 @@
+//! `KernelBuilder`: emits the statements of one tile kernel, with the index spaces its tiles
+//! live in and symbolic index tiles ([`Ix`]) that become loads through strided views when they
+//! are affine, and indexed loads otherwise.
+
+use crate::tile::{
+    Access, Block, CmpOp, IndexOp, Region, Stmt, TensorParam, TileKernel, TileOp, Type, ValueId,
+    WriteRegion,
+};
+use std::collections::{HashMap, HashSet};
+use tir_graph::{BinaryOp, DType, Dim};
+
+/// An index space of tiles: along axis `a`, a tile covers elements
+/// `coords[a] * tile[a] ..+ tile[a]` of `extents[a]` (elements past the extent are padding).
+#[derive(Clone, Debug)]
+pub struct Space {
+    pub tile: Vec<u64>,
+    pub coords: Vec<ValueId>,
+    pub extents: Vec<ValueId>,
+}
+
+pub type SpaceId = usize;
+
+/// An `i64` index tile over a space: either affine in the space's coordinates with static
+/// coefficients (`Σ coeff * coord(axis) + offset`, where `coord(a)` is the element index along
+/// axis `a`), or an emitted tile.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Ix {
+    Lin { terms: Vec<(usize, i64)>, offset: i64 },
+    Dyn(ValueId),
+}
+
+impl Ix {
+    /// The coordinate of axis `a`.
+    pub fn axis(a: usize) -> Ix {
+        Ix::Lin {
+            terms: vec![(a, 1)],
+            offset: 0,
+        }
+    }
+
+    pub fn constant(c: i64) -> Ix {
+        Ix::Lin {
+            terms: Vec::new(),
+            offset: c,
+        }
+    }
+}
+
+/// Emits one kernel.
+pub struct KernelBuilder {
+    pub name: String,
+    next: u32,
+    prelude: Vec<Stmt>,
+    blocks: Vec<Vec<Stmt>>,
+    grid: Vec<Stmt>,
+    grid_values: Vec<ValueId>,
+    pub params: Vec<TensorParam>,
+    param_of: HashMap<usize, usize>,
+    pub writes: Vec<WriteRegion>,
+    scalars: HashMap<ScalarKey, ValueId>,
+    prelude_ids: HashSet<ValueId>,
+    pub spaces: Vec<Space>,
+    /// Coordinate tiles by (space, axis), with the depth of the block that holds them.
+    coord_tiles: HashMap<(SpaceId, usize), (ValueId, usize)>,
+    /// The token chain of mutable accesses.
+    token: Option<ValueId>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum ScalarKey {
+    Index(i64),
+    Dim(String),
+    ProgramId(usize),
+    Arith(IndexOp, ValueId, ValueId),
+}
+
+impl KernelBuilder {
+    pub fn new(name: String) -> KernelBuilder {
+        KernelBuilder {
+            name,
+            next: 0,
+            prelude: Vec::new(),
+            blocks: vec![Vec::new()],
+            grid: Vec::new(),
+            grid_values: Vec::new(),
+            params: Vec::new(),
+            param_of: HashMap::new(),
+            writes: Vec::new(),
+            scalars: HashMap::new(),
+            prelude_ids: HashSet::new(),
+            spaces: Vec::new(),
+            coord_tiles: HashMap::new(),
+            token: None,
+        }
+    }
+
+    /// A new value, defined by a statement emitted later (a loop's variable or carried value).
+    pub fn fresh(&mut self) -> ValueId {
+        self.next += 1;
+        ValueId(self.next - 1)
+    }
+
+    /// Emits `op` defining one value of type `ty` in the current block.
+    pub fn emit(&mut self, op: TileOp, ty: Type) -> ValueId {
+        let id = self.fresh();
+        let block = self.blocks.last_mut().expect("a block is open");
+        block.push(Stmt {
+            defs: vec![(id, ty)],
+            op,
+        });
+        id
+    }
+
+    /// Emits a statement defining several values in the current block.
+    pub fn emit_multi(&mut self, op: TileOp, types: Vec<Type>) -> Vec<ValueId> {
+        let defs: Vec<(ValueId, Type)> = types.into_iter().map(|t| (self.fresh(), t)).collect();
+        let ids = defs.iter().map(|(id, _)| *id).collect();
+        self.blocks.last_mut().expect("a block is open").push(Stmt { defs, op });
+        ids
+    }
+
+    /// A scalar op in the prelude (visible everywhere in the body), emitted once.
+    fn scalar(&mut self, key: ScalarKey, op: TileOp) -> ValueId {
+        if let Some(&v) = self.scalars.get(&key) {
+            return v;
+        }
+        let id = self.fresh();
+        self.prelude.push(Stmt {
+            defs: vec![(id, Type::Index)],
+            op,
+        });
+        self.scalars.insert(key, id);
+        self.prelude_ids.insert(id);
+        id
+    }
+
+    pub fn index(&mut self, value: i64) -> ValueId {
+        self.scalar(ScalarKey::Index(value), TileOp::Index { value })
+    }
+
+    pub fn program_id(&mut self, axis: usize) -> ValueId {
+        self.scalar(ScalarKey::ProgramId(axis), TileOp::ProgramId { axis })
+    }
+
+    /// The value of `dim` as a scalar.
+    pub fn dim(&mut self, dim: &Dim) -> ValueId {
+        match dim {
+            Dim::Static(n) => self.index(*n as i64),
+            Dim::Symbolic(name) => self.scalar(
+                ScalarKey::Dim(name.clone()),
+                TileOp::Dim { name: name.clone() },
+            ),
+        }
+    }
+
+    /// Scalar arithmetic; ops on prelude scalars go to the prelude, others to the current block.
+    pub fn arith(&mut self, op: IndexOp, a: ValueId, b: ValueId) -> ValueId {
+        if self.prelude_ids.contains(&a) && self.prelude_ids.contains(&b) {
+            return self.scalar(ScalarKey::Arith(op, a, b), TileOp::IndexArith { op, a, b });
+        }
+        self.emit(TileOp::IndexArith { op, a, b }, Type::Index)
+    }
+
+    /// `ceil(a / b)` for `b > 0`.
+    pub fn ceil_div(&mut self, a: ValueId, b: u64) -> ValueId {
+        let bm1 = self.index(b as i64 - 1);
+        let b = self.index(b as i64);
+        let sum = self.arith(IndexOp::Add, a, bm1);
+        self.arith(IndexOp::Div, sum, b)
+    }
+
+    /// Row-major strides (in elements) of `dims`, as scalars.
+    pub fn contiguous_strides(&mut self, dims: &[Dim]) -> Vec<ValueId> {
+        let mut strides = vec![self.index(1); dims.len()];
+        for k in (0..dims.len().saturating_sub(1)).rev() {
+            let d = self.dim(&dims[k + 1]);
+            strides[k] = self.arith(IndexOp::Mul, strides[k + 1], d);
+        }
+        strides
+    }
+
+    /// The parameter for `buffer`, added on first use. A buffer the kernel writes is mutable.
+    pub fn param(&mut self, buffer: usize, dtype: DType, access: Access) -> usize {
+        if let Some(&p) = self.param_of.get(&buffer) {
+            if access == Access::Mutable {
+                self.params[p].access = Access::Mutable;
+            }
+            return p;
+        }
+        self.params.push(TensorParam {
+            buffer,
+            dtype,
+            access,
+        });
+        self.param_of.insert(buffer, self.params.len() - 1);
+        self.params.len() - 1
+    }
+
+    /// Declares that the kernel writes `region` of `buffer`; returns its parameter.
+    pub fn writes(&mut self, buffer: usize, dtype: DType, region: Region) -> usize {
+        let param = self.param(buffer, dtype, Access::Mutable);
+        self.writes.push(WriteRegion { param, region });
+        param
+    }
+
+    pub fn is_mutable(&self, param: usize) -> bool {
+        self.params[param].access == Access::Mutable
+    }
+
+    /// The current token, created on first use.
+    pub fn token(&mut self) -> ValueId {
+        match self.token {
+            Some(t) => t,
+            None => {
+                let t = self.scalar_token();
+                self.token = Some(t);
+                t
+            }
+        }
+    }
+
+    fn scalar_token(&mut self) -> ValueId {
+        let id = self.fresh();
+        self.prelude.push(Stmt {
+            defs: vec![(id, Type::Token)],
+            op: TileOp::MakeToken,
+        });
+        id
+    }
+
+    pub fn set_token(&mut self, token: ValueId) {
+        self.token = Some(token);
+    }
+
+    /// Sets the grid: `extents[a]` tiles of `tile[a]` elements along each axis `a`, with the
+    /// extents given as dims. Returns the program's coordinates.
+    pub fn grid(&mut self, extents: &[Dim], tile: &[u64]) -> Vec<ValueId> {
+        for (d, &t) in extents.iter().zip(tile) {
+            let extent = match d {
+                Dim::Static(n) => self.grid_stmt(TileOp::Index { value: *n as i64 }),
+                Dim::Symbolic(name) => self.grid_stmt(TileOp::Dim { name: name.clone() }),
+            };
+            let tm1 = self.grid_stmt(TileOp::Index { value: t as i64 - 1 });
+            let t = self.grid_stmt(TileOp::Index { value: t as i64 });
+            let sum = self.grid_stmt(TileOp::IndexArith {
+                op: IndexOp::Add,
+                a: extent,
+                b: tm1,
+            });
+            let count = self.grid_stmt(TileOp::IndexArith {
+                op: IndexOp::Div,
+                a: sum,
+                b: t,
+            });
+            self.grid_values.push(count);
+        }
+        (0..extents.len()).map(|a| self.program_id(a)).collect()
+    }
+
+    fn grid_stmt(&mut self, op: TileOp) -> ValueId {
+        let id = self.fresh();
+        self.grid.push(Stmt {
+            defs: vec![(id, Type::Index)],
+            op,
+        });
+        id
+    }
+
+    pub fn add_space(&mut self, space: Space) -> SpaceId {
+        self.spaces.push(space);
+        self.spaces.len() - 1
+    }
+
+    /// A constant tile.
+    pub fn constant(&mut self, value: f64, dtype: DType, shape: &[u64]) -> ValueId {
+        self.emit(TileOp::Constant { value }, Type::tile(dtype, shape))
+    }
+
+    /// The `i64` tile of element indices along `axis` of `space`.
+    pub fn coord_tile(&mut self, space: SpaceId, axis: usize) -> ValueId {
+        if let Some(&(v, _)) = self.coord_tiles.get(&(space, axis)) {
+            return v;
+        }
+        let s = self.spaces[space].clone();
+        let shape = s.tile.clone();
+        let tile = self.index(s.tile[axis] as i64);
+        let base = self.arith(IndexOp::Mul, s.coords[axis], tile);
+        let base_tile = self.emit(TileOp::Splat { x: base }, Type::tile(DType::I64, &shape));
+        let iota = self.emit(TileOp::Iota { axis }, Type::tile(DType::I64, &shape));
+        let v = self.emit(
+            TileOp::IndexArith {
+                op: IndexOp::Add,
+                a: base_tile,
+                b: iota,
+            },
+            Type::tile(DType::I64, &shape),
+        );
+        self.coord_tiles.insert((space, axis), (v, self.blocks.len()));
+        v
+    }
+
+    /// A splat of the scalar `x` over `space`'s tile, as `i64`.
+    pub fn splat(&mut self, x: ValueId, space: SpaceId) -> ValueId {
+        let shape = self.spaces[space].tile.clone();
+        self.emit(TileOp::Splat { x }, Type::tile(DType::I64, &shape))
+    }
+
+    /// `ix` as an emitted `i64` tile over `space`.
+    pub fn materialize(&mut self, ix: &Ix, space: SpaceId) -> ValueId {
+        match ix {
+            Ix::Dyn(v) => *v,
+            Ix::Lin { terms, offset } => {
+                let shape = self.spaces[space].tile.clone();
+                let ty = Type::tile(DType::I64, &shape);
+                let c = self.index(*offset);
+                let mut acc = self.emit(TileOp::Splat { x: c }, ty.clone());
+                for &(axis, coeff) in terms {
+                    let coord = self.coord_tile(space, axis);
+                    let k = self.index(coeff);
+                    let k = self.emit(TileOp::Splat { x: k }, ty.clone());
+                    let term = self.tile_index_op(IndexOp::Mul, coord, k, space);
+                    acc = self.tile_index_op(IndexOp::Add, acc, term, space);
+                }
+                acc
+            }
+        }
+    }
+
+    /// Integer arithmetic on two `i64` tiles of `space`.
+    pub fn tile_index_op(&mut self, op: IndexOp, a: ValueId, b: ValueId, space: SpaceId) -> ValueId {
+        let shape = self.spaces[space].tile.clone();
+        self.emit(TileOp::IndexArith { op, a, b }, Type::tile(DType::I64, &shape))
+    }
+
+    /// `ix op scalar` as an index tile.
+    pub fn ix_scalar_op(&mut self, ix: &Ix, op: IndexOp, x: ValueId, space: SpaceId) -> Ix {
+        let a = self.materialize(ix, space);
+        let b = self.splat(x, space);
+        Ix::Dyn(self.tile_index_op(op, a, b, space))
+    }
+
+    /// The bool tile `lo <= ix < hi` over `space` (bounds as scalars).
+    pub fn in_range(&mut self, ix: &Ix, lo: ValueId, hi: ValueId, space: SpaceId) -> ValueId {
+        let shape = self.spaces[space].tile.clone();
+        let v = self.materialize(ix, space);
+        let lo = self.splat(lo, space);
+        let hi = self.splat(hi, space);
+        let bool_ty = Type::tile(DType::Bool, &shape);
+        let ge = self.emit(
+            TileOp::IndexCmp {
+                op: CmpOp::Ge,
+                a: v,
+                b: lo,
+            },
+            bool_ty.clone(),
+        );
+        let lt = self.emit(
+            TileOp::IndexCmp {
+                op: CmpOp::Lt,
+                a: v,
+                b: hi,
+            },
+            bool_ty.clone(),
+        );
+        self.emit(
+            TileOp::Binary {
+                op: BinaryOp::And,
+                a: ge,
+                b: lt,
+            },
+            bool_ty,
+        )
+    }
+
+    /// How many blocks are open (1 at the kernel's top level).
+    pub fn depth(&self) -> usize {
+        self.blocks.len()
+    }
+
+    pub fn open_block(&mut self) {
+        self.blocks.push(Vec::new());
+    }
+
+    /// Closes the innermost block; what it defined is no longer reusable.
+    pub fn close_block(&mut self) -> Block {
+        let depth = self.blocks.len();
+        self.coord_tiles.retain(|_, (_, d)| *d < depth);
+        Block {
+            stmts: self.blocks.pop().expect("a block is open"),
+        }
+    }
+
+    /// The kernel. Every block opened must be closed.
+    pub fn finish(mut self) -> TileKernel {
+        debug_assert_eq!(self.blocks.len(), 1, "unclosed block");
+        let mut stmts = std::mem::take(&mut self.prelude);
+        stmts.extend(self.blocks.pop().unwrap_or_default());
+        TileKernel {
+            name: self.name,
+            params: self.params,
+            writes: self.writes,
+            grid: self.grid_values,
+            grid_body: Block { stmts: self.grid },
+            body: Block { stmts },
+        }
+    }
+}
+
+/// The largest power of two not above `n` (1 for 0).
+pub fn floor_pow2(n: u64) -> u64 {
+    if n <= 1 {
+        1
+    } else {
+        1 << (63 - n.leading_zeros())
+    }
+}
+
+/// The smallest power of two not below `n` (1 for 0), saturating.
+pub fn ceil_pow2(n: u64) -> u64 {
+    n.max(1).checked_next_power_of_two().unwrap_or(1 << 63)
+}
+
+/// A tile for `extents` with at most `budget` elements (a power of two), filled from the
+/// innermost axis outwards; a symbolic extent takes what is left.
+pub fn choose_tile(extents: &[Dim], budget: u64) -> Vec<u64> {
+    let mut left = floor_pow2(budget.max(1));
+    let mut tile = vec![1u64; extents.len()];
+    for (a, d) in extents.iter().enumerate().rev() {
+        let want = match d {
+            Dim::Static(n) => ceil_pow2(*n),
+            Dim::Symbolic(_) => left,
+        };
+        tile[a] = want.min(left);
+        left /= tile[a];
+    }
+    tile
+}

@@ -1,0 +1,521 @@
+//! Computing a kernel member at index tiles: the value of node `n` at element indices `ix` (one
+//! index tile per dim of `n`) over a space. Elementwise ops recurse with broadcast-adjusted
+//! indices, layout ops transform the indices (an index map, never a copy), reductions reduce
+//! their operand along the row axis, and values the kernel does not compute are loaded: through
+//! a strided view when the indices are affine and the buffer's strides static, by an indexed
+//! load otherwise.
+
+use super::builder::{Ix, KernelBuilder, SpaceId};
+use super::LowerError;
+use crate::program::Buffer;
+use crate::tile::{Access, IndexOp, TileOp, Type, ValueId};
+use std::collections::{BTreeSet, HashMap};
+use tir_graph::{BinaryOp, DType, Dim, Graph, NodeId, Op, ReduceOp, Shape};
+use tir_opt::layout::StridedView;
+
+/// The two spaces of a row-reduction kernel: whole rows, and one element per row.
+#[derive(Clone, Copy, Debug)]
+pub struct RowSpaces {
+    pub full: SpaceId,
+    pub reduced: SpaceId,
+    /// The row axis (the last) and the row length.
+    pub axis: usize,
+    pub len: u64,
+}
+
+/// The state of lowering one kernel.
+pub struct KernelLowering<'a> {
+    pub b: KernelBuilder,
+    pub g: &'a Graph,
+    pub members: BTreeSet<NodeId>,
+    pub buffers: &'a [Buffer],
+    pub buffer_of: &'a HashMap<NodeId, usize>,
+    /// Values already computed, with the depth of the block that defines them.
+    pub memo: HashMap<(NodeId, Vec<Ix>, SpaceId), (ValueId, usize)>,
+    pub rows: Option<RowSpaces>,
+}
+
+type Res<T> = Result<T, LowerError>;
+
+impl KernelLowering<'_> {
+    pub fn unsupported(&self, reason: String) -> LowerError {
+        LowerError::Unsupported {
+            kernel: self.b.name.clone(),
+            reason,
+        }
+    }
+
+    fn tile_shape(&self, space: SpaceId) -> Vec<u64> {
+        self.b.spaces[space].tile.clone()
+    }
+
+    /// The value of `node` at `ix` over `space`.
+    pub fn value(&mut self, node: NodeId, ix: &[Ix], space: SpaceId) -> Res<ValueId> {
+        let key = (node, ix.to_vec(), space);
+        if let Some(&(v, _)) = self.memo.get(&key) {
+            return Ok(v);
+        }
+        let v = if self.members.contains(&node) {
+            self.compute(node, ix, space)?
+        } else {
+            self.load(node, ix, space, 0.0)?
+        };
+        self.memo.insert(key, (v, self.b.depth()));
+        Ok(v)
+    }
+
+    /// Closes the innermost block, forgetting the values it defined.
+    pub fn close_block(&mut self) -> crate::tile::Block {
+        let depth = self.b.depth();
+        self.memo.retain(|_, (_, d)| *d < depth);
+        self.b.close_block()
+    }
+
+    fn compute(&mut self, node: NodeId, ix: &[Ix], space: SpaceId) -> Res<ValueId> {
+        let g = self.g;
+        let op = g.node(node).op.clone();
+        let dtype = g.ty(node).dtype;
+        let shape = self.tile_shape(space);
+        let operands = g.operands(node);
+        let ty = Type::tile(dtype, &shape);
+        match op {
+            Op::Unary(u) => {
+                let x = self.operand(node, operands[0], ix, space)?;
+                Ok(self.b.emit(TileOp::Unary { op: u, x }, ty))
+            }
+            Op::Cast { .. } => {
+                let x = self.operand(node, operands[0], ix, space)?;
+                Ok(self.b.emit(TileOp::Cast { x }, ty))
+            }
+            Op::Binary(op) => {
+                let a = self.operand(node, operands[0], ix, space)?;
+                let b = self.operand(node, operands[1], ix, space)?;
+                Ok(self.b.emit(TileOp::Binary { op, a, b }, ty))
+            }
+            Op::Select => {
+                let cond = self.operand(node, operands[0], ix, space)?;
+                let a = self.operand(node, operands[1], ix, space)?;
+                let b = self.operand(node, operands[2], ix, space)?;
+                Ok(self.b.emit(TileOp::Select { cond, a, b }, ty))
+            }
+            Op::Reduce { op, axes, keepdims } => self.row_reduce(node, op, &axes, keepdims, ix, space),
+            Op::Permute { perm } => {
+                let mut inner = vec![Ix::constant(0); perm.len()];
+                for (i, &p) in perm.iter().enumerate() {
+                    inner[p] = ix[i].clone();
+                }
+                self.value(operands[0], &inner, space)
+            }
+            Op::BroadcastTo { .. } => {
+                let inner = broadcast_ix(&g.ty(operands[0]).shape, &g.ty(node).shape, ix);
+                self.value(operands[0], &inner, space)
+            }
+            Op::Slice { ranges } => {
+                let inner: Vec<Ix> = ranges
+                    .iter()
+                    .zip(ix)
+                    .map(|(r, i)| affine(i, r.step as i64, r.start as i64))
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| self.unsupported("a slice of a computed index".into()))?;
+                self.value(operands[0], &inner, space)
+            }
+            Op::Squeeze { axes } => {
+                let mut inner = Vec::new();
+                let mut it = ix.iter();
+                for k in 0..g.ty(operands[0]).rank() {
+                    if axes.contains(&k) {
+                        inner.push(Ix::constant(0));
+                    } else {
+                        inner.push(it.next().cloned().unwrap_or(Ix::constant(0)));
+                    }
+                }
+                self.value(operands[0], &inner, space)
+            }
+            Op::Unsqueeze { axes } => {
+                let inner: Vec<Ix> = ix
+                    .iter()
+                    .enumerate()
+                    .filter(|(k, _)| !axes.contains(k))
+                    .map(|(_, i)| i.clone())
+                    .collect();
+                self.value(operands[0], &inner, space)
+            }
+            Op::Reshape { .. } => {
+                let inner = self.reshape_ix(&g.ty(operands[0]).shape, &g.ty(node).shape, ix, space);
+                self.value(operands[0], &inner, space)
+            }
+            Op::Concat { axis } => self.concat(node, axis, &operands, ix, space),
+            Op::Pad { pads, value } => self.pad(node, &pads, value.0, ix, space),
+            Op::Gather { axis } => self.gather(node, axis, &operands, ix, space),
+            Op::MatMul => Err(self.unsupported("a matmul outside a matmul kernel".into())),
+            other => Err(self.unsupported(format!("{} cannot be computed inside a kernel", other.name()))),
+        }
+    }
+
+    /// Operand `operand` of `node` at the indices that broadcasting gives it.
+    fn operand(&mut self, node: NodeId, operand: NodeId, ix: &[Ix], space: SpaceId) -> Res<ValueId> {
+        let inner = broadcast_ix(&self.g.ty(operand).shape, &self.g.ty(node).shape, ix);
+        self.value(operand, &inner, space)
+    }
+
+    /// Loads the value of `node` (a source or another kernel's output) at `ix`.
+    pub fn load(&mut self, node: NodeId, ix: &[Ix], space: SpaceId, padding: f64) -> Res<ValueId> {
+        let buffer = *self
+            .buffer_of
+            .get(&node)
+            .ok_or_else(|| self.unsupported(format!("{node} has no buffer")))?;
+        let ty = self.buffers[buffer].ty.clone();
+        let param = self.b.param(buffer, ty.dtype, Access::Shared);
+        let shape = self.tile_shape(space);
+        let tile_ty = Type::tile(ty.dtype, &shape);
+        let token = if self.b.is_mutable(param) {
+            Some(self.b.token())
+        } else {
+            None
+        };
+        if let Some(view) = self.affine_view(param, &ty.shape, ix, space) {
+            let coords = self.b.spaces[space].coords.clone();
+            let op = TileOp::Load {
+                view,
+                coords,
+                padding,
+                token,
+            };
+            return Ok(match token {
+                None => self.b.emit(op, tile_ty),
+                Some(_) => {
+                    let ids = self.b.emit_multi(op, vec![tile_ty, Type::Token]);
+                    self.b.set_token(ids[1]);
+                    ids[0]
+                }
+            });
+        }
+        if token.is_some() {
+            return Err(self.unsupported(format!(
+                "{} is read through a non-affine index map in the kernel that writes it",
+                self.buffers[buffer].name
+            )));
+        }
+        let view = self.full_view(param, &ty.shape);
+        let indices: Vec<ValueId> = ix.iter().map(|i| self.b.materialize(i, space)).collect();
+        let mask = self.b.constant(1.0, DType::Bool, &shape);
+        let op = TileOp::LoadIndexed {
+            view,
+            indices,
+            mask,
+            padding,
+        };
+        Ok(self.b.emit(op, tile_ty))
+    }
+
+    /// The view of the whole buffer with row-major strides.
+    pub fn full_view(&mut self, param: usize, shape: &Shape) -> ValueId {
+        let offset = self.b.index(0);
+        let extents: Vec<ValueId> = shape.dims().iter().map(|d| self.b.dim(d)).collect();
+        let strides = self.b.contiguous_strides(shape.dims());
+        let rank = shape.rank();
+        self.b.emit(
+            TileOp::MakeView {
+                param,
+                offset,
+                shape: extents,
+                strides,
+            },
+            Type::View { param, rank },
+        )
+    }
+
+    /// A view over `space` whose element `x` is the buffer element at `ix(x)`, when every index
+    /// is affine and the buffer's strides are static.
+    fn affine_view(&mut self, param: usize, shape: &Shape, ix: &[Ix], space: SpaceId) -> Option<ValueId> {
+        let buffer_strides = StridedView::contiguous(shape)?.strides;
+        let rank = self.b.spaces[space].tile.len();
+        let mut strides = vec![0i64; rank];
+        let mut offset = 0i64;
+        for (i, &bs) in ix.iter().zip(&buffer_strides) {
+            let Ix::Lin { terms, offset: o } = i else {
+                return None;
+            };
+            offset = offset.checked_add(bs.checked_mul(*o)?)?;
+            for &(axis, coeff) in terms {
+                strides[axis] = strides[axis].checked_add(bs.checked_mul(coeff)?)?;
+            }
+        }
+        Some(self.view_over(param, space, offset, &strides))
+    }
+
+    /// A view of `param` over the extents of `space` with static strides and offset.
+    pub fn view_over(&mut self, param: usize, space: SpaceId, offset: i64, strides: &[i64]) -> ValueId {
+        let offset = self.b.index(offset);
+        let strides: Vec<ValueId> = strides.iter().map(|&s| self.b.index(s)).collect();
+        let extents = self.b.spaces[space].extents.clone();
+        let rank = extents.len();
+        self.b.emit(
+            TileOp::MakeView {
+                param,
+                offset,
+                shape: extents,
+                strides,
+            },
+            Type::View { param, rank },
+        )
+    }
+
+    /// Indices of a reshape's operand: straight through when only size-1 dims differ, else by
+    /// linearizing and splitting again.
+    fn reshape_ix(&mut self, from: &Shape, to: &Shape, ix: &[Ix], space: SpaceId) -> Vec<Ix> {
+        let non_unit = |s: &Shape| -> Vec<usize> {
+            (0..s.rank()).filter(|&k| s.dims()[k] != Dim::Static(1)).collect()
+        };
+        let (from_keep, to_keep) = (non_unit(from), non_unit(to));
+        let same = from_keep.len() == to_keep.len()
+            && from_keep
+                .iter()
+                .zip(&to_keep)
+                .all(|(&a, &b)| from.dims()[a] == to.dims()[b]);
+        if same {
+            let mut inner = vec![Ix::constant(0); from.rank()];
+            for (&a, &b) in from_keep.iter().zip(&to_keep) {
+                inner[a] = ix[b].clone();
+            }
+            return inner;
+        }
+        // linear = Σ ix[k] * stride_to[k]; operand index j = (linear / stride_from[j]) % dim[j].
+        let to_strides = self.b.contiguous_strides(to.dims());
+        let mut linear = Ix::constant(0);
+        for (i, &s) in ix.iter().zip(&to_strides) {
+            let term = self.b.ix_scalar_op(i, IndexOp::Mul, s, space);
+            let (a, b) = (self.b.materialize(&linear, space), self.b.materialize(&term, space));
+            linear = Ix::Dyn(self.b.tile_index_op(IndexOp::Add, a, b, space));
+        }
+        let from_strides = self.b.contiguous_strides(from.dims());
+        from.dims()
+            .iter()
+            .zip(from_strides)
+            .map(|(d, s)| {
+                let q = self.b.ix_scalar_op(&linear, IndexOp::Div, s, space);
+                let d = self.b.dim(d);
+                self.b.ix_scalar_op(&q, IndexOp::Rem, d, space)
+            })
+            .collect()
+    }
+
+    fn concat(&mut self, node: NodeId, axis: usize, parts: &[NodeId], ix: &[Ix], space: SpaceId) -> Res<ValueId> {
+        let g = self.g;
+        let dtype = g.ty(node).dtype;
+        let shape = self.tile_shape(space);
+        let mut start = 0u64;
+        let mut pieces = Vec::with_capacity(parts.len());
+        for &part in parts {
+            let len = g.ty(part).shape.dims()[axis]
+                .as_static()
+                .ok_or_else(|| self.unsupported("a concat part of symbolic length".into()))?;
+            let lo = self.b.index(start as i64);
+            let hi = self.b.index((start + len) as i64);
+            let mask = self.b.in_range(&ix[axis], lo, hi, space);
+            let mut inner = ix.to_vec();
+            // Dynamic, so that positions outside this part read padding, not other memory.
+            inner[axis] = self.b.ix_scalar_op(&ix[axis], IndexOp::Sub, lo, space);
+            let v = self.value(part, &inner, space)?;
+            pieces.push((mask, v));
+            start += len;
+        }
+        let (_, mut acc) = pieces.pop().ok_or_else(|| self.unsupported("an empty concat".into()))?;
+        while let Some((mask, v)) = pieces.pop() {
+            acc = self.b.emit(
+                TileOp::Select { cond: mask, a: v, b: acc },
+                Type::tile(dtype, &shape),
+            );
+        }
+        Ok(acc)
+    }
+
+    fn pad(&mut self, node: NodeId, pads: &[(u64, u64)], fill: f64, ix: &[Ix], space: SpaceId) -> Res<ValueId> {
+        let g = self.g;
+        let operand = g.operands(node)[0];
+        let dims = g.ty(operand).shape.dims().to_vec();
+        let dtype = g.ty(node).dtype;
+        let shape = self.tile_shape(space);
+        let mut inner = ix.to_vec();
+        let mut mask: Option<ValueId> = None;
+        for (k, &(before, after)) in pads.iter().enumerate() {
+            if before == 0 && after == 0 {
+                continue;
+            }
+            let lo = self.b.index(before as i64);
+            let len = self.b.dim(&dims[k]);
+            let hi = self.b.arith(IndexOp::Add, lo, len);
+            let in_range = self.b.in_range(&ix[k], lo, hi, space);
+            inner[k] = self.b.ix_scalar_op(&ix[k], IndexOp::Sub, lo, space);
+            mask = Some(match mask {
+                None => in_range,
+                Some(m) => self.b.emit(
+                    TileOp::Binary {
+                        op: BinaryOp::And,
+                        a: m,
+                        b: in_range,
+                    },
+                    Type::tile(DType::Bool, &shape),
+                ),
+            });
+        }
+        let v = self.value(operand, &inner, space)?;
+        let Some(mask) = mask else {
+            return Ok(v);
+        };
+        let fill = self.b.constant(fill, dtype, &shape);
+        Ok(self.b.emit(
+            TileOp::Select {
+                cond: mask,
+                a: v,
+                b: fill,
+            },
+            Type::tile(dtype, &shape),
+        ))
+    }
+
+    fn gather(&mut self, node: NodeId, axis: usize, operands: &[NodeId], ix: &[Ix], space: SpaceId) -> Res<ValueId> {
+        let (data, indices) = (operands[0], operands[1]);
+        let index_rank = self.g.ty(indices).rank();
+        let index_ix = &ix[axis..axis + index_rank];
+        let index = self.value(indices, index_ix, space)?;
+        let shape = self.tile_shape(space);
+        let index = if self.g.ty(indices).dtype == DType::I64 {
+            index
+        } else {
+            self.b.emit(TileOp::Cast { x: index }, Type::tile(DType::I64, &shape))
+        };
+        let mut data_ix: Vec<Ix> = ix[..axis].to_vec();
+        data_ix.push(Ix::Dyn(index));
+        data_ix.extend_from_slice(&ix[axis + index_rank..]);
+        if self.members.contains(&data) {
+            return Err(self.unsupported("gathered data computed in the same kernel".into()));
+        }
+        let _ = node;
+        self.value(data, &data_ix, space)
+    }
+
+    /// A reduction over the row axis of a row-reduction kernel.
+    fn row_reduce(&mut self, node: NodeId, op: ReduceOp, axes: &[usize], keepdims: bool, ix: &[Ix], space: SpaceId) -> Res<ValueId> {
+        let rows = self
+            .rows
+            .ok_or_else(|| self.unsupported("a reduction outside a reduction kernel".into()))?;
+        let operand = self.g.operands(node)[0];
+        let rank = self.g.ty(operand).rank();
+        if axes != [rank - 1] {
+            return Err(self.unsupported("a reduction over other than the last axis".into()));
+        }
+        // The operand's indices: the outer ones as given (widened to whole rows), the row axis.
+        let outer = if keepdims { &ix[..rank - 1] } else { ix };
+        let mut inner = Vec::with_capacity(rank);
+        for i in outer {
+            inner.push(match i {
+                Ix::Lin { .. } => i.clone(),
+                Ix::Dyn(v) if space == rows.reduced => {
+                    let full = self.tile_shape(rows.full);
+                    Ix::Dyn(self.b.emit(TileOp::Broadcast { x: *v }, Type::tile(DType::I64, &full)))
+                }
+                Ix::Dyn(_) => i.clone(),
+            });
+        }
+        inner.push(Ix::axis(rows.axis));
+        let x = self.value(operand, &inner, rows.full)?;
+        let in_dtype = self.g.ty(operand).dtype;
+        let full = self.tile_shape(rows.full);
+        let x = self.mask_row(x, op, in_dtype, &full, rows)?;
+        let reduce_op = if op == ReduceOp::Mean { ReduceOp::Sum } else { op };
+        let out_dtype = self.g.ty(node).dtype;
+        let reduced_shape = self.tile_shape(rows.reduced);
+        let r_ty = Type::tile(out_dtype, &reduced_shape);
+        let mut r = self.b.emit(
+            TileOp::Reduce {
+                op: reduce_op,
+                x,
+                axis: rows.axis,
+            },
+            r_ty.clone(),
+        );
+        if op == ReduceOp::Mean {
+            let n = self.b.constant(rows.len as f64, out_dtype, &reduced_shape);
+            r = self.b.emit(
+                TileOp::Binary {
+                    op: BinaryOp::Div,
+                    a: r,
+                    b: n,
+                },
+                r_ty,
+            );
+        }
+        if space == rows.reduced {
+            Ok(r)
+        } else {
+            let shape = self.tile_shape(space);
+            Ok(self.b.emit(TileOp::Broadcast { x: r }, Type::tile(out_dtype, &shape)))
+        }
+    }
+
+    /// Replaces the padding past the row's end with the reduction's identity.
+    fn mask_row(&mut self, x: ValueId, op: ReduceOp, dtype: DType, full: &[u64], rows: RowSpaces) -> Res<ValueId> {
+        if full[rows.axis] == rows.len {
+            return Ok(x);
+        }
+        let lo = self.b.index(0);
+        let hi = self.b.index(rows.len as i64);
+        let mask = self.b.in_range(&Ix::axis(rows.axis), lo, hi, rows.full);
+        let identity = self.b.constant(identity(op, dtype), dtype, full);
+        Ok(self.b.emit(
+            TileOp::Select {
+                cond: mask,
+                a: x,
+                b: identity,
+            },
+            Type::tile(dtype, full),
+        ))
+    }
+}
+
+/// The value a reduction starts from: padding with it changes nothing.
+pub fn identity(op: ReduceOp, dtype: DType) -> f64 {
+    let (low, high) = match dtype {
+        DType::Bool => (0.0, 1.0),
+        DType::I8 => (i8::MIN as f64, i8::MAX as f64),
+        DType::U8 => (0.0, u8::MAX as f64),
+        DType::I32 => (i32::MIN as f64, i32::MAX as f64),
+        DType::I64 => (i64::MIN as f64, i64::MAX as f64),
+        _ => (f64::NEG_INFINITY, f64::INFINITY),
+    };
+    match op {
+        ReduceOp::Sum | ReduceOp::Mean => 0.0,
+        ReduceOp::Prod => 1.0,
+        ReduceOp::Max | ReduceOp::ArgMax => low,
+        ReduceOp::Min | ReduceOp::ArgMin => high,
+    }
+}
+
+/// The indices of an operand of shape `from` broadcast to `to` at `ix`: right-aligned, with
+/// broadcast (size-1) dims at index 0.
+pub fn broadcast_ix(from: &Shape, to: &Shape, ix: &[Ix]) -> Vec<Ix> {
+    let skip = to.rank() - from.rank();
+    from.dims()
+        .iter()
+        .enumerate()
+        .map(|(k, d)| {
+            if *d == Dim::Static(1) && to.dims()[k + skip] != Dim::Static(1) {
+                Ix::constant(0)
+            } else {
+                ix[k + skip].clone()
+            }
+        })
+        .collect()
+}
+
+/// `scale * i + offset` when `i` is affine.
+fn affine(i: &Ix, scale: i64, offset: i64) -> Option<Ix> {
+    match i {
+        Ix::Lin { terms, offset: o } => Some(Ix::Lin {
+            terms: terms.iter().map(|&(a, c)| (a, c * scale)).collect(),
+            offset: o.checked_mul(scale)?.checked_add(offset)?,
+        }),
+        Ix::Dyn(_) => None,
+    }
+}

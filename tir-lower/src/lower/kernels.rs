@@ -1,0 +1,599 @@
+//! One function per kernel shape: the spaces and grid of the kernel, its loops, and its store.
+
+use super::builder::{ceil_pow2, choose_tile, Ix, Space, SpaceId};
+use super::emit::{identity, KernelLowering, RowSpaces};
+use super::LowerError;
+use crate::target::TileShapes;
+use crate::tile::{Access, CmpOp, IndexOp, Region, SliceStart, TileOp, Type, ValueId, WriteRegion};
+use tir_graph::{BinaryOp, DType, Dim, NodeId, Op, ReduceOp, Shape, UnaryOp};
+use tir_opt::fusion::kinds::store_chain;
+use tir_opt::layout::{store_view, StridedView};
+
+type Res<T> = Result<T, LowerError>;
+
+/// How a kernel's output tile reaches memory.
+pub enum StoreView {
+    /// Static strides and offset, in elements.
+    Static { strides: Vec<i64>, offset: i64 },
+    /// Row-major strides of `dims` (which may be symbolic).
+    Rows { dims: Vec<Dim> },
+}
+
+/// A run-time write position: the buffer holding it, the slice length, the axis size.
+pub type SliceCheck = (usize, Dim, Dim);
+
+impl KernelLowering<'_> {
+    /// A space over `extents` with one tile per program (grid axes = space axes).
+    fn grid_space(&mut self, extents: &[Dim], tile: &[u64]) -> SpaceId {
+        let coords = self.b.grid(extents, tile);
+        let extents = extents.iter().map(|d| self.b.dim(d)).collect();
+        self.b.add_space(Space {
+            tile: tile.to_vec(),
+            coords,
+            extents,
+        })
+    }
+
+    fn canonical(rank: usize) -> Vec<Ix> {
+        (0..rank).map(Ix::axis).collect()
+    }
+
+    /// The value of `node` at the canonical indices of `space`, computed or loaded.
+    fn root_value(&mut self, node: NodeId, space: SpaceId) -> Res<ValueId> {
+        let ix = Self::canonical(self.g.ty(node).rank());
+        if self.members.contains(&node) {
+            self.value(node, &ix, space)
+        } else {
+            self.load(node, &ix, space, 0.0)
+        }
+    }
+
+    /// Stores `value` (over `space`) into parameter `param` through `view` at `offset`.
+    fn store(&mut self, param: usize, space: SpaceId, value: ValueId, view: StoreView, offset: ValueId) {
+        let extents = self.b.spaces[space].extents.clone();
+        let rank = extents.len();
+        let strides: Vec<ValueId> = match view {
+            StoreView::Static { strides, offset: o } => {
+                debug_assert_eq!(o, 0, "static offsets are folded into `offset`");
+                strides.iter().map(|&s| self.b.index(s)).collect()
+            }
+            StoreView::Rows { dims } => self.b.contiguous_strides(&dims),
+        };
+        let view = self.b.emit(
+            TileOp::MakeView {
+                param,
+                offset,
+                shape: extents,
+                strides,
+            },
+            Type::View { param, rank },
+        );
+        let coords = self.b.spaces[space].coords.clone();
+        let token = self.b.token();
+        let next = self.b.emit(
+            TileOp::Store {
+                view,
+                coords,
+                value,
+                token,
+            },
+            Type::Token,
+        );
+        self.b.set_token(next);
+    }
+
+    /// Stores `value` into all of buffer `out`.
+    fn store_whole(&mut self, out: usize, space: SpaceId, value: ValueId, view: StoreView) {
+        let dtype = self.buffers[out].ty.dtype;
+        let param = self.b.writes(out, dtype, Region::Whole);
+        let offset = match &view {
+            StoreView::Static { offset, .. } => *offset,
+            StoreView::Rows { .. } => 0,
+        };
+        let offset = self.b.index(offset);
+        let view = match view {
+            StoreView::Static { strides, .. } => StoreView::Static { strides, offset: 0 },
+            rows => rows,
+        };
+        self.store(param, space, value, view, offset);
+    }
+
+    /// The row-major store view of a buffer of `shape` over a space of `space_rank` axes: the
+    /// buffer's axes first, extra trailing axes of size 1 (stride 0).
+    fn row_major(&self, shape: &Shape, space_rank: usize) -> StoreView {
+        if let Some(v) = StridedView::contiguous(shape) {
+            let mut strides = v.strides;
+            strides.resize(space_rank, 0);
+            return StoreView::Static { strides, offset: 0 };
+        }
+        let mut dims = shape.dims().to_vec();
+        dims.resize(space_rank, Dim::Static(1));
+        StoreView::Rows { dims }
+    }
+
+    /// Elementwise, gather and layout kernels, and copies: one tile of the root per program.
+    pub fn lower_pointwise(&mut self, root: NodeId, out: usize, tiles: &TileShapes) -> Res<()> {
+        let shape = self.g.ty(root).shape.clone();
+        let extents = space_dims(&shape);
+        let tile = choose_tile(&extents, tiles.elementwise);
+        let space = self.grid_space(&extents, &tile);
+        let value = self.root_value(root, space)?;
+        let view = self.row_major(&self.buffers[out].ty.shape, extents.len());
+        self.store_whole(out, space, value, view);
+        Ok(())
+    }
+
+    /// Row reductions with their producers and consumers: whole rows per program.
+    pub fn lower_rows(&mut self, root: NodeId, out: usize, tiles: &TileShapes) -> Res<()> {
+        let g = self.g;
+        let reduce = *self
+            .members
+            .iter()
+            .find(|&&m| matches!(g.node(m).op, Op::Reduce { .. }))
+            .ok_or_else(|| self.unsupported("a row kernel without a reduction".into()))?;
+        let row = g.ty(g.operands(reduce)[0]).shape.clone();
+        let axis = row.rank() - 1;
+        let len = row.dims()[axis]
+            .as_static()
+            .ok_or_else(|| self.unsupported("a row of symbolic length".into()))?;
+        let mut tile = vec![1u64; row.rank()];
+        tile[axis] = ceil_pow2(len);
+        if axis > 0 {
+            let budget = (tiles.row_elements / tile[axis]).max(1);
+            tile[axis - 1] = choose_tile(&row.dims()[axis - 1..axis], budget)[0];
+        }
+        let full = self.grid_space(row.dims(), &tile);
+        let mut reduced = self.b.spaces[full].clone();
+        reduced.tile[axis] = 1;
+        reduced.extents[axis] = self.b.index(1);
+        let reduced = self.b.add_space(reduced);
+        self.rows = Some(RowSpaces {
+            full,
+            reduced,
+            axis,
+            len,
+        });
+        let root_shape = g.ty(root).shape.clone();
+        let space = if root_shape == row { full } else { reduced };
+        let value = self.value(root, &Self::canonical(root_shape.rank()), space)?;
+        let view = self.row_major(&root_shape, row.rank());
+        self.store_whole(out, space, value, view);
+        Ok(())
+    }
+
+    /// A matmul with its operand index maps, K loop, epilogue and store chain.
+    pub fn lower_matmul(&mut self, root: NodeId, out: usize, tiles: &TileShapes) -> Res<()> {
+        let g = self.g;
+        let mm = *self
+            .members
+            .iter()
+            .find(|&&m| g.node(m).op == Op::MatMul)
+            .ok_or_else(|| self.unsupported("a matmul kernel without a matmul".into()))?;
+        let shape = g.ty(mm).shape.clone();
+        let rank = shape.rank();
+        let (a, b) = (g.operands(mm)[0], g.operands(mm)[1]);
+        let k_dim = g.ty(a).shape.dims()[g.ty(a).rank() - 1].clone();
+        let mut tile = vec![1u64; rank];
+        tile[rank - 2] = tile_for(&shape.dims()[rank - 2], tiles.matmul_m);
+        tile[rank - 1] = tile_for(&shape.dims()[rank - 1], tiles.matmul_n);
+        let tk = tile_for(&k_dim, tiles.matmul_k);
+        let out_space = self.grid_space(shape.dims(), &tile);
+        let acc_dtype = accumulator(g.ty(mm).dtype);
+        let acc_ty = Type::tile(acc_dtype, &tile);
+        let acc0 = self.b.constant(0.0, acc_dtype, &tile);
+        let k_extent = self.b.dim(&k_dim);
+        let steps = self.b.ceil_div(k_extent, tk);
+        let (zero, one) = (self.b.index(0), self.b.index(1));
+        let (kk, acc_in) = (self.b.fresh(), self.b.fresh());
+        self.b.open_block();
+        // Step kk: the A tile [.., m, kk] and the B tile [.., kk, n], multiplied into acc.
+        let a_space = self.k_space(out_space, rank, kk, k_extent, tk, true);
+        let b_space = self.k_space(out_space, rank, kk, k_extent, tk, false);
+        let a_tile = self.value(a, &operand_ix(&g.ty(a).shape, rank), a_space)?;
+        let b_tile = self.value(b, &operand_ix(&g.ty(b).shape, rank), b_space)?;
+        let a_tile = self.mask_k(a_tile, g.ty(a).dtype, a_space, rank - 1, &k_dim, tk);
+        let b_tile = self.mask_k(b_tile, g.ty(b).dtype, b_space, rank - 2, &k_dim, tk);
+        let acc_out = self.b.emit(
+            TileOp::Mma {
+                a: a_tile,
+                b: b_tile,
+                acc: acc_in,
+            },
+            acc_ty.clone(),
+        );
+        let body = self.close_block();
+        let results = self.b.emit_multi(
+            TileOp::For {
+                start: zero,
+                end: steps,
+                step: one,
+                var: kk,
+                init: vec![acc0],
+                carried: vec![(acc_in, acc_ty.clone())],
+                body,
+                yields: vec![acc_out],
+            },
+            vec![acc_ty],
+        );
+        let mm_value = self.b.emit(
+            TileOp::Cast { x: results[0] },
+            Type::tile(g.ty(mm).dtype, &tile),
+        );
+        let depth = self.b.depth();
+        self.memo
+            .insert((mm, Self::canonical(rank), out_space), (mm_value, depth));
+        // The epilogue, then the store through the chain of layout ops up to the root.
+        let chain = store_chain(g, &self.members, root);
+        let top = chain.last().map_or(root, |&c| g.operands(c)[0]);
+        let value = self.value(top, &Self::canonical(rank), out_space)?;
+        let view = if chain.is_empty() {
+            self.row_major(&self.buffers[out].ty.shape, rank)
+        } else {
+            let v = store_view(g, &chain)
+                .ok_or_else(|| self.unsupported("a store chain that is not a strided view".into()))?;
+            StoreView::Static {
+                strides: v.strides,
+                offset: v.offset,
+            }
+        };
+        self.store_whole(out, out_space, value, view);
+        Ok(())
+    }
+
+    /// The space of one K step of operand A (`[.., m, k]`) or B (`[.., k, n]`).
+    fn k_space(&mut self, out: SpaceId, rank: usize, kk: ValueId, k: ValueId, tk: u64, is_a: bool) -> SpaceId {
+        let mut s = self.b.spaces[out].clone();
+        let axis = if is_a { rank - 1 } else { rank - 2 };
+        s.tile[axis] = tk;
+        s.coords[axis] = kk;
+        s.extents[axis] = k;
+        self.b.add_space(s)
+    }
+
+    /// Zeroes a K-loop operand tile past K unless K is a multiple of the step.
+    fn mask_k(&mut self, x: ValueId, dtype: DType, space: SpaceId, axis: usize, k: &Dim, tk: u64) -> ValueId {
+        if matches!(k, Dim::Static(n) if n % tk == 0) {
+            return x;
+        }
+        let shape = self.b.spaces[space].tile.clone();
+        let lo = self.b.index(0);
+        let hi = self.b.dim(k);
+        let mask = self.b.in_range(&Ix::axis(axis), lo, hi, space);
+        let zero = self.b.constant(0.0, dtype, &shape);
+        self.b.emit(
+            TileOp::Select {
+                cond: mask,
+                a: x,
+                b: zero,
+            },
+            Type::tile(dtype, &shape),
+        )
+    }
+
+    /// A reduction over any axes, alone in its kernel: a tile of outputs per program and a loop
+    /// over the flattened reduced elements in chunks.
+    pub fn lower_reduction(&mut self, root: NodeId, out: usize, tiles: &TileShapes) -> Res<()> {
+        let g = self.g;
+        let Op::Reduce { op, axes, .. } = g.node(root).op.clone() else {
+            return Err(self.unsupported("a reduction kernel without a reduction".into()));
+        };
+        let operand = g.operands(root)[0];
+        let in_ty = g.ty(operand).clone();
+        let rank = in_ty.rank();
+        // The output space: the operand's shape with the reduced axes of size 1.
+        let kept: Vec<Dim> = (0..rank)
+            .map(|k| if axes.contains(&k) { Dim::Static(1) } else { in_ty.shape.dims()[k].clone() })
+            .collect();
+        let tile = choose_tile(&kept, tiles.reduction_out);
+        let out_space = self.grid_space(&kept, &tile);
+        let reduced_dims: Vec<Dim> = axes.iter().map(|&a| in_ty.shape.dims()[a].clone()).collect();
+        let mut count = self.b.index(1);
+        for d in &reduced_dims {
+            let d = self.b.dim(d);
+            count = self.b.arith(IndexOp::Mul, count, d);
+        }
+        let static_count = reduced_dims
+            .iter()
+            .try_fold(1u64, |acc, d| acc.checked_mul(d.as_static()?));
+        let chunk = static_count.map_or(tiles.reduction_chunk, |n| ceil_pow2(n).min(tiles.reduction_chunk));
+        let arg = matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin);
+        let acc_dtype = if arg { in_ty.dtype } else { reduce_accumulator(in_ty.dtype) };
+        let acc_ty = Type::tile(acc_dtype, &tile);
+        let mut init = vec![self.b.constant(identity(op, acc_dtype), acc_dtype, &tile)];
+        let mut carried_types = vec![acc_ty.clone()];
+        if arg {
+            init.push(self.b.constant(0.0, DType::I64, &tile));
+            carried_types.push(Type::tile(DType::I64, &tile));
+        }
+        let steps = self.b.ceil_div(count, chunk);
+        let (zero, one) = (self.b.index(0), self.b.index(1));
+        let jj = self.b.fresh();
+        let carried: Vec<ValueId> = carried_types.iter().map(|_| self.b.fresh()).collect();
+        self.b.open_block();
+        // The chunk space: the output axes, then the flat reduced index.
+        let mut inner = self.b.spaces[out_space].clone();
+        inner.tile.push(chunk);
+        inner.coords.push(jj);
+        inner.extents.push(count);
+        let chunk_axis = inner.tile.len() - 1;
+        let inner_tile = inner.tile.clone();
+        let inner = self.b.add_space(inner);
+        let flat = Ix::axis(chunk_axis);
+        let mut ix: Vec<Ix> = (0..rank).map(Ix::axis).collect();
+        let mut stride = self.b.index(1);
+        for (&a, d) in axes.iter().zip(&reduced_dims).rev() {
+            let q = self.b.ix_scalar_op(&flat, IndexOp::Div, stride, inner);
+            let dv = self.b.dim(d);
+            ix[a] = self.b.ix_scalar_op(&q, IndexOp::Rem, dv, inner);
+            stride = self.b.arith(IndexOp::Mul, stride, dv);
+        }
+        let x = self.value(operand, &ix, inner)?;
+        let lo = self.b.index(0);
+        let valid = self.b.in_range(&flat, lo, count, inner);
+        let pad = self.b.constant(identity(op, in_ty.dtype), in_ty.dtype, &inner_tile);
+        let x = self.b.emit(
+            TileOp::Select {
+                cond: valid,
+                a: x,
+                b: pad,
+            },
+            Type::tile(in_ty.dtype, &inner_tile),
+        );
+        let mut keep = tile.clone();
+        keep.push(1);
+        let yields = if arg {
+            self.fold_arg(op, x, &keep, &carried, jj, chunk, in_ty.dtype)
+        } else {
+            self.fold_chunk(op, x, &keep, carried[0], acc_dtype, in_ty.dtype)
+        };
+        let body = self.close_block();
+        let results = self.b.emit_multi(
+            TileOp::For {
+                start: zero,
+                end: steps,
+                step: one,
+                var: jj,
+                init,
+                carried: carried.iter().copied().zip(carried_types.iter().cloned()).collect(),
+                body,
+                yields,
+            },
+            carried_types,
+        );
+        let out_dtype = g.ty(root).dtype;
+        let mut value = if arg { results[1] } else { results[0] };
+        if op == ReduceOp::Mean {
+            let n = self.b.emit(TileOp::Splat { x: count }, Type::tile(DType::I64, &tile));
+            let n = self.b.emit(TileOp::Cast { x: n }, Type::tile(acc_dtype, &tile));
+            value = self.b.emit(
+                TileOp::Binary {
+                    op: BinaryOp::Div,
+                    a: value,
+                    b: n,
+                },
+                Type::tile(acc_dtype, &tile),
+            );
+        }
+        if !arg && acc_dtype != out_dtype {
+            value = self.b.emit(TileOp::Cast { x: value }, Type::tile(out_dtype, &tile));
+        }
+        // The root may drop the reduced axes; they have size 1 in the space either way.
+        let view = self.row_major(&Shape::new(kept.clone()).map_err(|e| self.unsupported(e.to_string()))?, kept.len().max(1));
+        self.store_whole(out, out_space, value, view);
+        Ok(())
+    }
+
+    /// One chunk of a sum, product, max, min or mean folded into the carried value.
+    fn fold_chunk(&mut self, op: ReduceOp, x: ValueId, keep: &[u64], acc: ValueId, acc_dtype: DType, dtype: DType) -> Vec<ValueId> {
+        let tile = &keep[..keep.len() - 1];
+        let base = if op == ReduceOp::Mean { ReduceOp::Sum } else { op };
+        let axis = keep.len() - 1;
+        let part = self.b.emit(TileOp::Reduce { op: base, x, axis }, Type::tile(dtype, keep));
+        let mut part = self.b.emit(TileOp::Reshape { x: part }, Type::tile(dtype, tile));
+        if acc_dtype != dtype {
+            part = self.b.emit(TileOp::Cast { x: part }, Type::tile(acc_dtype, tile));
+        }
+        let combine = match base {
+            ReduceOp::Prod => BinaryOp::Mul,
+            ReduceOp::Max => BinaryOp::Maximum,
+            ReduceOp::Min => BinaryOp::Minimum,
+            _ => BinaryOp::Add,
+        };
+        vec![self.b.emit(
+            TileOp::Binary {
+                op: combine,
+                a: acc,
+                b: part,
+            },
+            Type::tile(acc_dtype, tile),
+        )]
+    }
+
+    /// One chunk of an argmax/argmin: the chunk's best and its flat position, kept where it
+    /// beats the carried best (earlier wins ties; the first NaN wins).
+    fn fold_arg(&mut self, op: ReduceOp, x: ValueId, keep: &[u64], carried: &[ValueId], jj: ValueId, chunk: u64, dtype: DType) -> Vec<ValueId> {
+        let tile = &keep[..keep.len() - 1];
+        let axis = keep.len() - 1;
+        let (value_op, better_op) = if op == ReduceOp::ArgMax {
+            (ReduceOp::Max, BinaryOp::Gt)
+        } else {
+            (ReduceOp::Min, BinaryOp::Lt)
+        };
+        let (v_ty, i_ty, b_ty) = (
+            Type::tile(dtype, tile),
+            Type::tile(DType::I64, tile),
+            Type::tile(DType::Bool, tile),
+        );
+        let best = self.b.emit(TileOp::Reduce { op: value_op, x, axis }, Type::tile(dtype, keep));
+        let best = self.b.emit(TileOp::Reshape { x: best }, v_ty.clone());
+        let at = self.b.emit(TileOp::Reduce { op, x, axis }, Type::tile(DType::I64, keep));
+        let at = self.b.emit(TileOp::Reshape { x: at }, i_ty.clone());
+        let c = self.b.index(chunk as i64);
+        let base = self.b.arith(IndexOp::Mul, jj, c);
+        let base = self.b.emit(TileOp::Splat { x: base }, i_ty.clone());
+        let at = self.b.emit(
+            TileOp::IndexArith {
+                op: IndexOp::Add,
+                a: base,
+                b: at,
+            },
+            i_ty.clone(),
+        );
+        let binary = |me: &mut Self, op: BinaryOp, a: ValueId, b: ValueId| {
+            me.b.emit(TileOp::Binary { op, a, b }, b_ty.clone())
+        };
+        let mut take = binary(self, better_op, best, carried[0]);
+        if dtype.is_float() {
+            // A NaN wins over any number, and the first NaN stays.
+            let new_nan = binary(self, BinaryOp::Ne, best, best);
+            let old_nan = binary(self, BinaryOp::Ne, carried[0], carried[0]);
+            let old_ok = self.b.emit(
+                TileOp::Unary {
+                    op: UnaryOp::Not,
+                    x: old_nan,
+                },
+                b_ty.clone(),
+            );
+            let nan_wins = binary(self, BinaryOp::And, new_nan, old_ok);
+            let better = binary(self, BinaryOp::And, take, old_ok);
+            take = binary(self, BinaryOp::Or, better, nan_wins);
+        }
+        // The first chunk always sets the carried best.
+        let jj_tile = self.b.emit(TileOp::Splat { x: jj }, i_ty.clone());
+        let zero = self.b.constant(0.0, DType::I64, tile);
+        let first = self.b.emit(
+            TileOp::IndexCmp {
+                op: CmpOp::Eq,
+                a: jj_tile,
+                b: zero,
+            },
+            b_ty.clone(),
+        );
+        let take = binary(self, BinaryOp::Or, take, first);
+        let value = self.b.emit(
+            TileOp::Select {
+                cond: take,
+                a: best,
+                b: carried[0],
+            },
+            v_ty,
+        );
+        let index = self.b.emit(
+            TileOp::Select {
+                cond: take,
+                a: at,
+                b: carried[1],
+            },
+            i_ty,
+        );
+        vec![value, index]
+    }
+
+    /// A state update: the value's tile per program, stored into the state in place (all of it,
+    /// or a slice at a static or run-time position).
+    pub fn lower_state_update(&mut self, root: NodeId, state: usize, tiles: &TileShapes) -> Res<Option<SliceCheck>> {
+        let g = self.g;
+        let operands = g.operands(root);
+        let value = operands[1];
+        let state_ty = g.ty(operands[0]).clone();
+        let shape = g.ty(value).shape.clone();
+        let (region, start, check) = match g.node(root).op {
+            Op::StateWriteSlice { axis, start } => {
+                let len = shape.dims()[axis].clone();
+                match start {
+                    Some(s) => (Region::Slice { axis, start: SliceStart::Static(s), len }, None, None),
+                    None => {
+                        let pos = operands[2];
+                        let pos_buffer = self.buffer_of[&pos];
+                        let param = self.b.param(pos_buffer, g.ty(pos).dtype, Access::Shared);
+                        let size = state_ty.shape.dims()[axis].clone();
+                        let region = Region::Slice {
+                            axis,
+                            start: SliceStart::Param(param),
+                            len: len.clone(),
+                        };
+                        (region, Some(param), Some((pos_buffer, len, size)))
+                    }
+                }
+            }
+            _ => (Region::Whole, None, None),
+        };
+        // Declared before the value is computed: reads of the state are then token-ordered.
+        let param = self.b.param(state, state_ty.dtype, Access::Mutable);
+        let extents = space_dims(&shape);
+        let tile = choose_tile(&extents, tiles.elementwise);
+        let space = self.grid_space(&extents, &tile);
+        let v = self.root_value(value, space)?;
+        let strides = self.b.contiguous_strides(state_ty.shape.dims());
+        let offset = match (&region, start) {
+            (Region::Slice { axis, start: SliceStart::Static(s), .. }, _) => {
+                let s = self.b.index(*s as i64);
+                self.b.arith(IndexOp::Mul, s, strides[*axis])
+            }
+            (Region::Slice { axis, .. }, Some(p)) => {
+                let zero = self.b.index(0);
+                let pos = self.b.emit(TileOp::LoadScalar { param: p, index: zero }, Type::Index);
+                self.b.arith(IndexOp::Mul, pos, strides[*axis])
+            }
+            _ => self.b.index(0),
+        };
+        let view = if state_ty.rank() == 0 {
+            StoreView::Static { strides: vec![0], offset: 0 }
+        } else {
+            StoreView::Rows { dims: state_ty.shape.dims().to_vec() }
+        };
+        self.b.writes.push(WriteRegion { param, region });
+        self.store(param, space, v, view, offset);
+        Ok(check)
+    }
+}
+
+/// The dims of a space for values of `shape`: a scalar lives in a space of one element.
+fn space_dims(shape: &Shape) -> Vec<Dim> {
+    if shape.rank() == 0 {
+        vec![Dim::Static(1)]
+    } else {
+        shape.dims().to_vec()
+    }
+}
+
+/// A power-of-two tile along a dim: at most `max`, no more than a small static dim needs.
+fn tile_for(d: &Dim, max: u64) -> u64 {
+    match d {
+        Dim::Static(n) => ceil_pow2(*n).min(max),
+        Dim::Symbolic(_) => max,
+    }
+}
+
+/// The matmul accumulator's dtype for operands of `dtype`.
+pub fn accumulator(dtype: DType) -> DType {
+    match dtype {
+        DType::F64 => DType::F64,
+        d if d.is_int() => DType::I64,
+        _ => DType::F32,
+    }
+}
+
+/// The carried dtype of a general reduction: f32 for 16-bit floats, else the input's.
+fn reduce_accumulator(dtype: DType) -> DType {
+    match dtype {
+        DType::F16 | DType::BF16 => DType::F32,
+        d => d,
+    }
+}
+
+/// An operand's indices in its K-step space of `rank` axes: batch dims right-aligned
+/// (broadcast ones at 0), then its two matrix axes.
+fn operand_ix(shape: &Shape, rank: usize) -> Vec<Ix> {
+    let r = shape.rank();
+    let skip = rank - r;
+    (0..r)
+        .map(|k| {
+            if k + 2 >= r || shape.dims()[k] != Dim::Static(1) {
+                Ix::axis(k + skip)
+            } else {
+                Ix::constant(0)
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,313 @@
+//! Lowering: a verified [`FusedGraph`] in, a verified and certified [`Program`] out.
+//!
+//! Every value that lives in memory gets a buffer: sources keep theirs (inputs, parameters,
+//! states, constants), a state update writes its state in place, a kernel root named as an
+//! output gets an output buffer, and every other root a region of the arena. Each fused kernel
+//! becomes one [`TileKernel`] ([`kernels`]): its members are computed at index tiles ([`emit`]),
+//! so layout ops are index maps of loads and stores, never copies. An output that is a source
+//! gets a copy kernel. Kernels are then ordered by their data flow plus, for each state, "every
+//! read of its value at the start of the run before its update"; the schedule, the memory plan
+//! and a legality certificate per kernel ([`crate::legality`]) complete the program, which
+//! [`crate::tile::verify::verify_program`] and [`crate::legality::check_program`] check.
+
+pub mod builder;
+pub mod emit;
+pub mod kernels;
+
+use crate::legality::{self, LaunchCheck, LegalityError};
+use crate::plan::MemoryPlan;
+use crate::program::{Buffer, Program, Signature, Storage};
+use crate::schedule::Schedule;
+use crate::target::Target;
+use crate::tile::TileKernel;
+use builder::KernelBuilder;
+use emit::KernelLowering;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use tir_graph::{Dim, Graph, NodeId, Op};
+use tir_opt::{FusedGraph, KernelKind};
+
+/// Why a graph could not be lowered.
+#[derive(Debug, thiserror::Error)]
+pub enum LowerError {
+    #[error(transparent)]
+    Optimize(#[from] tir_opt::OptError),
+    #[error("kernel {kernel}: {reason}")]
+    Unsupported { kernel: String, reason: String },
+    #[error("state `{state}` is read both at its value from the start of the run (by {before}) and after its update (by {after}) in one kernel chain; compute the read from the new value or split the graph")]
+    StateReadAfterUpdate {
+        state: String,
+        before: String,
+        after: String,
+    },
+    #[error(transparent)]
+    Illegal(#[from] LegalityError),
+    #[error("lowering produced an invalid kernel: {0}")]
+    Invalid(#[from] crate::tile::verify::TileError),
+}
+
+/// One kernel to emit: which nodes, which buffer it writes, what it reads.
+struct Job {
+    name: String,
+    kind: KernelKind,
+    root: NodeId,
+    members: BTreeSet<NodeId>,
+    inputs: Vec<NodeId>,
+    out: usize,
+}
+
+/// Lowers every kernel of `fused` for `target`.
+pub fn lower(fused: &FusedGraph, target: &Target) -> Result<Program, LowerError> {
+    let g = &fused.graph;
+    let (buffers, buffer_of, mut jobs, outputs) = assign_buffers(fused);
+    jobs = order(g, jobs, &buffers, &buffer_of)?;
+    let mut kernels = Vec::with_capacity(jobs.len());
+    let mut checks = Vec::with_capacity(jobs.len());
+    for job in &jobs {
+        let (kernel, check) = lower_job(g, job, &buffers, &buffer_of, target)?;
+        crate::tile::verify::verify_kernel(&kernel)?;
+        kernels.push(kernel);
+        checks.push(check);
+    }
+    let schedule = schedule(g, &jobs, &buffer_of);
+    let uses: Vec<Vec<usize>> = kernels
+        .iter()
+        .map(|k| k.params.iter().map(|p| p.buffer).collect())
+        .collect();
+    let plan = MemoryPlan::new(&buffers, &schedule.wave_of(), &uses);
+    let mut certificates = Vec::with_capacity(kernels.len());
+    for (kernel, check) in kernels.iter().zip(checks) {
+        let mut certificate = legality::certify(kernel, &buffers)?;
+        certificate.checks.extend(check);
+        certificates.push(certificate);
+    }
+    let program = Program {
+        signature: signature(g, outputs),
+        buffers,
+        kernels,
+        certificates,
+        plan,
+        schedule,
+    };
+    crate::tile::verify::verify_program(&program)?;
+    legality::check_program(&program)?;
+    Ok(program)
+}
+
+type Assigned = (Vec<Buffer>, HashMap<NodeId, usize>, Vec<Job>, Vec<(String, usize)>);
+
+/// Buffers for every source and kernel root, the jobs (kernels, plus copies for outputs that
+/// are sources), and each output's buffer.
+fn assign_buffers(fused: &FusedGraph) -> Assigned {
+    let g = &fused.graph;
+    let mut buffers: Vec<Buffer> = Vec::new();
+    let mut buffer_of: HashMap<NodeId, usize> = HashMap::new();
+    let add = |buffers: &mut Vec<Buffer>, name: String, node: NodeId, storage: Storage| {
+        buffers.push(Buffer {
+            name,
+            ty: g.ty(node).clone(),
+            storage,
+        });
+        buffers.len() - 1
+    };
+    for id in g.node_ids() {
+        let storage = match &g.node(id).op {
+            Op::Input { name } => Storage::Input(name.clone()),
+            Op::Parameter { name } => Storage::Parameter(name.clone()),
+            Op::State { name } => Storage::State(name.clone()),
+            Op::Constant { data } => Storage::Constant(data.clone()),
+            _ => continue,
+        };
+        let name = g.node(id).op.source_name().map_or(id.to_string(), str::to_string);
+        let b = add(&mut buffers, name, id, storage);
+        buffer_of.insert(id, b);
+    }
+    let output_name = |node: NodeId| {
+        g.outputs()
+            .iter()
+            .find(|(_, o)| *o == node)
+            .map(|(n, _)| n.clone())
+    };
+    let mut jobs = Vec::new();
+    for (i, k) in fused.kernels.iter().enumerate() {
+        let out = if g.node(k.root).op.is_state_update() {
+            buffer_of[&g.operands(k.root)[0]]
+        } else if let Some(name) = output_name(k.root) {
+            add(&mut buffers, format!("output \"{name}\""), k.root, Storage::Output)
+        } else {
+            add(&mut buffers, k.root.to_string(), k.root, Storage::Arena)
+        };
+        buffer_of.insert(k.root, out);
+        jobs.push(Job {
+            name: format!("k{i}_{}", k.kind.name()),
+            kind: k.kind,
+            root: k.root,
+            members: k.members.iter().copied().collect(),
+            inputs: k.inputs.clone(),
+            out,
+        });
+    }
+    let mut outputs = Vec::new();
+    let mut copies: HashMap<NodeId, usize> = HashMap::new();
+    for (name, node) in g.outputs() {
+        let buffer = if g.node(*node).op.is_source() {
+            *copies.entry(*node).or_insert_with(|| {
+                let out = add(&mut buffers, format!("output \"{name}\""), *node, Storage::Output);
+                jobs.push(Job {
+                    name: format!("k{}_copy", jobs.len()),
+                    kind: KernelKind::Layout,
+                    root: *node,
+                    members: BTreeSet::new(),
+                    inputs: vec![*node],
+                    out,
+                });
+                out
+            })
+        } else {
+            buffer_of[node]
+        };
+        outputs.push((name.clone(), buffer));
+    }
+    (buffers, buffer_of, jobs, outputs)
+}
+
+/// The state a job writes in place, if any.
+fn written_state(g: &Graph, job: &Job) -> Option<NodeId> {
+    g.node(job.root)
+        .op
+        .is_state_update()
+        .then(|| g.operands(job.root)[0])
+        .filter(|_| !job.members.is_empty())
+}
+
+/// For each job, the jobs that must run before it: producers of its inputs, and, for a state
+/// update, every other job that reads the state's value from the start of the run.
+fn predecessors(g: &Graph, jobs: &[Job]) -> Vec<BTreeSet<usize>> {
+    let producer: HashMap<NodeId, usize> = jobs
+        .iter()
+        .enumerate()
+        .filter(|(_, j)| !j.members.is_empty())
+        .map(|(i, j)| (j.root, i))
+        .collect();
+    let mut preds: Vec<BTreeSet<usize>> = jobs
+        .iter()
+        .map(|j| j.inputs.iter().filter_map(|i| producer.get(i).copied()).collect())
+        .collect();
+    for (w, job) in jobs.iter().enumerate() {
+        if let Some(state) = written_state(g, job) {
+            for (r, reader) in jobs.iter().enumerate() {
+                if r != w && reader.inputs.contains(&state) {
+                    preds[w].insert(r);
+                }
+            }
+        }
+    }
+    preds
+}
+
+/// Orders the jobs so every predecessor comes first (stable: by root otherwise).
+fn order(g: &Graph, jobs: Vec<Job>, buffers: &[Buffer], _buffer_of: &HashMap<NodeId, usize>) -> Result<Vec<Job>, LowerError> {
+    let preds = predecessors(g, &jobs);
+    let mut placed = vec![false; jobs.len()];
+    let mut order = Vec::with_capacity(jobs.len());
+    while order.len() < jobs.len() {
+        let next = (0..jobs.len())
+            .find(|&j| !placed[j] && preds[j].iter().all(|&p| placed[p]))
+            .ok_or_else(|| cycle_error(g, &jobs, &preds, &placed, buffers))?;
+        placed[next] = true;
+        order.push(next);
+    }
+    let mut slots: Vec<Option<Job>> = jobs.into_iter().map(Some).collect();
+    Ok(order.into_iter().filter_map(|i| slots[i].take()).collect())
+}
+
+fn cycle_error(g: &Graph, jobs: &[Job], preds: &[BTreeSet<usize>], placed: &[bool], buffers: &[Buffer]) -> LowerError {
+    let writer = (0..jobs.len())
+        .find(|&j| !placed[j] && written_state(g, &jobs[j]).is_some())
+        .unwrap_or(0);
+    let reader = preds[writer]
+        .iter()
+        .find(|&&p| !placed[p])
+        .copied()
+        .unwrap_or(writer);
+    let state = written_state(g, &jobs[writer])
+        .and_then(|s| g.node(s).op.source_name().map(str::to_string))
+        .unwrap_or_else(|| buffers[jobs[writer].out].name.clone());
+    LowerError::StateReadAfterUpdate {
+        state,
+        before: jobs[reader].name.clone(),
+        after: jobs[writer].name.clone(),
+    }
+}
+
+/// The schedule of the ordered jobs.
+fn schedule(g: &Graph, jobs: &[Job], _buffer_of: &HashMap<NodeId, usize>) -> Schedule {
+    let deps = predecessors(g, jobs)
+        .into_iter()
+        .map(|p| p.into_iter().collect())
+        .collect();
+    Schedule::from_deps(deps)
+}
+
+fn lower_job(
+    g: &Graph,
+    job: &Job,
+    buffers: &[Buffer],
+    buffer_of: &HashMap<NodeId, usize>,
+    target: &Target,
+) -> Result<(TileKernel, Option<LaunchCheck>), LowerError> {
+    let mut l = KernelLowering {
+        b: KernelBuilder::new(job.name.clone()),
+        g,
+        members: job.members.clone(),
+        buffers,
+        buffer_of,
+        memo: HashMap::new(),
+        rows: None,
+    };
+    let tiles = &target.tiles;
+    let mut check = None;
+    match job.kind {
+        KernelKind::Elementwise | KernelKind::Gather | KernelKind::Layout => {
+            l.lower_pointwise(job.root, job.out, tiles)?
+        }
+        KernelKind::RowReduction => l.lower_rows(job.root, job.out, tiles)?,
+        KernelKind::Reduction => l.lower_reduction(job.root, job.out, tiles)?,
+        KernelKind::MatMul => l.lower_matmul(job.root, job.out, tiles)?,
+        KernelKind::StateUpdate => {
+            if let Some((offset_buffer, len, size)) = l.lower_state_update(job.root, job.out, tiles)? {
+                check = Some(LaunchCheck::SliceInBounds {
+                    offset_buffer,
+                    len,
+                    size,
+                    what: format!("the write position of state `{}`", buffers[job.out].name),
+                });
+            }
+        }
+    }
+    Ok((l.b.finish(), check))
+}
+
+/// The run-time signature.
+fn signature(g: &Graph, outputs: Vec<(String, usize)>) -> Signature {
+    let typed = |list: Vec<(String, NodeId)>| -> Vec<(String, tir_graph::TensorType)> {
+        list.into_iter().map(|(n, id)| (n, g.ty(id).clone())).collect()
+    };
+    let mut dims: Vec<String> = Vec::new();
+    for id in g.node_ids() {
+        for d in g.ty(id).shape.dims() {
+            if let Dim::Symbolic(name) = d {
+                if !dims.contains(name) {
+                    dims.push(name.clone());
+                }
+            }
+        }
+    }
+    let _unused: BTreeMap<(), ()> = BTreeMap::new();
+    Signature {
+        inputs: typed(g.inputs()),
+        parameters: typed(g.parameters()),
+        states: typed(g.states()),
+        outputs,
+        dims,
+    }
+}

@@ -1,0 +1,72 @@
+//! `Program`: what lowering produces and what a backend compiles: tile kernels, the buffers they
+//! use, a memory plan, a schedule, the run-time signature and a legality certificate per kernel.
+//! It is plain serializable data (an AOT package stores it).
+
+use crate::legality::Certificate;
+use crate::plan::MemoryPlan;
+use crate::schedule::Schedule;
+use crate::tile::TileKernel;
+use serde::{Deserialize, Serialize};
+use tir_graph::op::ConstData;
+use tir_graph::TensorType;
+
+/// Where a buffer's memory comes from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Storage {
+    /// Supplied on every run under this name.
+    Input(String),
+    /// A weight supplied under this name (once per executable or per run, by the backend).
+    Parameter(String),
+    /// Persistent across runs of one executable; zeros before the first run.
+    State(String),
+    /// Embedded values.
+    Constant(ConstData),
+    /// A graph output not stored elsewhere: allocated by the backend for each run.
+    Output,
+    /// An intermediate value: a region of the arena at the offset the memory plan gives.
+    Arena,
+}
+
+/// One tensor in memory: row-major and contiguous, with its element type and (possibly
+/// symbolic) shape.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Buffer {
+    /// A name for messages: the source's name, or the graph node (`%12`) it holds.
+    pub name: String,
+    pub ty: TensorType,
+    pub storage: Storage,
+}
+
+/// The names and types a run binds and returns.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Signature {
+    pub inputs: Vec<(String, TensorType)>,
+    pub parameters: Vec<(String, TensorType)>,
+    pub states: Vec<(String, TensorType)>,
+    /// Each output's name and the buffer holding it after a run.
+    pub outputs: Vec<(String, usize)>,
+    /// The symbolic dims, bound from the shapes of the inputs at each run.
+    pub dims: Vec<String>,
+}
+
+/// A lowered graph, ready for a backend.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Program {
+    pub buffers: Vec<Buffer>,
+    /// Kernels in a valid execution order (the schedule's order).
+    pub kernels: Vec<TileKernel>,
+    /// One per kernel: why it writes only what it owns.
+    pub certificates: Vec<Certificate>,
+    pub plan: MemoryPlan,
+    pub schedule: Schedule,
+    pub signature: Signature,
+}
+
+impl Program {
+    /// The buffer holding the state named `name`.
+    pub fn state_buffer(&self, name: &str) -> Option<usize> {
+        self.buffers
+            .iter()
+            .position(|b| b.storage == Storage::State(name.to_string()))
+    }
+}

@@ -1,0 +1,42 @@
+//! What a backend tells lowering: its fusion limits and the tile shapes its kernels use.
+
+use serde::{Deserialize, Serialize};
+use tir_opt::FusionTarget;
+
+/// Tile shapes, each a power of two.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TileShapes {
+    /// Elements per program of an elementwise, gather or layout kernel, filled from the
+    /// innermost axis outwards.
+    pub elementwise: u64,
+    /// The most elements a row-reduction program holds; it takes as many whole rows as fit.
+    pub row_elements: u64,
+    /// Matmul output tile (`m` x `n`) and the step of its K loop.
+    pub matmul_m: u64,
+    pub matmul_n: u64,
+    pub matmul_k: u64,
+    /// Output elements per program of a general reduction, and the chunk of its reduced axis.
+    pub reduction_out: u64,
+    pub reduction_chunk: u64,
+}
+
+impl Default for TileShapes {
+    fn default() -> Self {
+        TileShapes {
+            elementwise: 1024,
+            row_elements: 1 << 15,
+            matmul_m: 64,
+            matmul_n: 64,
+            matmul_k: 32,
+            reduction_out: 64,
+            reduction_chunk: 256,
+        }
+    }
+}
+
+/// A backend's target: how to fuse and how to tile.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Target {
+    pub fusion: FusionTarget,
+    pub tiles: TileShapes,
+}

@@ -1,0 +1,260 @@
+//! The tile IR: backend-neutral kernels modelled on NVIDIA Tile IR.
+//!
+//! A [`TileKernel`] is a grid of tile programs. Each program reads its program id (one index per
+//! grid axis), builds *views* of the kernel's tensor parameters (a base offset, a shape and
+//! strides, all in elements; a view of a mutable parameter is a partition view of what the
+//! kernel writes, a view of a shared one is a read-only tensor view), loads tiles (static
+//! power-of-two shapes, padded where they run past the view's shape), computes with tile
+//! operations, and stores tiles (elements past the view's shape are not written). Loads and
+//! stores of a mutable parameter are chained by tokens; loads of shared parameters carry none.
+//!
+//! Values are in SSA form: every statement defines its values once ([`Stmt::defs`]), and a
+//! statement uses only values defined before it in its block or an enclosing one. Index
+//! arithmetic runs on `i64` scalars; tiles have a dtype and a static shape. Element dtypes of
+//! tiles follow the graph: an op on `f16` tiles yields an `f16` tile (a backend may compute in
+//! `f32` and round), matmul accumulates in `f32` for 16- and 32-bit floats ([`TileOp::Mma`]).
+
+use serde::{Deserialize, Serialize};
+use tir_graph::{BinaryOp, DType, ReduceOp, UnaryOp};
+
+/// An SSA value of a kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ValueId(pub u32);
+
+impl std::fmt::Display for ValueId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "%{}", self.0)
+    }
+}
+
+/// The type of a value.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Type {
+    /// An `i64` scalar: index arithmetic, program ids, dims.
+    Index,
+    /// A tile of `dtype` with a static shape (each dim a power of two, or 1).
+    Tile { dtype: DType, shape: Vec<u64> },
+    /// A view of tensor parameter `param` with `rank` axes.
+    View { param: usize, rank: usize },
+    /// Orders accesses to a mutable parameter.
+    Token,
+}
+
+impl Type {
+    pub fn tile(dtype: DType, shape: &[u64]) -> Type {
+        Type::Tile {
+            dtype,
+            shape: shape.to_vec(),
+        }
+    }
+}
+
+/// How a kernel uses a tensor parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Access {
+    /// Read only; loads need no ordering.
+    Shared,
+    /// Written (and possibly read) by the kernel; its accesses are token-ordered.
+    Mutable,
+}
+
+/// A tensor the kernel reads or writes: one buffer of the program.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TensorParam {
+    /// The buffer bound to this parameter at launch ([`crate::Program::buffers`] index).
+    pub buffer: usize,
+    pub dtype: DType,
+    pub access: Access,
+}
+
+/// Integer ops on `i64` scalars or tiles. Division truncates toward zero (operands of index
+/// arithmetic are never negative where it is used).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum IndexOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    Min,
+    Max,
+}
+
+/// Comparisons of `i64` scalars or tiles, yielding bool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum CmpOp {
+    Lt,
+    Le,
+    Ge,
+    Eq,
+}
+
+/// One statement: an op and the values it defines.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Stmt {
+    pub defs: Vec<(ValueId, Type)>,
+    pub op: TileOp,
+}
+
+/// A sequence of statements.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Block {
+    pub stmts: Vec<Stmt>,
+}
+
+/// The operations of the tile IR.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum TileOp {
+    // ---- index scalars ----
+    /// This program's index along grid axis `axis`.
+    ProgramId { axis: usize },
+    /// The launch-time value of a symbolic dim.
+    Dim { name: String },
+    /// An index constant.
+    Index { value: i64 },
+    /// Integer arithmetic on two scalars, or on two `i64` tiles of one shape.
+    IndexArith { op: IndexOp, a: ValueId, b: ValueId },
+    /// Integer comparison on two scalars or two `i64` tiles: a bool scalar is a `bool[]` tile.
+    IndexCmp { op: CmpOp, a: ValueId, b: ValueId },
+    /// Reads element `index` (flat, in elements) of tensor parameter `param` as an `i64` scalar
+    /// (a run-time position such as a KV-cache offset). Shared parameters only.
+    LoadScalar { param: usize, index: ValueId },
+
+    // ---- views and memory ----
+    /// A view of tensor parameter `param`: view element `i` is buffer element
+    /// `offset + Σ i[k] * strides[k]`; its extent is `shape` (scalars).
+    MakeView {
+        param: usize,
+        offset: ValueId,
+        shape: Vec<ValueId>,
+        strides: Vec<ValueId>,
+    },
+    /// A fresh token for ordering accesses to mutable parameters.
+    MakeToken,
+    /// Loads the tile at tile coordinates `coords` of `view` partitioned into tiles of the
+    /// defined tile's shape: element `t` is view element `coords * tile + t`, or `padding` where
+    /// that is past the view's shape. Defines the tile and, when `token` is given, a new token.
+    Load {
+        view: ValueId,
+        coords: Vec<ValueId>,
+        padding: f64,
+        token: Option<ValueId>,
+    },
+    /// Loads element `t` from view element `(indices[0][t], .., indices[r-1][t])` where
+    /// `mask[t]` is true, `padding` elsewhere (and where an index is past the view's shape).
+    /// `indices` are `i64` tiles and `mask` a bool tile, all of the defined tile's shape.
+    LoadIndexed {
+        view: ValueId,
+        indices: Vec<ValueId>,
+        mask: ValueId,
+        padding: f64,
+    },
+    /// Stores `value` at tile coordinates `coords` of `view` (a view of a mutable parameter),
+    /// skipping elements past the view's shape; defines the next token.
+    Store {
+        view: ValueId,
+        coords: Vec<ValueId>,
+        value: ValueId,
+        token: ValueId,
+    },
+
+    // ---- tiles ----
+    /// A tile filled with `value` (of the defined type).
+    Constant { value: f64 },
+    /// An `i64` tile whose element `t` is `t[axis]`.
+    Iota { axis: usize },
+    /// A tile of the defined shape filled with the scalar `x`.
+    Splat { x: ValueId },
+    Unary { op: UnaryOp, x: ValueId },
+    /// Both operands have the defined tile's shape (broadcasts are explicit).
+    Binary { op: BinaryOp, a: ValueId, b: ValueId },
+    Select { cond: ValueId, a: ValueId, b: ValueId },
+    /// Converts to the defined tile's dtype (round to nearest for floats; toward zero and
+    /// wrapping for integers; `x != 0` for bool).
+    Cast { x: ValueId },
+    /// Repeats the size-1 dims of `x` to the defined shape (same rank).
+    Broadcast { x: ValueId },
+    /// Same elements in row-major order, another shape.
+    Reshape { x: ValueId },
+    /// Result dim `i` is dim `perm[i]` of `x`.
+    Permute { x: ValueId, perm: Vec<usize> },
+    /// Reduces `x` along `axis`, keeping it as a dim of size 1. Sum/Prod/Max/Min keep the dtype;
+    /// ArgMax/ArgMin yield `i64` positions along the axis (first of equals; NaN wins).
+    Reduce { op: ReduceOp, x: ValueId, axis: usize },
+    /// `acc + a @ b` on the last two dims: `a: [.., m, k]`, `b: [.., k, n]`, `acc: [.., m, n]`
+    /// (leading dims equal). `acc` is `f32` for f16, bf16 and f32 operands, `f64` for f64 and
+    /// `i64` (wrapping) for integer operands; products and sums are in `acc`'s dtype.
+    Mma { a: ValueId, b: ValueId, acc: ValueId },
+    /// `for i in (start..end).step_by(step)`, threading `init` through `carried` to `yields`;
+    /// defines the final carried values.
+    For {
+        start: ValueId,
+        end: ValueId,
+        step: ValueId,
+        var: ValueId,
+        init: Vec<ValueId>,
+        carried: Vec<(ValueId, Type)>,
+        body: Block,
+        yields: Vec<ValueId>,
+    },
+}
+
+/// Where a write region starts along its axis.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SliceStart {
+    Static(u64),
+    /// Element 0 of this tensor parameter (an integer scalar read at run time).
+    Param(usize),
+}
+
+/// What a kernel writes of a mutable parameter: all of it, or a slice along one axis (all other
+/// axes whole). The kernel must write each element of the region exactly once and nothing else.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Region {
+    Whole,
+    Slice {
+        axis: usize,
+        start: SliceStart,
+        len: tir_graph::Dim,
+    },
+}
+
+/// A region of a mutable parameter the kernel writes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct WriteRegion {
+    pub param: usize,
+    pub region: Region,
+}
+
+/// One kernel: a grid of programs running `body`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TileKernel {
+    /// A readable name (`k3_matmul`).
+    pub name: String,
+    /// The tensors it reads and writes.
+    pub params: Vec<TensorParam>,
+    /// What it writes (each mutable parameter once).
+    pub writes: Vec<WriteRegion>,
+    /// Programs along each grid axis: index scalars computed by `grid_body` from the dims.
+    pub grid: Vec<ValueId>,
+    /// Computes the grid extents (from [`TileOp::Dim`] and [`TileOp::Index`] only).
+    pub grid_body: Block,
+    pub body: Block,
+}
+
+impl TileKernel {
+    /// Every statement of the kernel, nested blocks included, grid first.
+    pub fn walk(&self, f: &mut impl FnMut(&Stmt)) {
+        walk_block(&self.grid_body, f);
+        walk_block(&self.body, f);
+    }
+}
+
+fn walk_block(block: &Block, f: &mut impl FnMut(&Stmt)) {
+    for stmt in &block.stmts {
+        f(stmt);
+        if let TileOp::For { body, .. } = &stmt.op {
+            walk_block(body, f);
+        }
+    }
+}

@@ -1,0 +1,7 @@
+//! The tile IR ([`ir`]), its printer ([`print`]) and its verifier ([`verify`]).
+
+pub mod ir;
+pub mod print;
+pub mod verify;
+
+pub use ir::*;
