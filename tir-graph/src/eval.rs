@@ -748,7 +748,7 @@ fn wrap(dtype: DType, v: i64) -> f64 {
 }
 
 /// IEEE 754-2019 maximum: NaN propagates, `-0.0 < +0.0`.
-fn maximum(x: f64, y: f64) -> f64 {
+pub fn maximum(x: f64, y: f64) -> f64 {
     if x.is_nan() || y.is_nan() {
         f64::NAN
     } else if x == y {
@@ -765,7 +765,7 @@ fn maximum(x: f64, y: f64) -> f64 {
 }
 
 /// IEEE 754-2019 minimum: NaN propagates, `-0.0 < +0.0`.
-fn minimum(x: f64, y: f64) -> f64 {
+pub fn minimum(x: f64, y: f64) -> f64 {
     if x.is_nan() || y.is_nan() {
         f64::NAN
     } else if x == y {

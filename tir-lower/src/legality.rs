@@ -218,11 +218,23 @@ fn views(kernel: &TileKernel, scalars: &Scalars) -> HashMap<ValueId, ViewExpr> {
             strides,
         } = &stmt.op
         {
-            let polys = |vs: &[ValueId]| vs.iter().map(|v| scalars.get(v).cloned()).collect::<Option<Vec<_>>>();
+            let polys = |vs: &[ValueId]| {
+                vs.iter()
+                    .map(|v| scalars.get(v).cloned())
+                    .collect::<Option<Vec<_>>>()
+            };
             if let (Some(offset), Some(shape), Some(strides)) =
                 (scalars.get(offset).cloned(), polys(shape), polys(strides))
             {
-                out.insert(stmt.defs[0].0, ViewExpr { param: *param, offset, shape, strides });
+                out.insert(
+                    stmt.defs[0].0,
+                    ViewExpr {
+                        param: *param,
+                        offset,
+                        shape,
+                        strides,
+                    },
+                );
             }
         }
     });
@@ -284,11 +296,19 @@ pub fn certify(kernel: &TileKernel, buffers: &[Buffer]) -> Result<Certificate, L
     let grid: Vec<Poly> = kernel
         .grid
         .iter()
-        .map(|g| scalars.get(g).cloned().ok_or_else(|| fail(format!("grid extent {g} is not an index expression"))))
+        .map(|g| {
+            scalars
+                .get(g)
+                .cloned()
+                .ok_or_else(|| fail(format!("grid extent {g} is not an index expression")))
+        })
         .collect::<Result<_, _>>()?;
     facts.push(format!(
         "programs: a grid of [{}], one per tile of the output",
-        grid.iter().map(|g| g.to_string()).collect::<Vec<_>>().join(", ")
+        grid.iter()
+            .map(|g| g.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
     ));
     for write in &kernel.writes {
         let buffer = &buffers[kernel.params[write.param].buffer];
@@ -311,12 +331,19 @@ pub fn certify(kernel: &TileKernel, buffers: &[Buffer]) -> Result<Certificate, L
                 stores.len()
             )));
         }
-        let TileOp::Store { view, coords, value, token } = &stores[0].op else {
+        let TileOp::Store {
+            view,
+            coords,
+            value,
+            token,
+        } = &stores[0].op
+        else {
             unreachable!("filtered to stores");
         };
         let view = views[view].clone();
         let tile = tile_of(&types, *value);
-        prove_programs(kernel, &scalars, coords, &grid, &tile, &view, &buffer.name).map_err(fail)?;
+        prove_programs(kernel, &scalars, coords, &grid, &tile, &view, &buffer.name)
+            .map_err(fail)?;
         facts.push(format!(
             "program (p0, ..) stores tile (p0, ..) of {}: distinct programs, distinct tiles; tiles of [{}] partition the extent [{}] exactly (edge tiles masked)",
             buffer.name,
@@ -324,7 +351,17 @@ pub fn certify(kernel: &TileKernel, buffers: &[Buffer]) -> Result<Certificate, L
             view.shape.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")
         ));
         facts.push(prove_view(kernel, &view, buffer, &write.region).map_err(fail)?);
-        if let Some(fact) = prove_in_place(kernel, &views, write.param, &view, coords, *token, &buffer.name).map_err(fail)? {
+        if let Some(fact) = prove_in_place(
+            kernel,
+            &views,
+            write.param,
+            &view,
+            coords,
+            *token,
+            &buffer.name,
+        )
+        .map_err(fail)?
+        {
             facts.push(fact);
         }
     }
@@ -335,7 +372,10 @@ pub fn certify(kernel: &TileKernel, buffers: &[Buffer]) -> Result<Certificate, L
         .map(|p| buffers[p.buffer].name.as_str())
         .collect();
     if !shared.is_empty() {
-        facts.push(format!("reads {} shared: read-only, in any order", shared.join(", ")));
+        facts.push(format!(
+            "reads {} shared: read-only, in any order",
+            shared.join(", ")
+        ));
     }
     Ok(Certificate {
         kernel: kernel.name.clone(),
@@ -345,17 +385,37 @@ pub fn certify(kernel: &TileKernel, buffers: &[Buffer]) -> Result<Certificate, L
 }
 
 /// Facts 1 and 2: program ids as tile coordinates, and grid = ceil(extent / tile) per axis.
-fn prove_programs(kernel: &TileKernel, scalars: &Scalars, coords: &[ValueId], grid: &[Poly], tile: &[u64], view: &ViewExpr, name: &str) -> Result<(), String> {
-    let axes: Vec<Option<usize>> = coords.iter().map(|c| scalars.get(c).and_then(Poly::as_program_id)).collect();
+fn prove_programs(
+    kernel: &TileKernel,
+    scalars: &Scalars,
+    coords: &[ValueId],
+    grid: &[Poly],
+    tile: &[u64],
+    view: &ViewExpr,
+    name: &str,
+) -> Result<(), String> {
+    let axes: Vec<Option<usize>> = coords
+        .iter()
+        .map(|c| scalars.get(c).and_then(Poly::as_program_id))
+        .collect();
     let mut used = vec![0usize; grid.len()];
     for (k, a) in axes.iter().enumerate() {
         let Some(a) = a.filter(|&a| a < grid.len()) else {
-            return Err(format!("the store into {name} is at a tile coordinate (axis {k}) that is not a program id"));
+            return Err(format!(
+                "the store into {name} is at a tile coordinate (axis {k}) that is not a program id"
+            ));
         };
         used[a] += 1;
     }
-    if let Some(a) = used.iter().position(|&n| n != 1) {
-        let other = |v: usize| (0..grid.len()).map(|i| if i == a { v } else { 0 }).map(|x| x.to_string()).collect::<Vec<_>>().join(", ");
+    let unused = used.iter().position(|&n| n == 0);
+    if let Some(a) = unused.or_else(|| used.iter().position(|&n| n > 1)) {
+        let other = |v: usize| {
+            (0..grid.len())
+                .map(|i| if i == a { v } else { 0 })
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         return Err(if used[a] == 0 {
             format!("programs ({}) and ({}) both write the same tile of {name}: grid axis {a} does not select a tile", other(0), other(1))
         } else {
@@ -365,8 +425,13 @@ fn prove_programs(kernel: &TileKernel, scalars: &Scalars, coords: &[ValueId], gr
     for (k, a) in axes.iter().enumerate() {
         let a = a.expect("checked above");
         let t = tile.get(k).copied().unwrap_or(1) as i64;
-        let expected = Poly::atom(format!("Div({}, {})", view.shape[k].add(&Poly::constant(t - 1), 1), Poly::constant(t)));
-        let expected_alt = (view.shape[k].add(&Poly::constant(t - 1), 1).as_constant()).map(|n| Poly::constant(n.div_euclid(t)));
+        let expected = Poly::atom(format!(
+            "Div({}, {})",
+            view.shape[k].add(&Poly::constant(t - 1), 1),
+            Poly::constant(t)
+        ));
+        let expected_alt = (view.shape[k].add(&Poly::constant(t - 1), 1).as_constant())
+            .map(|n| Poly::constant(n.div_euclid(t)));
         if grid[a] != expected && Some(&grid[a]) != expected_alt.as_ref() {
             let _ = kernel;
             return Err(format!(
@@ -379,7 +444,12 @@ fn prove_programs(kernel: &TileKernel, scalars: &Scalars, coords: &[ValueId], gr
 }
 
 /// Fact 3: the stored view is a one-to-one map onto the region.
-fn prove_view(kernel: &TileKernel, view: &ViewExpr, buffer: &Buffer, region: &Region) -> Result<String, String> {
+fn prove_view(
+    kernel: &TileKernel,
+    view: &ViewExpr,
+    buffer: &Buffer,
+    region: &Region,
+) -> Result<String, String> {
     let dims = buffer.ty.shape.dims();
     let mut strides = vec![Poly::constant(1); dims.len()];
     for k in (0..dims.len().saturating_sub(1)).rev() {
@@ -387,20 +457,43 @@ fn prove_view(kernel: &TileKernel, view: &ViewExpr, buffer: &Buffer, region: &Re
     }
     let mut extents: Vec<Poly> = dims.iter().map(Poly::of_dim).collect();
     let (offset, what) = match region {
-        Region::Whole => (Poly::constant(0), format!("all of {} ({})", buffer.name, buffer.ty)),
+        Region::Whole => (
+            Poly::constant(0),
+            format!("all of {} ({})", buffer.name, buffer.ty),
+        ),
         Region::Slice { axis, start, len } => {
             extents[*axis] = Poly::of_dim(len);
             let (start, at) = match start {
                 SliceStart::Static(s) => (Poly::constant(*s as i64), s.to_string()),
-                SliceStart::Param(p) => (Poly::atom(format!("scalar{p}")), format!("the run-time position in parameter {p} (checked at launch)")),
+                SliceStart::Param(p) => (
+                    Poly::atom(format!("scalar{p}")),
+                    format!("the run-time position in parameter {p} (checked at launch)"),
+                ),
             };
-            (start.mul(&strides[*axis]), format!("the slice of {} of length {len} along axis {axis} at {at}", buffer.name))
+            (
+                start.mul(&strides[*axis]),
+                format!(
+                    "the slice of {} of length {len} along axis {axis} at {at}",
+                    buffer.name
+                ),
+            )
         }
     };
     let expected = runs(extents.into_iter().zip(strides).collect());
-    let got = runs(view.shape.iter().cloned().zip(view.strides.iter().cloned()).collect());
+    let got = runs(
+        view.shape
+            .iter()
+            .cloned()
+            .zip(view.strides.iter().cloned())
+            .collect(),
+    );
     if expected != got || view.offset != offset {
-        let show = |r: &[(Poly, Poly)]| r.iter().map(|(e, s)| format!("{e}@{s}")).collect::<Vec<_>>().join(", ");
+        let show = |r: &[(Poly, Poly)]| {
+            r.iter()
+                .map(|(e, s)| format!("{e}@{s}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         let _ = kernel;
         return Err(format!(
             "the store view of {} (extent@stride runs [{}], offset {}) is not one-to-one onto {what} (runs [{}], offset {offset}): some elements are written twice or never",
@@ -410,29 +503,56 @@ fn prove_view(kernel: &TileKernel, view: &ViewExpr, buffer: &Buffer, region: &Re
             show(&expected)
         ));
     }
-    Ok(format!("the stored view covers {what} one to one (contiguous runs [{}])", expected.iter().map(|(e, s)| format!("{e} at stride {s}")).collect::<Vec<_>>().join(", ")))
+    Ok(format!(
+        "the stored view covers {what} one to one (contiguous runs [{}])",
+        expected
+            .iter()
+            .map(|(e, s)| format!("{e} at stride {s}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
 }
 
 /// Fact 4: reads of a buffer the kernel writes are loads of the stored tile, before the store.
-fn prove_in_place(kernel: &TileKernel, views: &HashMap<ValueId, ViewExpr>, param: usize, stored: &ViewExpr, coords: &[ValueId], store_token: ValueId, name: &str) -> Result<Option<String>, String> {
+fn prove_in_place(
+    kernel: &TileKernel,
+    views: &HashMap<ValueId, ViewExpr>,
+    param: usize,
+    stored: &ViewExpr,
+    coords: &[ValueId],
+    store_token: ValueId,
+    name: &str,
+) -> Result<Option<String>, String> {
     let mut reads = 0;
     let mut problem = None;
     let mut token_source: HashMap<ValueId, Option<ValueId>> = HashMap::new();
     kernel.walk(&mut |s| match &s.op {
-        TileOp::Load { view, coords: c, token, .. } if views.get(view).is_some_and(|v| v.param == param) => {
+        TileOp::Load {
+            view,
+            coords: c,
+            token,
+            ..
+        } if views.get(view).is_some_and(|v| v.param == param) => {
             reads += 1;
             if views[view] != *stored || c != coords {
-                problem = Some(format!("a program of {} reads {name} outside the tile it writes", kernel.name));
+                problem = Some(format!(
+                    "a program of {} reads {name} outside the tile it writes",
+                    kernel.name
+                ));
             }
             if let Some((t, _)) = s.defs.get(1) {
                 token_source.insert(*t, *token);
             }
         }
         TileOp::LoadIndexed { view, .. } if views.get(view).is_some_and(|v| v.param == param) => {
-            problem = Some(format!("{name} is read at computed indices in the kernel that writes it"));
+            problem = Some(format!(
+                "{name} is read at computed indices in the kernel that writes it"
+            ));
         }
         TileOp::LoadScalar { param: p, .. } if *p == param => {
-            problem = Some(format!("{name} is read as a scalar in the kernel that writes it"));
+            problem = Some(format!(
+                "{name} is read as a scalar in the kernel that writes it"
+            ));
         }
         _ => {}
     });
@@ -454,7 +574,9 @@ fn prove_in_place(kernel: &TileKernel, views: &HashMap<ValueId, ViewExpr>, param
         false
     });
     if !loads_before_store {
-        return Err(format!("a read of {name} is not ordered before its store by tokens"));
+        return Err(format!(
+            "a read of {name} is not ordered before its store by tokens"
+        ));
     }
     Ok(Some(format!("{name} is read in place: each program loads exactly the tile it stores, before the store in token order")))
 }
@@ -477,11 +599,16 @@ pub fn check_program(program: &Program) -> Result<(), LegalityError> {
             }
         }
     }
-    let ordered = |a: usize, b: usize| ancestors[b][a / 64] & (1 << (a % 64)) != 0 || ancestors[a][b / 64] & (1 << (b % 64)) != 0;
+    let ordered = |a: usize, b: usize| {
+        ancestors[b][a / 64] & (1 << (a % 64)) != 0 || ancestors[a][b / 64] & (1 << (b % 64)) != 0
+    };
     let mut accessors: BTreeMap<usize, Vec<(usize, bool)>> = BTreeMap::new();
     for (k, kernel) in program.kernels.iter().enumerate() {
         for p in &kernel.params {
-            accessors.entry(p.buffer).or_default().push((k, p.access == Access::Mutable));
+            accessors
+                .entry(p.buffer)
+                .or_default()
+                .push((k, p.access == Access::Mutable));
         }
     }
     for (buffer, list) in &accessors {
@@ -500,7 +627,10 @@ pub fn check_program(program: &Program) -> Result<(), LegalityError> {
             }
         }
     }
-    let symbolic = program.buffers.iter().any(|b| b.ty.shape.static_numel().is_none());
+    let symbolic = program
+        .buffers
+        .iter()
+        .any(|b| b.ty.shape.static_numel().is_none());
     if !symbolic {
         check_layout(program, &BTreeMap::new())?;
     }
@@ -519,7 +649,9 @@ pub fn check_layout(program: &Program, dims: &BTreeMap<String, u64>) -> Result<(
             if a.first > b.last || b.first > a.last {
                 continue;
             }
-            let size = |r: &crate::plan::LiveRange| crate::plan::buffer_bytes(&program.buffers[r.buffer], dims).unwrap_or(0);
+            let size = |r: &crate::plan::LiveRange| {
+                crate::plan::buffer_bytes(&program.buffers[r.buffer], dims).unwrap_or(0)
+            };
             let (sa, sb) = (layout.offsets[&a.buffer], layout.offsets[&b.buffer]);
             let (ea, eb) = (sa + size(a), sb + size(b));
             if sa < eb && sb < ea && size(a) > 0 && size(b) > 0 {

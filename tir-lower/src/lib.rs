@@ -28,7 +28,11 @@ pub struct Compiled {
 }
 
 /// Optimizes `graph` for `target` and lowers it into a verified, certified [`Program`].
-pub fn compile_graph(graph: &Graph, target: &Target, limits: &Limits) -> Result<Compiled, LowerError> {
+pub fn compile_graph(
+    graph: &Graph,
+    target: &Target,
+    limits: &Limits,
+) -> Result<Compiled, LowerError> {
     let options = OptOptions {
         limits: limits.clone(),
         target: target.fusion.clone(),

@@ -28,7 +28,8 @@ impl Schedule {
             debug_assert!(d.iter().all(|&p| p < k), "dependencies must come first");
             wave_of[k] = d.iter().map(|&p| wave_of[p] + 1).max().unwrap_or(0);
         }
-        let mut waves: Vec<Vec<usize>> = vec![Vec::new(); wave_of.iter().max().map_or(0, |w| w + 1)];
+        let mut waves: Vec<Vec<usize>> =
+            vec![Vec::new(); wave_of.iter().max().map_or(0, |w| w + 1)];
         for (k, &w) in wave_of.iter().enumerate() {
             waves[w].push(k);
         }

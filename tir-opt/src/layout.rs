@@ -53,7 +53,11 @@ impl StridedView {
             .zip(self.strides.iter().copied())
             .filter(|(d, _)| *d != Dim::Static(1))
             .collect();
-        let target: Vec<Dim> = to.iter().filter(|d| **d != Dim::Static(1)).cloned().collect();
+        let target: Vec<Dim> = to
+            .iter()
+            .filter(|d| **d != Dim::Static(1))
+            .cloned()
+            .collect();
         let mut strides = Vec::with_capacity(target.len());
         let (mut i, mut j) = (0, 0);
         while i < from.len() || j < target.len() {
@@ -82,7 +86,13 @@ impl StridedView {
         let mut it = strides.into_iter();
         let strides = to
             .iter()
-            .map(|d| if *d == Dim::Static(1) { Some(0) } else { it.next() })
+            .map(|d| {
+                if *d == Dim::Static(1) {
+                    Some(0)
+                } else {
+                    it.next()
+                }
+            })
             .collect::<Option<Vec<i64>>>()?;
         Some(StridedView {
             shape: to.to_vec(),
@@ -156,9 +166,13 @@ mod tests {
     #[test]
     fn split_heads_merges_only_when_the_sequence_is_one() {
         // root [b, h, s, d] contiguous; its permute^-1 is the view of [b, s, h, d].
-        let prefill = StridedView::contiguous(&shape![2, 4, 16, 8]).unwrap().permute(&[0, 2, 1, 3]);
+        let prefill = StridedView::contiguous(&shape![2, 4, 16, 8])
+            .unwrap()
+            .permute(&[0, 2, 1, 3]);
         assert!(prefill.reshape(&[2.into(), 16.into(), 32.into()]).is_none());
-        let decode = StridedView::contiguous(&shape![2, 4, 1, 8]).unwrap().permute(&[0, 2, 1, 3]);
+        let decode = StridedView::contiguous(&shape![2, 4, 1, 8])
+            .unwrap()
+            .permute(&[0, 2, 1, 3]);
         let merged = decode.reshape(&[2.into(), 1.into(), 32.into()]).unwrap();
         assert_eq!(merged.strides, [32, 0, 1]);
     }

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use tir_graph::file::{self, FileError};
 use tir_graph::text::{self, ParseError};
 use tir_graph::Graph;
+use tirc::run;
 
 #[derive(Parser)]
 #[command(name = "tirc", version, about = "The tir tensor compiler")]
@@ -28,8 +29,39 @@ enum Command {
     Explain {
         file: PathBuf,
         /// Print one JSON object instead of text.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "tile")]
         json: bool,
+        /// Also lower the graph (for the ref backend's target) and print the tile program and
+        /// each kernel's legality certificate.
+        #[arg(long)]
+        tile: bool,
+    },
+    /// Compile a graph for a backend, run it once, write each output as DIR/NAME.npy and print
+    /// a summary (shapes, checksums, times).
+    Run {
+        file: PathBuf,
+        /// The backend to run on.
+        #[arg(long, value_name = "NAME", default_value = run::DEFAULT_BACKEND)]
+        backend: String,
+        /// A tensor for an input or parameter, from a .npy file (repeatable).
+        #[arg(long = "input", value_name = "NAME=FILE.npy", value_parser = parse_input)]
+        inputs: Vec<(String, PathBuf)>,
+        /// Generate every input and parameter not given with --input (also written to DIR).
+        #[arg(long)]
+        random_inputs: bool,
+        /// The seed of --random-inputs: the i-th input or parameter in graph order gets seed + i.
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        seed: u64,
+        /// The value of a symbolic dim (repeatable); else bound from the inputs, else 2.
+        #[arg(long = "dim", value_name = "NAME=N", value_parser = parse_dim)]
+        dims: Vec<(String, u64)>,
+        /// Where the .npy files go (created if missing).
+        #[arg(long, value_name = "DIR", default_value = run::DEFAULT_OUTPUT_DIR)]
+        output_dir: PathBuf,
+        /// Run the reference backend in its checking mode: every kernel must write each element
+        /// of its write regions exactly once, from one program, and nothing else.
+        #[arg(long)]
+        check: bool,
     },
     /// Parse a text-form graph and write it as a .tir file.
     Parse {
@@ -58,8 +90,37 @@ enum CliError {
         path: String,
         source: tir_opt::OptError,
     },
+    #[error("{path}: {source}")]
+    Lower {
+        path: String,
+        source: Box<tir_lower::LowerError>,
+    },
+    #[error(transparent)]
+    Run(#[from] run::RunError),
     #[error("writing to stdout: {0}")]
     Stdout(std::io::Error),
+}
+
+/// `NAME=FILE.npy` of `--input`.
+fn parse_input(arg: &str) -> Result<(String, PathBuf), String> {
+    match arg.split_once('=') {
+        Some((name, file)) if !name.is_empty() && !file.is_empty() => {
+            Ok((name.to_string(), PathBuf::from(file)))
+        }
+        _ => Err(format!("`{arg}` is not NAME=FILE.npy")),
+    }
+}
+
+/// `NAME=N` of `--dim`, with N a positive integer.
+fn parse_dim(arg: &str) -> Result<(String, u64), String> {
+    let Some((name, value)) = arg.split_once('=') else {
+        return Err(format!("`{arg}` is not NAME=N"));
+    };
+    match value.parse::<u64>() {
+        Ok(n) if n > 0 && !name.is_empty() => Ok((name.to_string(), n)),
+        _ if name.is_empty() => Err(format!("`{arg}` is not NAME=N")),
+        _ => Err(format!("`{value}` is not a positive integer")),
+    }
 }
 
 fn main() -> ExitCode {
@@ -96,8 +157,11 @@ fn run(command: Command) -> Result<(), CliError> {
             print_stdout(&summary(&file, &graph))
         }
         Command::Dump { file } => print_stdout(&text::print(&load(&file)?)),
-        Command::Explain { file, json } => {
+        Command::Explain { file, json, tile } => {
             let graph = load(&file)?;
+            if tile {
+                return print_stdout(&explain_tile(&file, &graph)?);
+            }
             let (fused, report) = tir_opt::optimize(&graph, &tir_opt::OptOptions::default())
                 .map_err(|source| CliError::Optimize {
                     path: file.display().to_string(),
@@ -110,6 +174,29 @@ fn run(command: Command) -> Result<(), CliError> {
             };
             print_stdout(&shown)
         }
+        Command::Run {
+            file,
+            backend,
+            inputs,
+            random_inputs,
+            seed,
+            dims,
+            output_dir,
+            check,
+        } => {
+            let graph = load(&file)?;
+            let args = run::RunArgs {
+                file,
+                backend,
+                inputs,
+                random_inputs,
+                seed,
+                dims,
+                output_dir,
+                check,
+            };
+            print_stdout(&run::run(&graph, &args)?)
+        }
         Command::Parse { text, output } => {
             let graph = parse_text(&text, &read_bytes(&text)?)?;
             file::write(&output, &graph).map_err(|source| CliError::File {
@@ -118,6 +205,50 @@ fn run(command: Command) -> Result<(), CliError> {
             })
         }
     }
+}
+
+/// `tirc explain --tile`: the kernel report of the graph as lowered for the ref backend, the
+/// tile program, and each kernel's certificate in plain words.
+fn explain_tile(path: &Path, graph: &Graph) -> Result<String, CliError> {
+    use tir_lower::legality::LaunchCheck;
+    use tir_lower::Backend;
+    let target = backend_ref::RefBackend::new().target();
+    let compiled = tir_lower::compile_graph(graph, &target, &tir_opt::Limits::default()).map_err(
+        |source| CliError::Lower {
+            path: path.display().to_string(),
+            source: Box::new(source),
+        },
+    )?;
+    let program = &compiled.program;
+    let mut s = tir_opt::explain::to_text(&compiled.fused, &compiled.report);
+    s.push_str("\ntile program (ref target):\n");
+    s.push_str(&tir_lower::tile::print::print_program(program));
+    s.push_str("\ncertificates:\n");
+    for c in &program.certificates {
+        s.push_str(&format!("kernel {}:\n", c.kernel));
+        if c.facts.is_empty() && c.checks.is_empty() {
+            s.push_str("  (no facts)\n");
+        }
+        for fact in &c.facts {
+            s.push_str(&format!("  - {fact}\n"));
+        }
+        for check in &c.checks {
+            let LaunchCheck::SliceInBounds {
+                offset_buffer,
+                len,
+                size,
+                what,
+            } = check;
+            let buffer = program
+                .buffers
+                .get(*offset_buffer)
+                .map_or("?", |b| b.name.as_str());
+            s.push_str(&format!(
+                "  - checked at launch: {what}: the offset in buffer {offset_buffer} ({buffer:?}) is at least 0 and offset + {len} <= {size}\n"
+            ));
+        }
+    }
+    Ok(s)
 }
 
 fn read_bytes(path: &Path) -> Result<Vec<u8>, CliError> {

@@ -25,7 +25,10 @@ pub type SpaceId = usize;
 /// axis `a`), or an emitted tile.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Ix {
-    Lin { terms: Vec<(usize, i64)>, offset: i64 },
+    Lin {
+        terms: Vec<(usize, i64)>,
+        offset: i64,
+    },
     Dyn(ValueId),
 }
 
@@ -115,7 +118,10 @@ impl KernelBuilder {
     pub fn emit_multi(&mut self, op: TileOp, types: Vec<Type>) -> Vec<ValueId> {
         let defs: Vec<(ValueId, Type)> = types.into_iter().map(|t| (self.fresh(), t)).collect();
         let ids = defs.iter().map(|(id, _)| *id).collect();
-        self.blocks.last_mut().expect("a block is open").push(Stmt { defs, op });
+        self.blocks
+            .last_mut()
+            .expect("a block is open")
+            .push(Stmt { defs, op });
         ids
     }
 
@@ -240,7 +246,9 @@ impl KernelBuilder {
                 Dim::Static(n) => self.grid_stmt(TileOp::Index { value: *n as i64 }),
                 Dim::Symbolic(name) => self.grid_stmt(TileOp::Dim { name: name.clone() }),
             };
-            let tm1 = self.grid_stmt(TileOp::Index { value: t as i64 - 1 });
+            let tm1 = self.grid_stmt(TileOp::Index {
+                value: t as i64 - 1,
+            });
             let t = self.grid_stmt(TileOp::Index { value: t as i64 });
             let sum = self.grid_stmt(TileOp::IndexArith {
                 op: IndexOp::Add,
@@ -295,7 +303,8 @@ impl KernelBuilder {
             },
             Type::tile(DType::I64, &shape),
         );
-        self.coord_tiles.insert((space, axis), (v, self.blocks.len()));
+        self.coord_tiles
+            .insert((space, axis), (v, self.blocks.len()));
         v
     }
 
@@ -327,9 +336,18 @@ impl KernelBuilder {
     }
 
     /// Integer arithmetic on two `i64` tiles of `space`.
-    pub fn tile_index_op(&mut self, op: IndexOp, a: ValueId, b: ValueId, space: SpaceId) -> ValueId {
+    pub fn tile_index_op(
+        &mut self,
+        op: IndexOp,
+        a: ValueId,
+        b: ValueId,
+        space: SpaceId,
+    ) -> ValueId {
         let shape = self.spaces[space].tile.clone();
-        self.emit(TileOp::IndexArith { op, a, b }, Type::tile(DType::I64, &shape))
+        self.emit(
+            TileOp::IndexArith { op, a, b },
+            Type::tile(DType::I64, &shape),
+        )
     }
 
     /// `ix op scalar` as an index tile.

@@ -98,7 +98,9 @@ impl KernelLowering<'_> {
                 let b = self.operand(node, operands[2], ix, space)?;
                 Ok(self.b.emit(TileOp::Select { cond, a, b }, ty))
             }
-            Op::Reduce { op, axes, keepdims } => self.row_reduce(node, op, &axes, keepdims, ix, space),
+            Op::Reduce { op, axes, keepdims } => {
+                self.row_reduce(node, op, &axes, keepdims, ix, space)
+            }
             Op::Permute { perm } => {
                 let mut inner = vec![Ix::constant(0); perm.len()];
                 for (i, &p) in perm.iter().enumerate() {
@@ -111,12 +113,18 @@ impl KernelLowering<'_> {
                 self.value(operands[0], &inner, space)
             }
             Op::Slice { ranges } => {
-                let inner: Vec<Ix> = ranges
-                    .iter()
-                    .zip(ix)
-                    .map(|(r, i)| affine(i, r.step as i64, r.start as i64))
-                    .collect::<Option<_>>()
-                    .ok_or_else(|| self.unsupported("a slice of a computed index".into()))?;
+                let mut inner = Vec::with_capacity(ranges.len());
+                for (r, i) in ranges.iter().zip(ix) {
+                    inner.push(match affine(i, r.step as i64, r.start as i64) {
+                        Some(a) => a,
+                        None => {
+                            let step = self.b.index(r.step as i64);
+                            let start = self.b.index(r.start as i64);
+                            let scaled = self.b.ix_scalar_op(i, IndexOp::Mul, step, space);
+                            self.b.ix_scalar_op(&scaled, IndexOp::Add, start, space)
+                        }
+                    });
+                }
                 self.value(operands[0], &inner, space)
             }
             Op::Squeeze { axes } => {
@@ -147,13 +155,24 @@ impl KernelLowering<'_> {
             Op::Concat { axis } => self.concat(node, axis, &operands, ix, space),
             Op::Pad { pads, value } => self.pad(node, &pads, value.0, ix, space),
             Op::Gather { axis } => self.gather(node, axis, &operands, ix, space),
+            Op::StateAssign => self.value(operands[1], ix, space),
+            Op::StateWriteSlice { axis, start } => self.write_slice(node, axis, start, ix, space),
             Op::MatMul => Err(self.unsupported("a matmul outside a matmul kernel".into())),
-            other => Err(self.unsupported(format!("{} cannot be computed inside a kernel", other.name()))),
+            other => Err(self.unsupported(format!(
+                "{} cannot be computed inside a kernel",
+                other.name()
+            ))),
         }
     }
 
     /// Operand `operand` of `node` at the indices that broadcasting gives it.
-    fn operand(&mut self, node: NodeId, operand: NodeId, ix: &[Ix], space: SpaceId) -> Res<ValueId> {
+    fn operand(
+        &mut self,
+        node: NodeId,
+        operand: NodeId,
+        ix: &[Ix],
+        space: SpaceId,
+    ) -> Res<ValueId> {
         let inner = broadcast_ix(&self.g.ty(operand).shape, &self.g.ty(node).shape, ix);
         self.value(operand, &inner, space)
     }
@@ -226,26 +245,67 @@ impl KernelLowering<'_> {
     }
 
     /// A view over `space` whose element `x` is the buffer element at `ix(x)`, when every index
-    /// is affine and the buffer's strides are static.
-    fn affine_view(&mut self, param: usize, shape: &Shape, ix: &[Ix], space: SpaceId) -> Option<ValueId> {
-        let buffer_strides = StridedView::contiguous(shape)?.strides;
+    /// is affine: static strides when the buffer's are, scalar ones (from its dims) otherwise.
+    fn affine_view(
+        &mut self,
+        param: usize,
+        shape: &Shape,
+        ix: &[Ix],
+        space: SpaceId,
+    ) -> Option<ValueId> {
         let rank = self.b.spaces[space].tile.len();
-        let mut strides = vec![0i64; rank];
-        let mut offset = 0i64;
-        for (i, &bs) in ix.iter().zip(&buffer_strides) {
-            let Ix::Lin { terms, offset: o } = i else {
-                return None;
-            };
-            offset = offset.checked_add(bs.checked_mul(*o)?)?;
-            for &(axis, coeff) in terms {
-                strides[axis] = strides[axis].checked_add(bs.checked_mul(coeff)?)?;
+        let lins: Vec<(&[(usize, i64)], i64)> = ix
+            .iter()
+            .map(|i| match i {
+                Ix::Lin { terms, offset } => Some((terms.as_slice(), *offset)),
+                Ix::Dyn(_) => None,
+            })
+            .collect::<Option<_>>()?;
+        if let Some(buffer_strides) = StridedView::contiguous(shape).map(|v| v.strides) {
+            let mut strides = vec![0i64; rank];
+            let mut offset = 0i64;
+            for ((terms, o), &bs) in lins.iter().zip(&buffer_strides) {
+                offset = offset.checked_add(bs.checked_mul(*o)?)?;
+                for &(axis, coeff) in *terms {
+                    strides[axis] = strides[axis].checked_add(bs.checked_mul(coeff)?)?;
+                }
+            }
+            return Some(self.view_over(param, space, offset, &strides));
+        }
+        let buffer_strides = self.b.contiguous_strides(shape.dims());
+        let zero = self.b.index(0);
+        let mut strides = vec![zero; rank];
+        let mut offset = zero;
+        for ((terms, o), &bs) in lins.iter().zip(&buffer_strides) {
+            let o = self.b.index(*o);
+            let term = self.b.arith(IndexOp::Mul, bs, o);
+            offset = self.b.arith(IndexOp::Add, offset, term);
+            for &(axis, coeff) in *terms {
+                let c = self.b.index(coeff);
+                let term = self.b.arith(IndexOp::Mul, bs, c);
+                strides[axis] = self.b.arith(IndexOp::Add, strides[axis], term);
             }
         }
-        Some(self.view_over(param, space, offset, &strides))
+        let extents = self.b.spaces[space].extents.clone();
+        Some(self.b.emit(
+            TileOp::MakeView {
+                param,
+                offset,
+                shape: extents,
+                strides,
+            },
+            Type::View { param, rank },
+        ))
     }
 
     /// A view of `param` over the extents of `space` with static strides and offset.
-    pub fn view_over(&mut self, param: usize, space: SpaceId, offset: i64, strides: &[i64]) -> ValueId {
+    pub fn view_over(
+        &mut self,
+        param: usize,
+        space: SpaceId,
+        offset: i64,
+        strides: &[i64],
+    ) -> ValueId {
         let offset = self.b.index(offset);
         let strides: Vec<ValueId> = strides.iter().map(|&s| self.b.index(s)).collect();
         let extents = self.b.spaces[space].extents.clone();
@@ -265,7 +325,9 @@ impl KernelLowering<'_> {
     /// linearizing and splitting again.
     fn reshape_ix(&mut self, from: &Shape, to: &Shape, ix: &[Ix], space: SpaceId) -> Vec<Ix> {
         let non_unit = |s: &Shape| -> Vec<usize> {
-            (0..s.rank()).filter(|&k| s.dims()[k] != Dim::Static(1)).collect()
+            (0..s.rank())
+                .filter(|&k| s.dims()[k] != Dim::Static(1))
+                .collect()
         };
         let (from_keep, to_keep) = (non_unit(from), non_unit(to));
         let same = from_keep.len() == to_keep.len()
@@ -285,7 +347,10 @@ impl KernelLowering<'_> {
         let mut linear = Ix::constant(0);
         for (i, &s) in ix.iter().zip(&to_strides) {
             let term = self.b.ix_scalar_op(i, IndexOp::Mul, s, space);
-            let (a, b) = (self.b.materialize(&linear, space), self.b.materialize(&term, space));
+            let (a, b) = (
+                self.b.materialize(&linear, space),
+                self.b.materialize(&term, space),
+            );
             linear = Ix::Dyn(self.b.tile_index_op(IndexOp::Add, a, b, space));
         }
         let from_strides = self.b.contiguous_strides(from.dims());
@@ -300,7 +365,14 @@ impl KernelLowering<'_> {
             .collect()
     }
 
-    fn concat(&mut self, node: NodeId, axis: usize, parts: &[NodeId], ix: &[Ix], space: SpaceId) -> Res<ValueId> {
+    fn concat(
+        &mut self,
+        node: NodeId,
+        axis: usize,
+        parts: &[NodeId],
+        ix: &[Ix],
+        space: SpaceId,
+    ) -> Res<ValueId> {
         let g = self.g;
         let dtype = g.ty(node).dtype;
         let shape = self.tile_shape(space);
@@ -320,17 +392,30 @@ impl KernelLowering<'_> {
             pieces.push((mask, v));
             start += len;
         }
-        let (_, mut acc) = pieces.pop().ok_or_else(|| self.unsupported("an empty concat".into()))?;
+        let (_, mut acc) = pieces
+            .pop()
+            .ok_or_else(|| self.unsupported("an empty concat".into()))?;
         while let Some((mask, v)) = pieces.pop() {
             acc = self.b.emit(
-                TileOp::Select { cond: mask, a: v, b: acc },
+                TileOp::Select {
+                    cond: mask,
+                    a: v,
+                    b: acc,
+                },
                 Type::tile(dtype, &shape),
             );
         }
         Ok(acc)
     }
 
-    fn pad(&mut self, node: NodeId, pads: &[(u64, u64)], fill: f64, ix: &[Ix], space: SpaceId) -> Res<ValueId> {
+    fn pad(
+        &mut self,
+        node: NodeId,
+        pads: &[(u64, u64)],
+        fill: f64,
+        ix: &[Ix],
+        space: SpaceId,
+    ) -> Res<ValueId> {
         let g = self.g;
         let operand = g.operands(node)[0];
         let dims = g.ty(operand).shape.dims().to_vec();
@@ -374,7 +459,14 @@ impl KernelLowering<'_> {
         ))
     }
 
-    fn gather(&mut self, node: NodeId, axis: usize, operands: &[NodeId], ix: &[Ix], space: SpaceId) -> Res<ValueId> {
+    fn gather(
+        &mut self,
+        node: NodeId,
+        axis: usize,
+        operands: &[NodeId],
+        ix: &[Ix],
+        space: SpaceId,
+    ) -> Res<ValueId> {
         let (data, indices) = (operands[0], operands[1]);
         let index_rank = self.g.ty(indices).rank();
         let index_ix = &ix[axis..axis + index_rank];
@@ -383,7 +475,8 @@ impl KernelLowering<'_> {
         let index = if self.g.ty(indices).dtype == DType::I64 {
             index
         } else {
-            self.b.emit(TileOp::Cast { x: index }, Type::tile(DType::I64, &shape))
+            self.b
+                .emit(TileOp::Cast { x: index }, Type::tile(DType::I64, &shape))
         };
         let mut data_ix: Vec<Ix> = ix[..axis].to_vec();
         data_ix.push(Ix::Dyn(index));
@@ -395,8 +488,60 @@ impl KernelLowering<'_> {
         self.value(data, &data_ix, space)
     }
 
+    /// The new value of a state a slice write makes, computed out of place: the value inside
+    /// the slice, the old state elsewhere.
+    fn write_slice(
+        &mut self,
+        node: NodeId,
+        axis: usize,
+        start: Option<u64>,
+        ix: &[Ix],
+        space: SpaceId,
+    ) -> Res<ValueId> {
+        let operands = self.g.operands(node);
+        let (state, value) = (operands[0], operands[1]);
+        let lo = match start {
+            Some(s) => self.b.index(s as i64),
+            None => {
+                let pos = operands[2];
+                let buffer = *self
+                    .buffer_of
+                    .get(&pos)
+                    .ok_or_else(|| self.unsupported(format!("{pos} has no buffer")))?;
+                let param = self.b.param(buffer, self.g.ty(pos).dtype, Access::Shared);
+                let zero = self.b.index(0);
+                self.b
+                    .emit(TileOp::LoadScalar { param, index: zero }, Type::Index)
+            }
+        };
+        let len = self.b.dim(&self.g.ty(value).shape.dims()[axis]);
+        let hi = self.b.arith(IndexOp::Add, lo, len);
+        let inside = self.b.in_range(&ix[axis], lo, hi, space);
+        let mut inner = ix.to_vec();
+        inner[axis] = self.b.ix_scalar_op(&ix[axis], IndexOp::Sub, lo, space);
+        let new = self.value(value, &inner, space)?;
+        let old = self.value(state, ix, space)?;
+        let ty = Type::tile(self.g.ty(node).dtype, &self.tile_shape(space));
+        Ok(self.b.emit(
+            TileOp::Select {
+                cond: inside,
+                a: new,
+                b: old,
+            },
+            ty,
+        ))
+    }
+
     /// A reduction over the row axis of a row-reduction kernel.
-    fn row_reduce(&mut self, node: NodeId, op: ReduceOp, axes: &[usize], keepdims: bool, ix: &[Ix], space: SpaceId) -> Res<ValueId> {
+    fn row_reduce(
+        &mut self,
+        node: NodeId,
+        op: ReduceOp,
+        axes: &[usize],
+        keepdims: bool,
+        ix: &[Ix],
+        space: SpaceId,
+    ) -> Res<ValueId> {
         let rows = self
             .rows
             .ok_or_else(|| self.unsupported("a reduction outside a reduction kernel".into()))?;
@@ -413,7 +558,10 @@ impl KernelLowering<'_> {
                 Ix::Lin { .. } => i.clone(),
                 Ix::Dyn(v) if space == rows.reduced => {
                     let full = self.tile_shape(rows.full);
-                    Ix::Dyn(self.b.emit(TileOp::Broadcast { x: *v }, Type::tile(DType::I64, &full)))
+                    Ix::Dyn(
+                        self.b
+                            .emit(TileOp::Broadcast { x: *v }, Type::tile(DType::I64, &full)),
+                    )
                 }
                 Ix::Dyn(_) => i.clone(),
             });
@@ -423,7 +571,11 @@ impl KernelLowering<'_> {
         let in_dtype = self.g.ty(operand).dtype;
         let full = self.tile_shape(rows.full);
         let x = self.mask_row(x, op, in_dtype, &full, rows)?;
-        let reduce_op = if op == ReduceOp::Mean { ReduceOp::Sum } else { op };
+        let reduce_op = if op == ReduceOp::Mean {
+            ReduceOp::Sum
+        } else {
+            op
+        };
         let out_dtype = self.g.ty(node).dtype;
         let reduced_shape = self.tile_shape(rows.reduced);
         let r_ty = Type::tile(out_dtype, &reduced_shape);
@@ -450,12 +602,21 @@ impl KernelLowering<'_> {
             Ok(r)
         } else {
             let shape = self.tile_shape(space);
-            Ok(self.b.emit(TileOp::Broadcast { x: r }, Type::tile(out_dtype, &shape)))
+            Ok(self
+                .b
+                .emit(TileOp::Broadcast { x: r }, Type::tile(out_dtype, &shape)))
         }
     }
 
     /// Replaces the padding past the row's end with the reduction's identity.
-    fn mask_row(&mut self, x: ValueId, op: ReduceOp, dtype: DType, full: &[u64], rows: RowSpaces) -> Res<ValueId> {
+    fn mask_row(
+        &mut self,
+        x: ValueId,
+        op: ReduceOp,
+        dtype: DType,
+        full: &[u64],
+        rows: RowSpaces,
+    ) -> Res<ValueId> {
         if full[rows.axis] == rows.len {
             return Ok(x);
         }

@@ -19,9 +19,6 @@ pub enum StoreView {
     Rows { dims: Vec<Dim> },
 }
 
-/// A run-time write position: the buffer holding it, the slice length, the axis size.
-pub type SliceCheck = (usize, Dim, Dim);
-
 impl KernelLowering<'_> {
     /// A space over `extents` with one tile per program (grid axes = space axes).
     fn grid_space(&mut self, extents: &[Dim], tile: &[u64]) -> SpaceId {
@@ -49,7 +46,14 @@ impl KernelLowering<'_> {
     }
 
     /// Stores `value` (over `space`) into parameter `param` through `view` at `offset`.
-    fn store(&mut self, param: usize, space: SpaceId, value: ValueId, view: StoreView, offset: ValueId) {
+    fn store(
+        &mut self,
+        param: usize,
+        space: SpaceId,
+        value: ValueId,
+        view: StoreView,
+        offset: ValueId,
+    ) {
         let extents = self.b.spaces[space].extents.clone();
         let rank = extents.len();
         let strides: Vec<ValueId> = match view {
@@ -229,8 +233,9 @@ impl KernelLowering<'_> {
         let view = if chain.is_empty() {
             self.row_major(&self.buffers[out].ty.shape, rank)
         } else {
-            let v = store_view(g, &chain)
-                .ok_or_else(|| self.unsupported("a store chain that is not a strided view".into()))?;
+            let v = store_view(g, &chain).ok_or_else(|| {
+                self.unsupported("a store chain that is not a strided view".into())
+            })?;
             StoreView::Static {
                 strides: v.strides,
                 offset: v.offset,
@@ -241,7 +246,15 @@ impl KernelLowering<'_> {
     }
 
     /// The space of one K step of operand A (`[.., m, k]`) or B (`[.., k, n]`).
-    fn k_space(&mut self, out: SpaceId, rank: usize, kk: ValueId, k: ValueId, tk: u64, is_a: bool) -> SpaceId {
+    fn k_space(
+        &mut self,
+        out: SpaceId,
+        rank: usize,
+        kk: ValueId,
+        k: ValueId,
+        tk: u64,
+        is_a: bool,
+    ) -> SpaceId {
         let mut s = self.b.spaces[out].clone();
         let axis = if is_a { rank - 1 } else { rank - 2 };
         s.tile[axis] = tk;
@@ -251,7 +264,15 @@ impl KernelLowering<'_> {
     }
 
     /// Zeroes a K-loop operand tile past K unless K is a multiple of the step.
-    fn mask_k(&mut self, x: ValueId, dtype: DType, space: SpaceId, axis: usize, k: &Dim, tk: u64) -> ValueId {
+    fn mask_k(
+        &mut self,
+        x: ValueId,
+        dtype: DType,
+        space: SpaceId,
+        axis: usize,
+        k: &Dim,
+        tk: u64,
+    ) -> ValueId {
         if matches!(k, Dim::Static(n) if n % tk == 0) {
             return x;
         }
@@ -280,13 +301,24 @@ impl KernelLowering<'_> {
         let operand = g.operands(root)[0];
         let in_ty = g.ty(operand).clone();
         let rank = in_ty.rank();
-        // The output space: the operand's shape with the reduced axes of size 1.
-        let kept: Vec<Dim> = (0..rank)
-            .map(|k| if axes.contains(&k) { Dim::Static(1) } else { in_ty.shape.dims()[k].clone() })
+        // The output space: the kept axes (one element for a reduction over all of them), so
+        // that with the chunk axis the tiles stay within the rank limit.
+        let kept_axes: Vec<usize> = (0..rank).filter(|k| !axes.contains(k)).collect();
+        let kept: Vec<Dim> = kept_axes
+            .iter()
+            .map(|&k| in_ty.shape.dims()[k].clone())
             .collect();
-        let tile = choose_tile(&kept, tiles.reduction_out);
-        let out_space = self.grid_space(&kept, &tile);
-        let reduced_dims: Vec<Dim> = axes.iter().map(|&a| in_ty.shape.dims()[a].clone()).collect();
+        let space_dims = if kept.is_empty() {
+            vec![Dim::Static(1)]
+        } else {
+            kept.clone()
+        };
+        let tile = choose_tile(&space_dims, tiles.reduction_out);
+        let out_space = self.grid_space(&space_dims, &tile);
+        let reduced_dims: Vec<Dim> = axes
+            .iter()
+            .map(|&a| in_ty.shape.dims()[a].clone())
+            .collect();
         let mut count = self.b.index(1);
         for d in &reduced_dims {
             let d = self.b.dim(d);
@@ -295,9 +327,15 @@ impl KernelLowering<'_> {
         let static_count = reduced_dims
             .iter()
             .try_fold(1u64, |acc, d| acc.checked_mul(d.as_static()?));
-        let chunk = static_count.map_or(tiles.reduction_chunk, |n| ceil_pow2(n).min(tiles.reduction_chunk));
+        let chunk = static_count.map_or(tiles.reduction_chunk, |n| {
+            ceil_pow2(n).min(tiles.reduction_chunk)
+        });
         let arg = matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin);
-        let acc_dtype = if arg { in_ty.dtype } else { reduce_accumulator(in_ty.dtype) };
+        let acc_dtype = if arg {
+            in_ty.dtype
+        } else {
+            reduce_accumulator(in_ty.dtype)
+        };
         let acc_ty = Type::tile(acc_dtype, &tile);
         let mut init = vec![self.b.constant(identity(op, acc_dtype), acc_dtype, &tile)];
         let mut carried_types = vec![acc_ty.clone()];
@@ -319,7 +357,10 @@ impl KernelLowering<'_> {
         let inner_tile = inner.tile.clone();
         let inner = self.b.add_space(inner);
         let flat = Ix::axis(chunk_axis);
-        let mut ix: Vec<Ix> = (0..rank).map(Ix::axis).collect();
+        let mut ix: Vec<Ix> = vec![Ix::constant(0); rank];
+        for (position, &k) in kept_axes.iter().enumerate() {
+            ix[k] = Ix::axis(position);
+        }
         let mut stride = self.b.index(1);
         for (&a, d) in axes.iter().zip(&reduced_dims).rev() {
             let q = self.b.ix_scalar_op(&flat, IndexOp::Div, stride, inner);
@@ -330,7 +371,9 @@ impl KernelLowering<'_> {
         let x = self.value(operand, &ix, inner)?;
         let lo = self.b.index(0);
         let valid = self.b.in_range(&flat, lo, count, inner);
-        let pad = self.b.constant(identity(op, in_ty.dtype), in_ty.dtype, &inner_tile);
+        let pad = self
+            .b
+            .constant(identity(op, in_ty.dtype), in_ty.dtype, &inner_tile);
         let x = self.b.emit(
             TileOp::Select {
                 cond: valid,
@@ -354,7 +397,11 @@ impl KernelLowering<'_> {
                 step: one,
                 var: jj,
                 init,
-                carried: carried.iter().copied().zip(carried_types.iter().cloned()).collect(),
+                carried: carried
+                    .iter()
+                    .copied()
+                    .zip(carried_types.iter().cloned())
+                    .collect(),
                 body,
                 yields,
             },
@@ -363,8 +410,12 @@ impl KernelLowering<'_> {
         let out_dtype = g.ty(root).dtype;
         let mut value = if arg { results[1] } else { results[0] };
         if op == ReduceOp::Mean {
-            let n = self.b.emit(TileOp::Splat { x: count }, Type::tile(DType::I64, &tile));
-            let n = self.b.emit(TileOp::Cast { x: n }, Type::tile(acc_dtype, &tile));
+            let n = self
+                .b
+                .emit(TileOp::Splat { x: count }, Type::tile(DType::I64, &tile));
+            let n = self
+                .b
+                .emit(TileOp::Cast { x: n }, Type::tile(acc_dtype, &tile));
             value = self.b.emit(
                 TileOp::Binary {
                     op: BinaryOp::Div,
@@ -375,23 +426,48 @@ impl KernelLowering<'_> {
             );
         }
         if !arg && acc_dtype != out_dtype {
-            value = self.b.emit(TileOp::Cast { x: value }, Type::tile(out_dtype, &tile));
+            value = self
+                .b
+                .emit(TileOp::Cast { x: value }, Type::tile(out_dtype, &tile));
         }
-        // The root may drop the reduced axes; they have size 1 in the space either way.
-        let view = self.row_major(&Shape::new(kept.clone()).map_err(|e| self.unsupported(e.to_string()))?, kept.len().max(1));
+        // Whether the root keeps the reduced axes or not, they have size 1: the kept axes
+        // alone give the layout.
+        let view = self.row_major(
+            &Shape::new(kept).map_err(|e| self.unsupported(e.to_string()))?,
+            space_dims.len(),
+        );
         self.store_whole(out, out_space, value, view);
         Ok(())
     }
 
     /// One chunk of a sum, product, max, min or mean folded into the carried value.
-    fn fold_chunk(&mut self, op: ReduceOp, x: ValueId, keep: &[u64], acc: ValueId, acc_dtype: DType, dtype: DType) -> Vec<ValueId> {
+    fn fold_chunk(
+        &mut self,
+        op: ReduceOp,
+        x: ValueId,
+        keep: &[u64],
+        acc: ValueId,
+        acc_dtype: DType,
+        dtype: DType,
+    ) -> Vec<ValueId> {
         let tile = &keep[..keep.len() - 1];
-        let base = if op == ReduceOp::Mean { ReduceOp::Sum } else { op };
+        let base = if op == ReduceOp::Mean {
+            ReduceOp::Sum
+        } else {
+            op
+        };
         let axis = keep.len() - 1;
-        let part = self.b.emit(TileOp::Reduce { op: base, x, axis }, Type::tile(dtype, keep));
-        let mut part = self.b.emit(TileOp::Reshape { x: part }, Type::tile(dtype, tile));
+        let part = self.b.emit(
+            TileOp::Reduce { op: base, x, axis },
+            Type::tile(dtype, keep),
+        );
+        let mut part = self
+            .b
+            .emit(TileOp::Reshape { x: part }, Type::tile(dtype, tile));
         if acc_dtype != dtype {
-            part = self.b.emit(TileOp::Cast { x: part }, Type::tile(acc_dtype, tile));
+            part = self
+                .b
+                .emit(TileOp::Cast { x: part }, Type::tile(acc_dtype, tile));
         }
         let combine = match base {
             ReduceOp::Prod => BinaryOp::Mul,
@@ -411,7 +487,17 @@ impl KernelLowering<'_> {
 
     /// One chunk of an argmax/argmin: the chunk's best and its flat position, kept where it
     /// beats the carried best (earlier wins ties; the first NaN wins).
-    fn fold_arg(&mut self, op: ReduceOp, x: ValueId, keep: &[u64], carried: &[ValueId], jj: ValueId, chunk: u64, dtype: DType) -> Vec<ValueId> {
+    #[allow(clippy::too_many_arguments)] // the loop's state, passed as it is
+    fn fold_arg(
+        &mut self,
+        op: ReduceOp,
+        x: ValueId,
+        keep: &[u64],
+        carried: &[ValueId],
+        jj: ValueId,
+        chunk: u64,
+        dtype: DType,
+    ) -> Vec<ValueId> {
         let tile = &keep[..keep.len() - 1];
         let axis = keep.len() - 1;
         let (value_op, better_op) = if op == ReduceOp::ArgMax {
@@ -424,9 +510,18 @@ impl KernelLowering<'_> {
             Type::tile(DType::I64, tile),
             Type::tile(DType::Bool, tile),
         );
-        let best = self.b.emit(TileOp::Reduce { op: value_op, x, axis }, Type::tile(dtype, keep));
+        let best = self.b.emit(
+            TileOp::Reduce {
+                op: value_op,
+                x,
+                axis,
+            },
+            Type::tile(dtype, keep),
+        );
         let best = self.b.emit(TileOp::Reshape { x: best }, v_ty.clone());
-        let at = self.b.emit(TileOp::Reduce { op, x, axis }, Type::tile(DType::I64, keep));
+        let at = self
+            .b
+            .emit(TileOp::Reduce { op, x, axis }, Type::tile(DType::I64, keep));
         let at = self.b.emit(TileOp::Reshape { x: at }, i_ty.clone());
         let c = self.b.index(chunk as i64);
         let base = self.b.arith(IndexOp::Mul, jj, c);
@@ -491,32 +586,33 @@ impl KernelLowering<'_> {
 
     /// A state update: the value's tile per program, stored into the state in place (all of it,
     /// or a slice at a static or run-time position).
-    pub fn lower_state_update(&mut self, root: NodeId, state: usize, tiles: &TileShapes) -> Res<Option<SliceCheck>> {
+    pub fn lower_state_update(
+        &mut self,
+        root: NodeId,
+        state: usize,
+        tiles: &TileShapes,
+    ) -> Res<()> {
         let g = self.g;
         let operands = g.operands(root);
         let value = operands[1];
         let state_ty = g.ty(operands[0]).clone();
         let shape = g.ty(value).shape.clone();
-        let (region, start, check) = match g.node(root).op {
+        let (region, start) = match g.node(root).op {
             Op::StateWriteSlice { axis, start } => {
                 let len = shape.dims()[axis].clone();
-                match start {
-                    Some(s) => (Region::Slice { axis, start: SliceStart::Static(s), len }, None, None),
+                let (start, param) = match start {
+                    Some(s) => (SliceStart::Static(s), None),
                     None => {
                         let pos = operands[2];
-                        let pos_buffer = self.buffer_of[&pos];
-                        let param = self.b.param(pos_buffer, g.ty(pos).dtype, Access::Shared);
-                        let size = state_ty.shape.dims()[axis].clone();
-                        let region = Region::Slice {
-                            axis,
-                            start: SliceStart::Param(param),
-                            len: len.clone(),
-                        };
-                        (region, Some(param), Some((pos_buffer, len, size)))
+                        let p = self
+                            .b
+                            .param(self.buffer_of[&pos], g.ty(pos).dtype, Access::Shared);
+                        (SliceStart::Param(p), Some(p))
                     }
-                }
+                };
+                (Region::Slice { axis, start, len }, param)
             }
-            _ => (Region::Whole, None, None),
+            _ => (Region::Whole, None),
         };
         // Declared before the value is computed: reads of the state are then token-ordered.
         let param = self.b.param(state, state_ty.dtype, Access::Mutable);
@@ -526,25 +622,43 @@ impl KernelLowering<'_> {
         let v = self.root_value(value, space)?;
         let strides = self.b.contiguous_strides(state_ty.shape.dims());
         let offset = match (&region, start) {
-            (Region::Slice { axis, start: SliceStart::Static(s), .. }, _) => {
+            (
+                Region::Slice {
+                    axis,
+                    start: SliceStart::Static(s),
+                    ..
+                },
+                _,
+            ) => {
                 let s = self.b.index(*s as i64);
                 self.b.arith(IndexOp::Mul, s, strides[*axis])
             }
             (Region::Slice { axis, .. }, Some(p)) => {
                 let zero = self.b.index(0);
-                let pos = self.b.emit(TileOp::LoadScalar { param: p, index: zero }, Type::Index);
+                let pos = self.b.emit(
+                    TileOp::LoadScalar {
+                        param: p,
+                        index: zero,
+                    },
+                    Type::Index,
+                );
                 self.b.arith(IndexOp::Mul, pos, strides[*axis])
             }
             _ => self.b.index(0),
         };
         let view = if state_ty.rank() == 0 {
-            StoreView::Static { strides: vec![0], offset: 0 }
+            StoreView::Static {
+                strides: vec![0],
+                offset: 0,
+            }
         } else {
-            StoreView::Rows { dims: state_ty.shape.dims().to_vec() }
+            StoreView::Rows {
+                dims: state_ty.shape.dims().to_vec(),
+            }
         };
         self.b.writes.push(WriteRegion { param, region });
         self.store(param, space, v, view, offset);
-        Ok(check)
+        Ok(())
     }
 }
 

@@ -59,7 +59,7 @@ struct Job {
 pub fn lower(fused: &FusedGraph, target: &Target) -> Result<Program, LowerError> {
     let g = &fused.graph;
     let (buffers, buffer_of, mut jobs, outputs) = assign_buffers(fused);
-    jobs = order(g, jobs, &buffers, &buffer_of)?;
+    jobs = order(g, jobs, &buffers)?;
     let mut kernels = Vec::with_capacity(jobs.len());
     let mut checks = Vec::with_capacity(jobs.len());
     for job in &jobs {
@@ -68,7 +68,7 @@ pub fn lower(fused: &FusedGraph, target: &Target) -> Result<Program, LowerError>
         kernels.push(kernel);
         checks.push(check);
     }
-    let schedule = schedule(g, &jobs, &buffer_of);
+    let schedule = schedule(g, &jobs, &buffers);
     let uses: Vec<Vec<usize>> = kernels
         .iter()
         .map(|k| k.params.iter().map(|p| p.buffer).collect())
@@ -93,7 +93,12 @@ pub fn lower(fused: &FusedGraph, target: &Target) -> Result<Program, LowerError>
     Ok(program)
 }
 
-type Assigned = (Vec<Buffer>, HashMap<NodeId, usize>, Vec<Job>, Vec<(String, usize)>);
+type Assigned = (
+    Vec<Buffer>,
+    HashMap<NodeId, usize>,
+    Vec<Job>,
+    Vec<(String, usize)>,
+);
 
 /// Buffers for every source and kernel root, the jobs (kernels, plus copies for outputs that
 /// are sources), and each output's buffer.
@@ -117,7 +122,11 @@ fn assign_buffers(fused: &FusedGraph) -> Assigned {
             Op::Constant { data } => Storage::Constant(data.clone()),
             _ => continue,
         };
-        let name = g.node(id).op.source_name().map_or(id.to_string(), str::to_string);
+        let name = g
+            .node(id)
+            .op
+            .source_name()
+            .map_or(id.to_string(), str::to_string);
         let b = add(&mut buffers, name, id, storage);
         buffer_of.insert(id, b);
     }
@@ -132,7 +141,12 @@ fn assign_buffers(fused: &FusedGraph) -> Assigned {
         let out = if g.node(k.root).op.is_state_update() {
             buffer_of[&g.operands(k.root)[0]]
         } else if let Some(name) = output_name(k.root) {
-            add(&mut buffers, format!("output \"{name}\""), k.root, Storage::Output)
+            add(
+                &mut buffers,
+                format!("output \"{name}\""),
+                k.root,
+                Storage::Output,
+            )
         } else {
             add(&mut buffers, k.root.to_string(), k.root, Storage::Arena)
         };
@@ -146,12 +160,18 @@ fn assign_buffers(fused: &FusedGraph) -> Assigned {
             out,
         });
     }
+    updates_out_of_place(g, &mut buffers, &mut buffer_of, &mut jobs);
     let mut outputs = Vec::new();
     let mut copies: HashMap<NodeId, usize> = HashMap::new();
     for (name, node) in g.outputs() {
         let buffer = if g.node(*node).op.is_source() {
             *copies.entry(*node).or_insert_with(|| {
-                let out = add(&mut buffers, format!("output \"{name}\""), *node, Storage::Output);
+                let out = add(
+                    &mut buffers,
+                    format!("output \"{name}\""),
+                    *node,
+                    Storage::Output,
+                );
                 jobs.push(Job {
                     name: format!("k{}_copy", jobs.len()),
                     kind: KernelKind::Layout,
@@ -162,6 +182,9 @@ fn assign_buffers(fused: &FusedGraph) -> Assigned {
                 });
                 out
             })
+        } else if g.node(*node).op.is_state_update() {
+            // After the run the state holds the new value.
+            buffer_of[&g.operands(*node)[0]]
         } else {
             buffer_of[node]
         };
@@ -170,18 +193,85 @@ fn assign_buffers(fused: &FusedGraph) -> Assigned {
     (buffers, buffer_of, jobs, outputs)
 }
 
-/// The state a job writes in place, if any.
-fn written_state(g: &Graph, job: &Job) -> Option<NodeId> {
-    g.node(job.root)
-        .op
-        .is_state_update()
-        .then(|| g.operands(job.root)[0])
-        .filter(|_| !job.members.is_empty())
+/// A state update writes its state in place, after every read of the state's old value. That
+/// is impossible when a reader of the old value needs the new one (a cycle), and unsafe when a
+/// slice write reads its own state. Such an update computes the new state into an arena buffer
+/// instead (as an elementwise kernel), and a copy into the state runs after the last read.
+fn updates_out_of_place(
+    g: &Graph,
+    buffers: &mut Vec<Buffer>,
+    buffer_of: &mut HashMap<NodeId, usize>,
+    jobs: &mut Vec<Job>,
+) {
+    let consumers = |jobs: &[Job], from: usize| -> BTreeSet<usize> {
+        let mut reached = BTreeSet::from([from]);
+        let mut frontier = vec![jobs[from].root];
+        while let Some(node) = frontier.pop() {
+            for (j, job) in jobs.iter().enumerate() {
+                if job.inputs.contains(&node) && reached.insert(j) {
+                    frontier.push(job.root);
+                }
+            }
+        }
+        reached.remove(&from);
+        reached
+    };
+    for w in 0..jobs.len() {
+        let root = jobs[w].root;
+        if !g.node(root).op.is_state_update() || jobs[w].members.is_empty() {
+            continue;
+        }
+        let state = g.operands(root)[0];
+        let reads_state = g.operands(root)[1..].contains(&state)
+            || jobs[w]
+                .members
+                .iter()
+                .any(|&m| m != root && g.operands(m).contains(&state));
+        let slice_reads_itself =
+            matches!(g.node(root).op, Op::StateWriteSlice { .. }) && reads_state;
+        let cycle = consumers(jobs, w)
+            .iter()
+            .any(|&j| jobs[j].inputs.contains(&state));
+        if !slice_reads_itself && !cycle {
+            continue;
+        }
+        let state_buffer = jobs[w].out;
+        buffers.push(Buffer {
+            name: format!("new {}", buffers[state_buffer].name),
+            ty: g.ty(state).clone(),
+            storage: Storage::Arena,
+        });
+        let temp = buffers.len() - 1;
+        jobs[w].out = temp;
+        jobs[w].kind = KernelKind::Elementwise;
+        buffer_of.insert(root, temp);
+        jobs.push(Job {
+            name: format!("k{}_copy", jobs.len()),
+            kind: KernelKind::Layout,
+            root,
+            members: BTreeSet::new(),
+            inputs: vec![root],
+            out: state_buffer,
+        });
+    }
+}
+
+/// The state (source node) a job overwrites, if any.
+fn written_state(g: &Graph, job: &Job, buffers: &[Buffer]) -> Option<NodeId> {
+    if !matches!(buffers[job.out].storage, Storage::State(_)) {
+        return None;
+    }
+    let root = job.root;
+    Some(if g.node(root).op.is_state_update() {
+        g.operands(root)[0]
+    } else {
+        root
+    })
 }
 
 /// For each job, the jobs that must run before it: producers of its inputs, and, for a state
 /// update, every other job that reads the state's value from the start of the run.
-fn predecessors(g: &Graph, jobs: &[Job]) -> Vec<BTreeSet<usize>> {
+fn predecessors(g: &Graph, jobs: &[Job], buffers: &[Buffer]) -> Vec<BTreeSet<usize>> {
     let producer: HashMap<NodeId, usize> = jobs
         .iter()
         .enumerate()
@@ -190,10 +280,15 @@ fn predecessors(g: &Graph, jobs: &[Job]) -> Vec<BTreeSet<usize>> {
         .collect();
     let mut preds: Vec<BTreeSet<usize>> = jobs
         .iter()
-        .map(|j| j.inputs.iter().filter_map(|i| producer.get(i).copied()).collect())
+        .map(|j| {
+            j.inputs
+                .iter()
+                .filter_map(|i| producer.get(i).copied())
+                .collect()
+        })
         .collect();
     for (w, job) in jobs.iter().enumerate() {
-        if let Some(state) = written_state(g, job) {
+        if let Some(state) = written_state(g, job, buffers) {
             for (r, reader) in jobs.iter().enumerate() {
                 if r != w && reader.inputs.contains(&state) {
                     preds[w].insert(r);
@@ -205,8 +300,8 @@ fn predecessors(g: &Graph, jobs: &[Job]) -> Vec<BTreeSet<usize>> {
 }
 
 /// Orders the jobs so every predecessor comes first (stable: by root otherwise).
-fn order(g: &Graph, jobs: Vec<Job>, buffers: &[Buffer], _buffer_of: &HashMap<NodeId, usize>) -> Result<Vec<Job>, LowerError> {
-    let preds = predecessors(g, &jobs);
+fn order(g: &Graph, jobs: Vec<Job>, buffers: &[Buffer]) -> Result<Vec<Job>, LowerError> {
+    let preds = predecessors(g, &jobs, buffers);
     let mut placed = vec![false; jobs.len()];
     let mut order = Vec::with_capacity(jobs.len());
     while order.len() < jobs.len() {
@@ -220,16 +315,22 @@ fn order(g: &Graph, jobs: Vec<Job>, buffers: &[Buffer], _buffer_of: &HashMap<Nod
     Ok(order.into_iter().filter_map(|i| slots[i].take()).collect())
 }
 
-fn cycle_error(g: &Graph, jobs: &[Job], preds: &[BTreeSet<usize>], placed: &[bool], buffers: &[Buffer]) -> LowerError {
+fn cycle_error(
+    g: &Graph,
+    jobs: &[Job],
+    preds: &[BTreeSet<usize>],
+    placed: &[bool],
+    buffers: &[Buffer],
+) -> LowerError {
     let writer = (0..jobs.len())
-        .find(|&j| !placed[j] && written_state(g, &jobs[j]).is_some())
+        .find(|&j| !placed[j] && written_state(g, &jobs[j], buffers).is_some())
         .unwrap_or(0);
     let reader = preds[writer]
         .iter()
         .find(|&&p| !placed[p])
         .copied()
         .unwrap_or(writer);
-    let state = written_state(g, &jobs[writer])
+    let state = written_state(g, &jobs[writer], buffers)
         .and_then(|s| g.node(s).op.source_name().map(str::to_string))
         .unwrap_or_else(|| buffers[jobs[writer].out].name.clone());
     LowerError::StateReadAfterUpdate {
@@ -240,8 +341,8 @@ fn cycle_error(g: &Graph, jobs: &[Job], preds: &[BTreeSet<usize>], placed: &[boo
 }
 
 /// The schedule of the ordered jobs.
-fn schedule(g: &Graph, jobs: &[Job], _buffer_of: &HashMap<NodeId, usize>) -> Schedule {
-    let deps = predecessors(g, jobs)
+fn schedule(g: &Graph, jobs: &[Job], buffers: &[Buffer]) -> Schedule {
+    let deps = predecessors(g, jobs, buffers)
         .into_iter()
         .map(|p| p.into_iter().collect())
         .collect();
@@ -265,7 +366,6 @@ fn lower_job(
         rows: None,
     };
     let tiles = &target.tiles;
-    let mut check = None;
     match job.kind {
         KernelKind::Elementwise | KernelKind::Gather | KernelKind::Layout => {
             l.lower_pointwise(job.root, job.out, tiles)?
@@ -273,16 +373,19 @@ fn lower_job(
         KernelKind::RowReduction => l.lower_rows(job.root, job.out, tiles)?,
         KernelKind::Reduction => l.lower_reduction(job.root, job.out, tiles)?,
         KernelKind::MatMul => l.lower_matmul(job.root, job.out, tiles)?,
-        KernelKind::StateUpdate => {
-            if let Some((offset_buffer, len, size)) = l.lower_state_update(job.root, job.out, tiles)? {
-                check = Some(LaunchCheck::SliceInBounds {
-                    offset_buffer,
-                    len,
-                    size,
-                    what: format!("the write position of state `{}`", buffers[job.out].name),
-                });
-            }
-        }
+        KernelKind::StateUpdate => l.lower_state_update(job.root, job.out, tiles)?,
+    }
+    // A run-time write position is checked before the kernel, in place or not.
+    let mut check = None;
+    if let Op::StateWriteSlice { axis, start: None } = g.node(job.root).op {
+        let operands = g.operands(job.root);
+        let state = &buffers[buffer_of[&operands[0]]];
+        check = Some(LaunchCheck::SliceInBounds {
+            offset_buffer: buffer_of[&operands[2]],
+            len: g.ty(operands[1]).shape.dims()[axis].clone(),
+            size: g.ty(operands[0]).shape.dims()[axis].clone(),
+            what: format!("the write position of state `{}`", state.name),
+        });
     }
     Ok((l.b.finish(), check))
 }
@@ -290,7 +393,9 @@ fn lower_job(
 /// The run-time signature.
 fn signature(g: &Graph, outputs: Vec<(String, usize)>) -> Signature {
     let typed = |list: Vec<(String, NodeId)>| -> Vec<(String, tir_graph::TensorType)> {
-        list.into_iter().map(|(n, id)| (n, g.ty(id).clone())).collect()
+        list.into_iter()
+            .map(|(n, id)| (n, g.ty(id).clone()))
+            .collect()
     };
     let mut dims: Vec<String> = Vec::new();
     for id in g.node_ids() {

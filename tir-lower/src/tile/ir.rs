@@ -107,18 +107,35 @@ pub struct Block {
 pub enum TileOp {
     // ---- index scalars ----
     /// This program's index along grid axis `axis`.
-    ProgramId { axis: usize },
+    ProgramId {
+        axis: usize,
+    },
     /// The launch-time value of a symbolic dim.
-    Dim { name: String },
+    Dim {
+        name: String,
+    },
     /// An index constant.
-    Index { value: i64 },
+    Index {
+        value: i64,
+    },
     /// Integer arithmetic on two scalars, or on two `i64` tiles of one shape.
-    IndexArith { op: IndexOp, a: ValueId, b: ValueId },
+    IndexArith {
+        op: IndexOp,
+        a: ValueId,
+        b: ValueId,
+    },
     /// Integer comparison on two scalars or two `i64` tiles: a bool scalar is a `bool[]` tile.
-    IndexCmp { op: CmpOp, a: ValueId, b: ValueId },
+    IndexCmp {
+        op: CmpOp,
+        a: ValueId,
+        b: ValueId,
+    },
     /// Reads element `index` (flat, in elements) of tensor parameter `param` as an `i64` scalar
     /// (a run-time position such as a KV-cache offset). Shared parameters only.
-    LoadScalar { param: usize, index: ValueId },
+    LoadScalar {
+        param: usize,
+        index: ValueId,
+    },
 
     // ---- views and memory ----
     /// A view of tensor parameter `param`: view element `i` is buffer element
@@ -133,7 +150,8 @@ pub enum TileOp {
     MakeToken,
     /// Loads the tile at tile coordinates `coords` of `view` partitioned into tiles of the
     /// defined tile's shape: element `t` is view element `coords * tile + t`, or `padding` where
-    /// that is past the view's shape. Defines the tile and, when `token` is given, a new token.
+    /// that is past the view's shape. Defines the tile and, when `token` is given, then a new
+    /// token (`[tile, token]`).
     Load {
         view: ValueId,
         coords: Vec<ValueId>,
@@ -160,31 +178,65 @@ pub enum TileOp {
 
     // ---- tiles ----
     /// A tile filled with `value` (of the defined type).
-    Constant { value: f64 },
+    Constant {
+        value: f64,
+    },
     /// An `i64` tile whose element `t` is `t[axis]`.
-    Iota { axis: usize },
+    Iota {
+        axis: usize,
+    },
     /// A tile of the defined shape filled with the scalar `x`.
-    Splat { x: ValueId },
-    Unary { op: UnaryOp, x: ValueId },
+    Splat {
+        x: ValueId,
+    },
+    Unary {
+        op: UnaryOp,
+        x: ValueId,
+    },
     /// Both operands have the defined tile's shape (broadcasts are explicit).
-    Binary { op: BinaryOp, a: ValueId, b: ValueId },
-    Select { cond: ValueId, a: ValueId, b: ValueId },
+    Binary {
+        op: BinaryOp,
+        a: ValueId,
+        b: ValueId,
+    },
+    Select {
+        cond: ValueId,
+        a: ValueId,
+        b: ValueId,
+    },
     /// Converts to the defined tile's dtype (round to nearest for floats; toward zero and
     /// wrapping for integers; `x != 0` for bool).
-    Cast { x: ValueId },
+    Cast {
+        x: ValueId,
+    },
     /// Repeats the size-1 dims of `x` to the defined shape (same rank).
-    Broadcast { x: ValueId },
+    Broadcast {
+        x: ValueId,
+    },
     /// Same elements in row-major order, another shape.
-    Reshape { x: ValueId },
+    Reshape {
+        x: ValueId,
+    },
     /// Result dim `i` is dim `perm[i]` of `x`.
-    Permute { x: ValueId, perm: Vec<usize> },
+    Permute {
+        x: ValueId,
+        perm: Vec<usize>,
+    },
     /// Reduces `x` along `axis`, keeping it as a dim of size 1. Sum/Prod/Max/Min keep the dtype;
     /// ArgMax/ArgMin yield `i64` positions along the axis (first of equals; NaN wins).
-    Reduce { op: ReduceOp, x: ValueId, axis: usize },
+    Reduce {
+        op: ReduceOp,
+        x: ValueId,
+        axis: usize,
+    },
     /// `acc + a @ b` on the last two dims: `a: [.., m, k]`, `b: [.., k, n]`, `acc: [.., m, n]`
     /// (leading dims equal). `acc` is `f32` for f16, bf16 and f32 operands, `f64` for f64 and
     /// `i64` (wrapping) for integer operands; products and sums are in `acc`'s dtype.
-    Mma { a: ValueId, b: ValueId, acc: ValueId },
+    Mma {
+        a: ValueId,
+        b: ValueId,
+        acc: ValueId,
+    },
     /// `for i in (start..end).step_by(step)`, threading `init` through `carried` to `yields`;
     /// defines the final carried values.
     For {
@@ -237,7 +289,8 @@ pub struct TileKernel {
     pub writes: Vec<WriteRegion>,
     /// Programs along each grid axis: index scalars computed by `grid_body` from the dims.
     pub grid: Vec<ValueId>,
-    /// Computes the grid extents (from [`TileOp::Dim`] and [`TileOp::Index`] only).
+    /// Computes the grid extents (with [`TileOp::Dim`], [`TileOp::Index`] and scalar
+    /// [`TileOp::IndexArith`] only).
     pub grid_body: Block,
     pub body: Block,
 }

@@ -75,7 +75,7 @@ pub fn classify(
             && reduces == 0
             && gathers == 0
             && matmul_fits(g, members, root, target))
-            .then_some(KernelKind::MatMul);
+        .then_some(KernelKind::MatMul);
     }
     if reduces > 0 {
         if gathers > 0 {
@@ -111,6 +111,13 @@ pub fn classify(
 fn state_read_in_place(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId) -> bool {
     let state = g.operands(root)[0];
     let slice = matches!(g.node(root).op, Op::StateWriteSlice { .. });
+    // A run-time write position is read from memory before the kernel writes anything.
+    if g.operands(root)
+        .get(2)
+        .is_some_and(|pos| members.contains(pos))
+    {
+        return false;
+    }
     members.iter().filter(|&&m| m != root).all(|&m| {
         !g.operands(m).contains(&state)
             || (!slice
@@ -128,7 +135,9 @@ fn row_shape(g: &Graph, reduce: NodeId, target: &FusionTarget) -> Option<Shape> 
     let operand = g.ty(g.operands(reduce)[0]).shape.clone();
     let last = operand.rank().checked_sub(1)?;
     let width = operand.dims()[last].as_static()?;
-    (axes.as_slice() == [last] && width <= target.max_reduction_width).then_some(operand)
+    // An empty row has nothing to tile; the general reduction handles it.
+    let fits = (1..=target.max_reduction_width).contains(&width);
+    (axes.as_slice() == [last] && fits).then_some(operand)
 }
 
 /// Whether `shape` is a full row `[outer.., L]`, a reduced row `[outer.., 1]` or `[outer..]`.

@@ -1,0 +1,680 @@
+//! [`RefExecutable`]: one compiled program and its states; a run binds the sources, lays out
+//! and checks the memory plan, and launches the kernels in program order.
+
+use crate::interp::{self, Launch, ParamData, ProgramOutput};
+use crate::prepare::KernelPlan;
+use crate::tile::{type_name, unravel};
+use rayon::prelude::*;
+use std::collections::BTreeMap;
+use tir_graph::eval::{HostTensor, MAX_EVAL_ELEMENTS};
+use tir_graph::{DType, Dim, TensorType};
+use tir_lower::legality::LaunchCheck;
+use tir_lower::plan::{buffer_bytes, ALIGN};
+use tir_lower::tile::{Access, Region, SliceStart, TileKernel};
+use tir_lower::{BackendError, Executable, Program, RunOutputs, Storage};
+
+/// A program compiled by [`crate::RefBackend`]: the program itself (the reference interprets it
+/// as is), per-kernel plans, and the states, which persist across runs.
+///
+/// A run that fails leaves the states as they were: kernels update copies, committed only when
+/// every kernel has succeeded.
+pub struct RefExecutable {
+    program: Program,
+    plans: Vec<KernelPlan>,
+    checking: bool,
+    /// The values of each constant buffer.
+    constants: Vec<Option<Vec<f64>>>,
+    /// Each state's value after the last successful run (absent before the first).
+    states: BTreeMap<String, HostTensor>,
+}
+
+/// The value of an element of an arena or output buffer before anything writes it: NaN for
+/// floats, so that an unwritten element never passes a comparison; an extreme for integers.
+fn poison(dtype: DType) -> f64 {
+    match dtype {
+        DType::Bool => 1.0,
+        DType::I8 => -128.0,
+        DType::U8 => 255.0,
+        DType::I32 => f64::from(i32::MIN),
+        DType::I64 => i64::MIN as f64,
+        _ => f64::NAN,
+    }
+}
+
+fn bad_input(reason: String) -> BackendError {
+    BackendError::BadInput(reason)
+}
+
+fn plan_error(reason: String) -> BackendError {
+    BackendError::Unsupported {
+        backend: "ref".into(),
+        reason: format!("invalid memory plan: {reason}"),
+    }
+}
+
+/// Whether `v` is stored unchanged by `dtype` (floats also hold NaN).
+fn exact_in(dtype: DType, v: f64) -> bool {
+    (v.is_nan() && dtype.is_float()) || dtype.round_value(v).to_bits() == v.to_bits()
+}
+
+fn dim_value(d: &Dim, dims: &BTreeMap<String, u64>) -> Result<u64, String> {
+    match d {
+        Dim::Static(n) => Ok(*n),
+        Dim::Symbolic(s) => dims
+            .get(s)
+            .copied()
+            .ok_or_else(|| format!("symbolic dim `{s}` is not bound")),
+    }
+}
+
+/// `[1, 0]`: program number `i` of `grid` as its coordinates.
+fn program_name(i: usize, grid: &[u64]) -> String {
+    format!("{:?}", unravel(i, grid))
+}
+
+/// The part of a buffer a kernel declares it writes: all of it, or `start..start + len` along
+/// `axis` (other axes whole).
+struct RegionBox {
+    slice: Option<(usize, u64, u64)>,
+    /// Buffer size along the slice axis, and elements after it.
+    size: u64,
+    inner: usize,
+}
+
+impl RegionBox {
+    fn contains(&self, flat: usize) -> bool {
+        match self.slice {
+            None => true,
+            // A region with a zero-size axis has no elements.
+            Some(_) if self.inner == 0 || self.size == 0 => false,
+            Some((_, start, len)) => {
+                let i = (flat / self.inner) as u64 % self.size;
+                start <= i && i < start + len
+            }
+        }
+    }
+
+    /// Every element of the region, in order.
+    fn elements(&self, total: usize) -> Box<dyn Iterator<Item = usize> + '_> {
+        match self.slice {
+            None => Box::new(0..total),
+            Some((_, start, len)) => {
+                let outer = if self.size == 0 || self.inner == 0 {
+                    0
+                } else {
+                    total / (self.size as usize * self.inner)
+                };
+                Box::new((0..outer).flat_map(move |o| {
+                    (start..start + len).flat_map(move |a| {
+                        let base = (o * self.size as usize + a as usize) * self.inner;
+                        base..base + self.inner
+                    })
+                }))
+            }
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self.slice {
+            None => "the whole buffer".into(),
+            Some((axis, start, len)) => format!("{start}..{} along axis {axis}", start + len),
+        }
+    }
+}
+
+impl RefExecutable {
+    pub(crate) fn new(program: &Program, plans: Vec<KernelPlan>, checking: bool) -> RefExecutable {
+        let constants = program
+            .buffers
+            .iter()
+            .map(|b| match &b.storage {
+                Storage::Constant(data) => {
+                    Some((0..data.len()).filter_map(|i| data.get_f64(i)).collect())
+                }
+                _ => None,
+            })
+            .collect();
+        RefExecutable {
+            program: program.clone(),
+            plans,
+            checking,
+            constants,
+            states: BTreeMap::new(),
+        }
+    }
+
+    /// The program this executable runs.
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// Whether kernels run with ownership checks (see [`crate::RefBackend::checking`]).
+    pub fn is_checking(&self) -> bool {
+        self.checking
+    }
+
+    /// Checks `sources` against the signature and binds the symbolic dims from their shapes
+    /// (then from the shapes of states bound by earlier runs, for dims no source binds).
+    fn bind(
+        &self,
+        sources: &BTreeMap<String, HostTensor>,
+    ) -> Result<BTreeMap<String, u64>, BackendError> {
+        let sig = &self.program.signature;
+        let declared: Vec<(&str, &String, &TensorType)> = sig
+            .inputs
+            .iter()
+            .map(|(n, t)| ("input", n, t))
+            .chain(sig.parameters.iter().map(|(n, t)| ("parameter", n, t)))
+            .collect();
+        for name in sources.keys() {
+            if declared.iter().any(|(_, n, _)| *n == name) {
+                continue;
+            }
+            return Err(bad_input(if sig.states.iter().any(|(n, _)| n == name) {
+                format!(
+                    "tensor {name:?} is a state of the program: states are kept by the \
+                     executable, not supplied"
+                )
+            } else {
+                format!(
+                    "unknown tensor {name:?}: the program has no input or parameter of that name"
+                )
+            }));
+        }
+        let mut bound: BTreeMap<String, (u64, String)> = BTreeMap::new();
+        for (kind, name, ty) in declared {
+            let Some(t) = sources.get(name) else {
+                return Err(bad_input(format!("missing {kind} {name:?}: expected {ty}")));
+            };
+            let got = type_name(t.dtype, &t.dims);
+            let fits_type = t.dtype == ty.dtype
+                && t.dims.len() == ty.rank()
+                && ty
+                    .shape
+                    .dims()
+                    .iter()
+                    .zip(&t.dims)
+                    .all(|(d, &n)| d.as_static().is_none_or(|s| s == n));
+            if !fits_type {
+                return Err(bad_input(format!(
+                    "{kind} {name:?}: expected {ty}, got {got}"
+                )));
+            }
+            let numel = t.dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
+            if numel != Some(t.data.len() as u64) {
+                return Err(bad_input(format!(
+                    "{kind} {name:?}: {got} needs {} values, got {}",
+                    numel.map_or("too many".into(), |n| n.to_string()),
+                    t.data.len()
+                )));
+            }
+            if let Some(i) = t.data.iter().position(|&v| !exact_in(t.dtype, v)) {
+                return Err(bad_input(format!(
+                    "{kind} {name:?}: element {i} ({:?}) is not an exact {} value",
+                    t.data[i], t.dtype
+                )));
+            }
+            for (d, &n) in ty.shape.dims().iter().zip(&t.dims) {
+                let Dim::Symbolic(s) = d else { continue };
+                let here = format!("{kind} {name:?}");
+                match bound.get(s) {
+                    Some((first, by)) if *first != n => {
+                        return Err(bad_input(format!(
+                            "symbolic dim `{s}` is {first} in {by} but {n} in {here}"
+                        )))
+                    }
+                    Some(_) => {}
+                    None => {
+                        bound.insert(s.clone(), (n, here));
+                    }
+                }
+            }
+        }
+        let mut dims: BTreeMap<String, u64> = bound.into_iter().map(|(k, (v, _))| (k, v)).collect();
+        for (name, ty) in &sig.states {
+            if let Some(t) = self.states.get(name) {
+                for (d, &n) in ty.shape.dims().iter().zip(&t.dims) {
+                    if let Dim::Symbolic(s) = d {
+                        dims.entry(s.clone()).or_insert(n);
+                    }
+                }
+            }
+        }
+        Ok(dims)
+    }
+
+    /// The concrete dims of every buffer.
+    fn shapes(&self, dims: &BTreeMap<String, u64>) -> Result<Vec<Vec<u64>>, BackendError> {
+        self.program
+            .buffers
+            .iter()
+            .map(|b| {
+                let shape: Vec<u64> =
+                    b.ty.shape
+                        .dims()
+                        .iter()
+                        .map(|d| dim_value(d, dims))
+                        .collect::<Result<_, _>>()
+                        .map_err(|e| {
+                            bad_input(format!(
+                                "buffer {} ({}): {e} by any input or parameter",
+                                b.name, b.ty
+                            ))
+                        })?;
+                let n = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
+                if n.is_none_or(|n| n > MAX_EVAL_ELEMENTS) {
+                    return Err(bad_input(format!(
+                        "buffer {} is {}, more than {MAX_EVAL_ELEMENTS} elements, more than the \
+                         reference backend allocates",
+                        b.name,
+                        type_name(b.ty.dtype, &shape)
+                    )));
+                }
+                Ok(shape)
+            })
+            .collect()
+    }
+
+    /// The run-time check of the memory plan: its layout for `dims` places every arena buffer
+    /// aligned, inside the arena, and apart from every buffer live in an overlapping wave range.
+    fn check_layout(&self, dims: &BTreeMap<String, u64>) -> Result<(), BackendError> {
+        let buffers = &self.program.buffers;
+        let layout = self
+            .program
+            .plan
+            .layout(buffers, dims)
+            .map_err(|e| plan_error(e.to_string()))?;
+        let mut placed = Vec::with_capacity(self.program.plan.live.len());
+        for r in &self.program.plan.live {
+            let name = &buffers[r.buffer].name;
+            let offset = *layout
+                .offsets
+                .get(&r.buffer)
+                .ok_or_else(|| plan_error(format!("the layout has no offset for buffer {name}")))?;
+            let bytes =
+                buffer_bytes(&buffers[r.buffer], dims).map_err(|e| plan_error(e.to_string()))?;
+            if offset % ALIGN != 0
+                || offset
+                    .checked_add(bytes)
+                    .is_none_or(|end| end > layout.size)
+            {
+                return Err(plan_error(format!(
+                    "buffer {name} at byte {offset} ({bytes} bytes) is misaligned or past the \
+                     arena's {} bytes",
+                    layout.size
+                )));
+            }
+            placed.push((r, offset, offset + bytes));
+        }
+        for (i, &(a, a0, a1)) in placed.iter().enumerate() {
+            for &(b, b0, b1) in &placed[..i] {
+                let live_together = a.first <= b.last && b.first <= a.last;
+                if live_together && a0 < b1 && b0 < a1 {
+                    return Err(plan_error(format!(
+                        "buffers {} (waves {}..={}, bytes {a0}..{a1}) and {} (waves {}..={}, \
+                         bytes {b0}..{b1}) are live together but share bytes",
+                        buffers[a.buffer].name,
+                        a.first,
+                        a.last,
+                        buffers[b.buffer].name,
+                        b.first,
+                        b.last
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every buffer's values at the start of a run.
+    fn allocate(
+        &self,
+        sources: &BTreeMap<String, HostTensor>,
+        shapes: &[Vec<u64>],
+    ) -> Result<Vec<Vec<f64>>, BackendError> {
+        let mut bufs = Vec::with_capacity(shapes.len());
+        for ((b, shape), constant) in self.program.buffers.iter().zip(shapes).zip(&self.constants) {
+            let numel = shape.iter().product::<u64>() as usize;
+            let values = match &b.storage {
+                Storage::Input(n) | Storage::Parameter(n) => sources
+                    .get(n)
+                    .map(|t| t.data.clone())
+                    .ok_or_else(|| bad_input(format!("missing tensor {n:?}")))?,
+                Storage::State(n) => match self.states.get(n) {
+                    Some(t) if t.dims == *shape => t.data.clone(),
+                    Some(t) => {
+                        return Err(bad_input(format!(
+                            "state {n:?}: this run binds {}, but earlier runs bound {}",
+                            type_name(b.ty.dtype, shape),
+                            type_name(t.dtype, &t.dims)
+                        )))
+                    }
+                    None => vec![0.0; numel],
+                },
+                Storage::Constant(_) => constant.clone().unwrap_or_default(),
+                Storage::Output | Storage::Arena => vec![poison(b.ty.dtype); numel],
+            };
+            bufs.push(values);
+        }
+        Ok(bufs)
+    }
+
+    /// Checks `check` before a launch.
+    fn launch_check(
+        &self,
+        check: &LaunchCheck,
+        bufs: &[Vec<f64>],
+        dims: &BTreeMap<String, u64>,
+    ) -> Result<(), String> {
+        match check {
+            LaunchCheck::SliceInBounds {
+                offset_buffer,
+                len,
+                size,
+                what,
+            } => {
+                let name = &self.program.buffers[*offset_buffer].name;
+                let offset = bufs[*offset_buffer]
+                    .first()
+                    .ok_or_else(|| format!("launch check failed: {what}: {name} is empty"))?;
+                let offset = *offset as i128;
+                let len = dim_value(len, dims)?;
+                let size = dim_value(size, dims)?;
+                if offset < 0 || offset + i128::from(len) > i128::from(size) {
+                    return Err(format!(
+                        "launch check failed: {what}: position {offset} (from {name}) with length \
+                         {len} does not fit in 0..{size}"
+                    ));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// The declared write region of each parameter of `kernel` (checking mode).
+    fn write_regions(
+        &self,
+        kernel: &TileKernel,
+        bufs: &[Vec<f64>],
+        shapes: &[Vec<u64>],
+        dims: &BTreeMap<String, u64>,
+    ) -> Result<Vec<Option<RegionBox>>, String> {
+        let mut regions: Vec<Option<RegionBox>> = kernel.params.iter().map(|_| None).collect();
+        for w in &kernel.writes {
+            let buffer = kernel.params[w.param].buffer;
+            let (name, shape) = (&self.program.buffers[buffer].name, &shapes[buffer]);
+            regions[w.param] = Some(match &w.region {
+                Region::Whole => RegionBox {
+                    slice: None,
+                    size: 1,
+                    inner: 1,
+                },
+                Region::Slice { axis, start, len } => {
+                    let start = match start {
+                        SliceStart::Static(s) => i128::from(*s),
+                        SliceStart::Param(q) => {
+                            let b = kernel.params[*q].buffer;
+                            let v = bufs[b].first().ok_or_else(|| {
+                                format!(
+                                    "the write region of {name} starts at element 0 of {}, which \
+                                     is empty",
+                                    self.program.buffers[b].name
+                                )
+                            })?;
+                            *v as i128
+                        }
+                    };
+                    let len = dim_value(len, dims)?;
+                    let size = shape[*axis];
+                    if start < 0 || start + i128::from(len) > i128::from(size) {
+                        return Err(format!(
+                            "the write region {start}..{} along axis {axis} of {name} is outside \
+                             its size {size}",
+                            start + i128::from(len)
+                        ));
+                    }
+                    RegionBox {
+                        slice: Some((*axis, start as u64, len)),
+                        size,
+                        inner: shape[axis + 1..].iter().product::<u64>() as usize,
+                    }
+                }
+            });
+        }
+        Ok(regions)
+    }
+
+    /// Launches kernel `k`: its launch checks, its grid, every program (in parallel), then
+    /// their stores in program order (with ownership checks in checking mode).
+    fn launch(
+        &self,
+        k: usize,
+        bufs: &mut [Vec<f64>],
+        shapes: &[Vec<u64>],
+        dims: &BTreeMap<String, u64>,
+    ) -> Result<(), BackendError> {
+        let kernel = &self.program.kernels[k];
+        let fail = |reason: String| BackendError::Kernel {
+            kernel: kernel.name.clone(),
+            reason,
+        };
+        for check in &self.program.certificates[k].checks {
+            self.launch_check(check, bufs, dims).map_err(fail)?;
+        }
+        let (grid, outputs, regions) = {
+            let launch = Launch {
+                kernel,
+                plan: &self.plans[k],
+                params: kernel
+                    .params
+                    .iter()
+                    .map(|p| ParamData {
+                        data: &bufs[p.buffer],
+                        name: &self.program.buffers[p.buffer].name,
+                        access: p.access,
+                        dtype: p.dtype,
+                    })
+                    .collect(),
+                dims,
+                checking: self.checking,
+            };
+            let grid: Vec<u64> = interp::grid(&launch)
+                .map_err(fail)?
+                .into_iter()
+                .map(|g| g as u64)
+                .collect();
+            let count = grid
+                .iter()
+                .try_fold(1u64, |a, &g| a.checked_mul(g))
+                .filter(|&n| n < u64::from(u32::MAX))
+                .ok_or_else(|| fail(format!("the grid {grid:?} has too many programs")))?;
+            let regions = if self.checking {
+                Some(
+                    self.write_regions(kernel, bufs, shapes, dims)
+                        .map_err(fail)?,
+                )
+            } else {
+                None
+            };
+            let results: Vec<Result<ProgramOutput, String>> = (0..count as usize)
+                .into_par_iter()
+                .map(|i| {
+                    let coords: Vec<i64> =
+                        unravel(i, &grid).into_iter().map(|c| c as i64).collect();
+                    interp::run_program(&launch, &coords)
+                })
+                .collect();
+            let mut outputs = Vec::with_capacity(results.len());
+            for (i, r) in results.into_iter().enumerate() {
+                outputs
+                    .push(r.map_err(|e| fail(format!("program {}: {e}", program_name(i, &grid))))?);
+            }
+            (grid, outputs, regions)
+        };
+        match regions {
+            None => {
+                for out in &outputs {
+                    for w in &out.writes {
+                        bufs[kernel.params[w.param as usize].buffer][w.flat] = w.value;
+                    }
+                }
+                Ok(())
+            }
+            Some(regions) => self
+                .apply_checked(kernel, &grid, &outputs, &regions, bufs, shapes)
+                .map_err(fail),
+        }
+    }
+
+    /// Applies the programs' stores, checking that each element is written by one program and
+    /// inside the declared region, that the regions are covered, and that no program reads an
+    /// element of a mutable parameter another program writes.
+    fn apply_checked(
+        &self,
+        kernel: &TileKernel,
+        grid: &[u64],
+        outputs: &[ProgramOutput],
+        regions: &[Option<RegionBox>],
+        bufs: &mut [Vec<f64>],
+        shapes: &[Vec<u64>],
+    ) -> Result<(), String> {
+        const NONE: u32 = u32::MAX;
+        let mut owners: Vec<Vec<u32>> = kernel
+            .params
+            .iter()
+            .map(|p| match p.access {
+                Access::Mutable => vec![NONE; bufs[p.buffer].len()],
+                Access::Shared => Vec::new(),
+            })
+            .collect();
+        let element = |p: usize, flat: usize| {
+            let b = kernel.params[p].buffer;
+            format!(
+                "element {flat} (index {:?}) of buffer {}",
+                unravel(flat, &shapes[b]),
+                self.program.buffers[b].name
+            )
+        };
+        for (i, out) in outputs.iter().enumerate() {
+            for w in &out.writes {
+                let p = w.param as usize;
+                match &regions[p] {
+                    None => {
+                        return Err(format!(
+                            "program {} writes {}, which the kernel does not declare it writes",
+                            program_name(i, grid),
+                            element(p, w.flat)
+                        ))
+                    }
+                    Some(r) if !r.contains(w.flat) => {
+                        return Err(format!(
+                            "program {} writes {}, outside the kernel's write region ({})",
+                            program_name(i, grid),
+                            element(p, w.flat),
+                            r.describe()
+                        ))
+                    }
+                    Some(_) => {}
+                }
+                let owner = &mut owners[p][w.flat];
+                if *owner != NONE && *owner != i as u32 {
+                    return Err(format!(
+                        "programs {} and {} both write {}",
+                        program_name(*owner as usize, grid),
+                        program_name(i, grid),
+                        element(p, w.flat)
+                    ));
+                }
+                *owner = i as u32;
+                bufs[kernel.params[p].buffer][w.flat] = w.value;
+            }
+        }
+        for (p, region) in regions.iter().enumerate() {
+            let Some(region) = region else { continue };
+            if let Some(flat) = region
+                .elements(owners[p].len())
+                .find(|&f| owners[p][f] == NONE)
+            {
+                let b = kernel.params[p].buffer;
+                return Err(format!(
+                    "element {:?} of {} is never written (the kernel's write region is {}, its grid \
+                     {grid:?})",
+                    unravel(flat, &shapes[b]),
+                    self.program.buffers[b].name,
+                    region.describe()
+                ));
+            }
+        }
+        for (i, out) in outputs.iter().enumerate() {
+            for &(p, flat) in &out.mutable_reads {
+                let owner = owners[p as usize][flat];
+                if owner != NONE && owner != i as u32 {
+                    return Err(format!(
+                        "program {} reads {}, which program {} writes: a race (a program may read \
+                         a mutable parameter only where no other program writes)",
+                        program_name(i, grid),
+                        element(p as usize, flat),
+                        program_name(owner as usize, grid)
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Executable for RefExecutable {
+    fn run(&mut self, sources: &BTreeMap<String, HostTensor>) -> Result<RunOutputs, BackendError> {
+        let dims = self.bind(sources)?;
+        let shapes = self.shapes(&dims)?;
+        self.check_layout(&dims)?;
+        let mut bufs = self.allocate(sources, &shapes)?;
+        for k in 0..self.program.kernels.len() {
+            self.launch(k, &mut bufs, &shapes, &dims)?;
+        }
+        let buffers = &self.program.buffers;
+        let outputs = self
+            .program
+            .signature
+            .outputs
+            .iter()
+            .map(|(name, b)| {
+                let t = HostTensor {
+                    dtype: buffers[*b].ty.dtype,
+                    dims: shapes[*b].clone(),
+                    data: bufs[*b].clone(),
+                };
+                (name.clone(), t)
+            })
+            .collect();
+        for (name, _) in &self.program.signature.states {
+            if let Some(b) = self.program.state_buffer(name) {
+                let t = HostTensor {
+                    dtype: buffers[b].ty.dtype,
+                    dims: shapes[b].clone(),
+                    data: std::mem::take(&mut bufs[b]),
+                };
+                self.states.insert(name.clone(), t);
+            }
+        }
+        Ok(RunOutputs { outputs })
+    }
+
+    /// Every state bound by a run; before the first run, zeros for the states of static shape.
+    fn states(&self) -> BTreeMap<String, HostTensor> {
+        let mut states = self.states.clone();
+        for (name, ty) in &self.program.signature.states {
+            if !states.contains_key(name) {
+                let small = |n: u64| n <= MAX_EVAL_ELEMENTS;
+                if let Some(dims) = ty
+                    .shape
+                    .static_dims()
+                    .filter(|_| ty.shape.static_numel().is_some_and(small))
+                {
+                    states.insert(name.clone(), HostTensor::zeros(ty.dtype, dims));
+                }
+            }
+        }
+        states
+    }
+}

@@ -1,0 +1,501 @@
+//! `tirc run`: compile a graph for a backend, run it once on given or random inputs, write every
+//! output as a `.npy` file and print a summary.
+//!
+//! Everything that can be refused is checked before anything is written: the backend, the
+//! `--dim` and `--input` arguments, every input file (its element type and shape against the
+//! graph's), the missing inputs, the output file names, lowering and the run itself. The files
+//! are written last, each atomically; if one cannot be written, those already written by this
+//! run are removed again (and the output directory, if this run created it; a file of an
+//! earlier run that this run had already replaced stays replaced).
+
+use crate::npy;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use tir_graph::eval::{concrete_dims, HostTensor};
+use tir_graph::file::{self, FileError};
+use tir_graph::{Dim, Graph, NodeId, Op, TensorType};
+use tir_lower::{BackendError, LowerError, Registry};
+
+/// Where outputs go without `--output-dir`.
+pub const DEFAULT_OUTPUT_DIR: &str = "tir-out";
+
+/// The value of a symbolic dim that neither `--dim` nor a given input binds.
+pub const DEFAULT_DIM: u64 = 2;
+
+/// The backend without `--backend`.
+pub const DEFAULT_BACKEND: &str = "ref";
+
+/// What `tirc run` was asked to do.
+pub struct RunArgs {
+    pub file: PathBuf,
+    pub backend: String,
+    pub inputs: Vec<(String, PathBuf)>,
+    pub random_inputs: bool,
+    pub seed: u64,
+    pub dims: Vec<(String, u64)>,
+    pub output_dir: PathBuf,
+    pub check: bool,
+}
+
+/// Why `tirc run` refused or failed. One line each, naming the argument or file.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("unknown backend `{name}` (known: {})", .known.join(", "))]
+    UnknownBackend { name: String, known: Vec<String> },
+    #[error("--dim {name}: the graph has no symbolic dim `{name}` ({})", names_or(.known, "it has none"))]
+    UnknownDim { name: String, known: Vec<String> },
+    #[error("--dim {name} is given twice")]
+    DuplicateDim { name: String },
+    #[error(
+        "--input {name}: the graph has no input or parameter `{name}` ({})",
+        names_or(.known, "it has none")
+    )]
+    UnknownInput { name: String, known: Vec<String> },
+    #[error("--input {name} is given twice")]
+    DuplicateInput { name: String },
+    #[error("{path}: {source}")]
+    ReadNpy {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Npy { path: String, source: npy::NpyError },
+    #[error("--input {name}={path}: expected {expected}, got {got}")]
+    WrongType {
+        name: String,
+        path: String,
+        expected: String,
+        got: String,
+    },
+    #[error("--input {name}={path}: dim `{dim}` is {value} here, but {bound_by} makes it {bound}")]
+    DimConflict {
+        name: String,
+        path: String,
+        dim: String,
+        value: u64,
+        bound: u64,
+        bound_by: String,
+    },
+    #[error(
+        "no tensor for {} (give --input NAME=FILE.npy for each, or --random-inputs to generate them)",
+        .missing.join(", ")
+    )]
+    Missing { missing: Vec<String> },
+    #[error("{what} `{name}` cannot be written as a file: its name is not a plain file name")]
+    BadFileName { what: &'static str, name: String },
+    #[error("output `{name}` and the generated {what} `{name}` would both be written to {path}")]
+    NameClash {
+        name: String,
+        what: &'static str,
+        path: String,
+    },
+    #[error("{name}: {source}")]
+    Shape {
+        name: String,
+        source: Box<tir_graph::EvalError>,
+    },
+    #[error("{path}: {source}")]
+    Lower {
+        path: String,
+        source: Box<LowerError>,
+    },
+    #[error("{path}: {source}")]
+    Backend { path: String, source: BackendError },
+    #[error("{path}: the run returned no output `{name}`")]
+    MissingOutput { path: String, name: String },
+    #[error("{path}: {source}")]
+    CreateDir {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Write(FileError),
+}
+
+fn names_or(names: &[String], none: &str) -> String {
+    if names.is_empty() {
+        none.to_string()
+    } else {
+        format!("it has: {}", names.join(", "))
+    }
+}
+
+/// The backends compiled into `tirc`. `check` selects each backend's checking variant.
+pub fn registry(check: bool) -> Registry {
+    let mut registry = Registry::new();
+    let reference = if check {
+        backend_ref::RefBackend::checking()
+    } else {
+        backend_ref::RefBackend::new()
+    };
+    registry.register(Box::new(reference));
+    registry
+}
+
+/// Where a source's tensor came from.
+enum Origin {
+    File(PathBuf),
+    Random,
+}
+
+/// Where a dim's value came from, for the summary and for messages.
+fn describe_binding(by: &Binding) -> String {
+    match by {
+        Binding::Flag => "--dim".to_string(),
+        Binding::Input(name) => format!("input `{name}`"),
+        Binding::Default => "the default".to_string(),
+    }
+}
+
+#[derive(Clone)]
+enum Binding {
+    Flag,
+    Input(String),
+    Default,
+}
+
+/// Every symbolic dim in the graph's types.
+fn graph_dims(graph: &Graph) -> BTreeSet<String> {
+    let mut dims = BTreeSet::new();
+    for id in graph.node_ids() {
+        for d in graph.ty(id).shape.dims() {
+            if let Dim::Symbolic(s) = d {
+                dims.insert(s.clone());
+            }
+        }
+    }
+    dims
+}
+
+/// The inputs and parameters a run binds, in graph order.
+fn run_sources(graph: &Graph) -> Vec<(String, NodeId, &'static str)> {
+    graph
+        .node_ids()
+        .filter_map(|id| match &graph.node(id).op {
+            Op::Input { name } => Some((name.clone(), id, "input")),
+            Op::Parameter { name } => Some((name.clone(), id, "parameter")),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `f32[4, 1024]`, the way a [`TensorType`] prints.
+fn type_of(dtype: tir_graph::DType, dims: &[u64]) -> String {
+    TensorType::new(dtype, tir_graph::Shape::of(dims)).to_string()
+}
+
+/// Whether `name` can be a file name inside the output directory as it is.
+fn plain_file_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && !name.contains(['/', '\\', '\0'])
+        && Path::new(name).file_name() == Some(std::ffi::OsStr::new(name))
+}
+
+/// A summary line's checksum of `t`: the sum of its values and FNV-1a 64 of its element bytes.
+fn checksum(t: &HostTensor) -> String {
+    let sum: f64 = t.data.iter().sum();
+    let fnv = file::checksum(&npy::element_bytes(t));
+    format!("sum={sum:.6} fnv1a={fnv:016x}")
+}
+
+fn millis(d: Duration) -> String {
+    format!("{:.3} ms", d.as_secs_f64() * 1e3)
+}
+
+/// Runs `tirc run`; returns the summary to print.
+pub fn run(graph: &Graph, args: &RunArgs) -> Result<String, RunError> {
+    let path = args.file.display().to_string();
+    let registry = registry(args.check);
+    let Some(backend) = registry.get(&args.backend) else {
+        return Err(RunError::UnknownBackend {
+            name: args.backend.clone(),
+            known: registry.names().iter().map(|s| s.to_string()).collect(),
+        });
+    };
+
+    // Dims given on the command line.
+    let known_dims = graph_dims(graph);
+    let mut dims: BTreeMap<String, (u64, Binding)> = BTreeMap::new();
+    for (name, value) in &args.dims {
+        if !known_dims.contains(name) {
+            return Err(RunError::UnknownDim {
+                name: name.clone(),
+                known: known_dims.iter().cloned().collect(),
+            });
+        }
+        if dims.insert(name.clone(), (*value, Binding::Flag)).is_some() {
+            return Err(RunError::DuplicateDim { name: name.clone() });
+        }
+    }
+
+    // Inputs given as files.
+    let sources = run_sources(graph);
+    let source_names: Vec<String> = sources.iter().map(|(n, _, _)| n.clone()).collect();
+    let mut given: BTreeMap<String, (HostTensor, PathBuf)> = BTreeMap::new();
+    for (name, file_path) in &args.inputs {
+        let Some((_, id, _)) = sources.iter().find(|(n, _, _)| n == name) else {
+            return Err(RunError::UnknownInput {
+                name: name.clone(),
+                known: source_names.clone(),
+            });
+        };
+        if given.contains_key(name) {
+            return Err(RunError::DuplicateInput { name: name.clone() });
+        }
+        let tensor = read_input(name, file_path, graph.ty(*id), &mut dims)?;
+        given.insert(name.clone(), (tensor, file_path.clone()));
+    }
+
+    let missing: Vec<&(String, NodeId, &str)> = sources
+        .iter()
+        .filter(|(n, _, _)| !given.contains_key(n))
+        .collect();
+    if !missing.is_empty() && !args.random_inputs {
+        return Err(RunError::Missing {
+            missing: missing
+                .iter()
+                .map(|(n, id, kind)| format!("{kind} `{n}` ({})", graph.ty(*id)))
+                .collect(),
+        });
+    }
+
+    // Every dim still unbound takes the default.
+    for d in &known_dims {
+        dims.entry(d.clone())
+            .or_insert((DEFAULT_DIM, Binding::Default));
+    }
+    let values: BTreeMap<String, u64> = dims.iter().map(|(k, (v, _))| (k.clone(), *v)).collect();
+
+    // The tensors of the run, and where each came from.
+    let mut tensors: BTreeMap<String, HostTensor> = BTreeMap::new();
+    let mut origins: Vec<(String, &str, Origin)> = Vec::new();
+    for (index, (name, id, kind)) in sources.iter().enumerate() {
+        if let Some((t, p)) = given.remove(name) {
+            tensors.insert(name.clone(), t);
+            origins.push((name.clone(), kind, Origin::File(p)));
+            continue;
+        }
+        let ty = graph.ty(*id);
+        let concrete = concrete_dims(&ty.shape, &values).map_err(|source| RunError::Shape {
+            name: name.clone(),
+            source: Box::new(source),
+        })?;
+        let seed = args.seed.wrapping_add(index as u64);
+        tensors.insert(name.clone(), HostTensor::random(ty.dtype, concrete, seed));
+        origins.push((name.clone(), kind, Origin::Random));
+    }
+
+    // Every file this run writes: outputs, then generated inputs; names must be plain and apart.
+    let dir = &args.output_dir;
+    let generated: Vec<&String> = origins
+        .iter()
+        .filter(|(_, _, o)| matches!(o, Origin::Random))
+        .map(|(n, _, _)| n)
+        .collect();
+    for (name, _) in graph.outputs() {
+        if !plain_file_name(name) {
+            return Err(RunError::BadFileName {
+                what: "output",
+                name: name.clone(),
+            });
+        }
+        if generated.contains(&name) {
+            return Err(RunError::NameClash {
+                name: name.clone(),
+                what: "input",
+                path: dir.join(format!("{name}.npy")).display().to_string(),
+            });
+        }
+    }
+    for name in &generated {
+        if !plain_file_name(name) {
+            return Err(RunError::BadFileName {
+                what: "generated input",
+                name: name.to_string(),
+            });
+        }
+    }
+
+    // Compile and run.
+    let started = Instant::now();
+    let compiled = tir_lower::compile_graph(graph, &backend.target(), &tir_opt::Limits::default())
+        .map_err(|source| RunError::Lower {
+            path: path.clone(),
+            source: Box::new(source),
+        })?;
+    let lowered_in = started.elapsed();
+    let started = Instant::now();
+    let mut executable =
+        backend
+            .compile(&compiled.program)
+            .map_err(|source| RunError::Backend {
+                path: path.clone(),
+                source,
+            })?;
+    let compiled_in = started.elapsed();
+    let started = Instant::now();
+    let outputs = executable
+        .run(&tensors)
+        .map_err(|source| RunError::Backend {
+            path: path.clone(),
+            source,
+        })?;
+    let ran_in = started.elapsed();
+
+    // The files, in memory first.
+    let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+    let mut summary = format!(
+        "{path}: {} kernels on backend `{}`: run {} (lowering {}, backend compile {})\n",
+        compiled.program.kernels.len(),
+        backend.name(),
+        millis(ran_in),
+        millis(lowered_in),
+        millis(compiled_in)
+    );
+    if !dims.is_empty() {
+        let shown: Vec<String> = dims
+            .iter()
+            .map(|(k, (v, by))| format!("{k}={v} ({})", describe_binding(by)))
+            .collect();
+        summary.push_str(&format!("dims: {}\n", shown.join(", ")));
+    }
+    for (name, kind, origin) in &origins {
+        let t = &tensors[name];
+        let ty = type_of(t.dtype, &t.dims);
+        match origin {
+            Origin::File(p) => {
+                summary.push_str(&format!("{kind} {name:?}: {ty} from {}\n", p.display()));
+            }
+            Origin::Random => {
+                let target = dir.join(format!("{name}.npy"));
+                summary.push_str(&format!(
+                    "{kind} {name:?}: {ty} random -> {}\n",
+                    target.display()
+                ));
+                let bytes = encode(t, &target)?;
+                files.push((target, bytes));
+            }
+        }
+    }
+    for (name, _) in graph.outputs() {
+        let Some(t) = outputs.outputs.get(name) else {
+            return Err(RunError::MissingOutput {
+                path: path.clone(),
+                name: name.clone(),
+            });
+        };
+        let target = dir.join(format!("{name}.npy"));
+        summary.push_str(&format!(
+            "output {name:?}: {} {} -> {}\n",
+            type_of(t.dtype, &t.dims),
+            checksum(t),
+            target.display()
+        ));
+        let bytes = encode(t, &target)?;
+        files.push((target, bytes));
+    }
+    write_all(dir, &files)?;
+    Ok(summary)
+}
+
+fn encode(t: &HostTensor, target: &Path) -> Result<Vec<u8>, RunError> {
+    npy::encode(t).map_err(|source| RunError::Npy {
+        path: target.display().to_string(),
+        source,
+    })
+}
+
+/// Reads `--input name=file_path` as the graph's `ty`, binding its symbolic dims into `dims`.
+fn read_input(
+    name: &str,
+    file_path: &Path,
+    ty: &TensorType,
+    dims: &mut BTreeMap<String, (u64, Binding)>,
+) -> Result<HostTensor, RunError> {
+    let shown = file_path.display().to_string();
+    let bytes = std::fs::read(file_path).map_err(|source| RunError::ReadNpy {
+        path: shown.clone(),
+        source,
+    })?;
+    let read = npy::decode(&bytes).map_err(|source| RunError::Npy {
+        path: shown.clone(),
+        source,
+    })?;
+    let wrong = |got: String| RunError::WrongType {
+        name: name.to_string(),
+        path: shown.clone(),
+        expected: ty.to_string(),
+        got,
+    };
+    let got = type_of(read.dtype, &read.dims);
+    let fits_shape = read.dims.len() == ty.rank()
+        && ty
+            .shape
+            .dims()
+            .iter()
+            .zip(&read.dims)
+            .all(|(d, &n)| d.as_static().is_none_or(|s| s == n));
+    if !fits_shape {
+        return Err(wrong(got));
+    }
+    let file_dtype = read.dtype;
+    let file_dims = read.dims.clone();
+    let Some(tensor) = read.into_dtype(ty.dtype) else {
+        if file_dtype == tir_graph::DType::F32 && ty.dtype == tir_graph::DType::BF16 {
+            return Err(wrong(format!(
+                "{got} with values that are not exact bf16 values"
+            )));
+        }
+        return Err(wrong(got));
+    };
+    for (d, &n) in ty.shape.dims().iter().zip(&file_dims) {
+        let Dim::Symbolic(s) = d else { continue };
+        match dims.get(s) {
+            Some((bound, by)) if *bound != n => {
+                return Err(RunError::DimConflict {
+                    name: name.to_string(),
+                    path: shown,
+                    dim: s.clone(),
+                    value: n,
+                    bound: *bound,
+                    bound_by: match by {
+                        Binding::Flag => format!("--dim {s}={bound}"),
+                        other => describe_binding(other),
+                    },
+                });
+            }
+            Some(_) => {}
+            None => {
+                dims.insert(s.clone(), (n, Binding::Input(name.to_string())));
+            }
+        }
+    }
+    Ok(tensor)
+}
+
+/// Writes every file, each atomically; on a failure removes what this call wrote (and `dir` if
+/// it created it), so a failed run leaves no partial set of outputs.
+fn write_all(dir: &Path, files: &[(PathBuf, Vec<u8>)]) -> Result<(), RunError> {
+    let created = !dir.exists();
+    std::fs::create_dir_all(dir).map_err(|source| RunError::CreateDir {
+        path: dir.display().to_string(),
+        source,
+    })?;
+    let mut written: Vec<&Path> = Vec::new();
+    for (target, bytes) in files {
+        if let Err(e) = file::write_atomically(target, bytes) {
+            for w in written {
+                let _ = std::fs::remove_file(w);
+            }
+            if created {
+                let _ = std::fs::remove_dir(dir);
+            }
+            return Err(RunError::Write(e));
+        }
+        written.push(target);
+    }
+    Ok(())
+}

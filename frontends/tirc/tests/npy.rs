@@ -1,0 +1,203 @@
+//! `.npy` reading and writing: every supported dtype round-trips exactly; files NumPy writes in
+//! other layouts (big-endian, Fortran order) read as the same tensor; bad files are refused.
+
+use npyz::WriterBuilder;
+use tir_graph::eval::HostTensor;
+use tir_graph::DType;
+use tirc::npy::{self, NpyError};
+
+/// Values exact in `dtype`, including its edges (and for floats -0, ±inf and NaN).
+fn edge_values(dtype: DType) -> Vec<f64> {
+    match dtype {
+        DType::Bool => vec![0.0, 1.0, 1.0, 0.0, 1.0, 0.0],
+        DType::I8 => vec![-128.0, -1.0, 0.0, 1.0, 100.0, 127.0],
+        DType::U8 => vec![0.0, 1.0, 7.0, 128.0, 200.0, 255.0],
+        DType::I32 => vec![-2147483648.0, -5.0, 0.0, 3.0, 65536.0, 2147483647.0],
+        DType::I64 => vec![-(2f64.powi(53)), -7.0, 0.0, 1.0, 1e15, 2f64.powi(53)],
+        DType::F16 => vec![
+            -65504.0,
+            -0.0,
+            5.960464477539063e-8,
+            0.333251953125,
+            f64::INFINITY,
+            f64::NAN,
+        ],
+        DType::BF16 => vec![
+            -3.3895313892515355e38,
+            -0.0,
+            0.5,
+            1.0078125,
+            f64::NEG_INFINITY,
+            f64::NAN,
+        ],
+        DType::F32 => vec![
+            -3.4028234663852886e38,
+            -0.0,
+            1.401298464324817e-45,
+            0.1f32 as f64,
+            f64::INFINITY,
+            f64::NAN,
+        ],
+        DType::F64 => vec![f64::MIN, -0.0, 5e-324, 0.1, f64::INFINITY, f64::NAN],
+    }
+}
+
+/// Equal as stored: same dtype and dims, bit-identical values (so NaN equals NaN, -0 is not 0).
+fn assert_same(a: &HostTensor, b: &HostTensor) {
+    assert_eq!((a.dtype, &a.dims), (b.dtype, &b.dims));
+    let bits = |t: &HostTensor| t.data.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(a), bits(b), "{:?} vs {:?}", a.data, b.data);
+}
+
+#[test]
+fn every_dtype_round_trips_exactly() {
+    for dtype in DType::ALL {
+        let t = HostTensor::new(dtype, vec![2, 3], edge_values(dtype)).expect("exact values");
+        let bytes = npy::encode(&t).unwrap();
+        let read = npy::decode(&bytes).unwrap();
+        let expected_file_dtype = if dtype == DType::BF16 {
+            DType::F32
+        } else {
+            dtype
+        };
+        assert_eq!(read.dtype, expected_file_dtype, "{dtype}");
+        let back = read
+            .into_dtype(dtype)
+            .expect("the file holds the tensor's dtype");
+        assert_same(&back, &t);
+    }
+}
+
+#[test]
+fn random_tensors_round_trip_in_every_dtype_and_rank() {
+    for dtype in DType::ALL {
+        for dims in [vec![], vec![0], vec![5], vec![2, 3, 4], vec![1, 1, 2, 1, 3]] {
+            let t = HostTensor::random(dtype, dims.clone(), 7);
+            let read = npy::decode(&npy::encode(&t).unwrap()).unwrap();
+            assert_eq!(read.dims, dims);
+            assert_same(&read.into_dtype(dtype).unwrap(), &t);
+        }
+    }
+}
+
+#[test]
+fn files_name_numpy_dtypes() {
+    let cases = [
+        (DType::Bool, "'|b1'"),
+        (DType::I8, "'|i1'"),
+        (DType::U8, "'|u1'"),
+        (DType::I32, "'<i4'"),
+        (DType::I64, "'<i8'"),
+        (DType::F16, "'<f2'"),
+        (DType::BF16, "'<f4'"),
+        (DType::F32, "'<f4'"),
+        (DType::F64, "'<f8'"),
+    ];
+    for (dtype, descr) in cases {
+        let bytes = npy::encode(&HostTensor::zeros(dtype, vec![2, 2])).unwrap();
+        assert!(bytes.starts_with(b"\x93NUMPY"));
+        let header = String::from_utf8_lossy(&bytes[10..]);
+        assert!(header.contains(descr), "{dtype}: {header}");
+        assert!(header.contains("'fortran_order': False"), "{header}");
+        assert!(header.contains("'shape': (2, 2"), "{header}");
+    }
+}
+
+fn npyz_file<T: npyz::Serialize>(
+    dtype: &str,
+    order: npyz::Order,
+    shape: &[u64],
+    items: Vec<T>,
+) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    let mut w = npyz::WriteOptions::new()
+        .dtype(npyz::DType::Plain(dtype.parse().unwrap()))
+        .order(order)
+        .shape(shape)
+        .writer(&mut bytes)
+        .begin_nd()
+        .unwrap();
+    w.extend(items).unwrap();
+    w.finish().unwrap();
+    bytes
+}
+
+#[test]
+fn big_endian_and_fortran_order_files_read_as_row_major() {
+    let big = npyz_file(">i4", npyz::Order::C, &[3], vec![1i32, -2, 300]);
+    let t = npy::decode(&big).unwrap();
+    assert_eq!((t.dtype, t.data), (DType::I32, vec![1.0, -2.0, 300.0]));
+    // [[1, 2, 3], [4, 5, 6]] stored column by column.
+    let fortran = npyz_file(
+        "<f8",
+        npyz::Order::Fortran,
+        &[2, 3],
+        vec![1.0f64, 4.0, 2.0, 5.0, 3.0, 6.0],
+    );
+    let t = npy::decode(&fortran).unwrap();
+    assert_eq!(t.dims, vec![2, 3]);
+    assert_eq!(t.data, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+}
+
+#[test]
+fn bf16_reads_only_f32_values_exact_in_bf16() {
+    let exact = HostTensor::new(DType::F32, vec![2], vec![1.0, -0.5]).unwrap();
+    let read = npy::decode(&npy::encode(&exact).unwrap()).unwrap();
+    assert!(read.into_dtype(DType::BF16).is_some());
+    let inexact = HostTensor::new(DType::F32, vec![2], vec![1.0, 0.1f32 as f64]).unwrap();
+    let read = npy::decode(&npy::encode(&inexact).unwrap()).unwrap();
+    assert!(read.clone().into_dtype(DType::BF16).is_none());
+    // Otherwise the dtype must be the file's own.
+    assert!(read.clone().into_dtype(DType::F64).is_none());
+    assert!(read.into_dtype(DType::F32).is_some());
+}
+
+#[test]
+fn bad_files_are_refused() {
+    let good = npy::encode(&HostTensor::random(DType::F32, vec![4, 4], 1)).unwrap();
+    let message = |bytes: &[u8]| npy::decode(bytes).unwrap_err().to_string();
+    assert!(message(b"").contains("not a valid .npy file"));
+    assert!(message(b"hello, not an array").contains("not a valid .npy file"));
+    assert!(message(&good[..good.len() - 3]).contains("truncated"));
+    let mut long = good.clone();
+    long.extend([0, 0]);
+    assert!(matches!(
+        npy::decode(&long),
+        Err(NpyError::TrailingBytes(2))
+    ));
+    let u16s = npyz_file("<u2", npyz::Order::C, &[2], vec![1u16, 2]);
+    let m = message(&u16s);
+    assert!(m.contains("`<u2` is not supported"), "{m}");
+    let big_i64 = npyz_file("<i8", npyz::Order::C, &[2], vec![1i64, (1 << 53) + 1]);
+    let m = message(&big_i64);
+    assert!(m.contains("element 1 (9007199254740993)"), "{m}");
+    for m in [message(&u16s), message(&good[..good.len() - 3])] {
+        assert_eq!(m.lines().count(), 1);
+    }
+}
+
+#[test]
+fn a_header_promising_more_than_the_file_holds_is_refused_before_reading() {
+    // A shape of 2^40 elements in a file of a few bytes: refused, not allocated. The header is
+    // edited in place (its padding absorbs the longer shape).
+    let good = npyz_file("<f8", npyz::Order::C, &[2], vec![1.0f64, 2.0]);
+    let end = good.iter().position(|&b| b == b'\n').unwrap();
+    let header = std::str::from_utf8(&good[10..end]).unwrap();
+    assert!(header.contains("(2,"), "{header}");
+    let huge = header.replacen("(2,", "(1099511627776,", 1);
+    let huge = &huge[..header.len()];
+    let mut bytes = good[..10].to_vec();
+    bytes.extend(huge.as_bytes());
+    bytes.extend(&good[10 + header.len()..]);
+    assert_eq!(bytes.len(), good.len());
+    let m = npy::decode(&bytes).unwrap_err().to_string();
+    assert!(m.contains("truncated"), "{m}");
+}
+
+#[test]
+fn element_bytes_are_the_dtype_s_little_endian_bytes() {
+    let t = HostTensor::new(DType::I32, vec![2], vec![1.0, -1.0]).unwrap();
+    assert_eq!(npy::element_bytes(&t), [1, 0, 0, 0, 255, 255, 255, 255]);
+    let t = HostTensor::new(DType::BF16, vec![1], vec![1.0]).unwrap();
+    assert_eq!(npy::element_bytes(&t), [0x80, 0x3f]);
+}

@@ -1,0 +1,544 @@
+//! `tirc run` and `tirc explain --tile` as a user meets them: refusals are one line with exit 1
+//! and leave no output files; runs write every output (and generated input) as `.npy`, and
+//! running again on the written inputs reproduces the outputs byte for byte.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use tir_graph::eval::HostTensor;
+use tir_graph::DType;
+use tirc::npy;
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tirc"))
+        .args(args)
+        .output()
+        .expect("tirc runs")
+}
+
+fn example(name: &str) -> String {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    root.join(name).display().to_string()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A refusal: exit 1, nothing on stdout, one `error: ` line on stderr containing each needle.
+fn assert_refused(out: &Output, needles: &[&str]) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
+    assert_eq!(err.lines().count(), 1, "one line expected, got: {err}");
+    assert!(err.starts_with("error: "), "{err}");
+    for needle in needles {
+        assert!(err.contains(needle), "`{needle}` not in: {err}");
+    }
+    assert!(stdout(out).is_empty(), "{}", stdout(out));
+}
+
+fn assert_ok(out: &Output) -> String {
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(out));
+    stdout(out)
+}
+
+/// Writes `t` as `dir/name` and returns the path.
+fn write_npy(dir: &Path, name: &str, t: &HostTensor) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, npy::encode(t).unwrap()).unwrap();
+    path.display().to_string()
+}
+
+fn read_npy(path: &Path) -> npy::NpyTensor {
+    npy::decode(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// Whether two files hold the same bytes (compared without printing them).
+fn same_bytes(a: &Path, b: &Path) -> bool {
+    std::fs::read(a).unwrap() == std::fs::read(b).unwrap()
+}
+
+fn arg(name: &str, path: &str) -> String {
+    format!("{name}={path}")
+}
+
+// ---- refusals: each before anything is written ----
+
+/// Runs `args` (then `--output-dir OUT`) and checks the refusal left no output directory.
+fn refused_without_output(dir: &Path, args: &[&str], needles: &[&str]) {
+    let out_dir = dir.join("out");
+    let out_dir_s = out_dir.display().to_string();
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--output-dir", &out_dir_s]);
+    assert_refused(&run(&all), needles);
+    assert!(
+        !out_dir.exists(),
+        "a refused run created {}",
+        out_dir.display()
+    );
+}
+
+#[test]
+fn an_unknown_input_name_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let x = write_npy(
+        dir.path(),
+        "x.npy",
+        &HostTensor::random(DType::F16, vec![4, 1024], 1),
+    );
+    refused_without_output(
+        dir.path(),
+        &[
+            "run",
+            &example("mlp.tir"),
+            "--input",
+            &arg("z", &x),
+            "--random-inputs",
+        ],
+        &[
+            "--input z",
+            "no input or parameter `z`",
+            "x, w1, b1, w2, b2",
+        ],
+    );
+}
+
+#[test]
+fn missing_inputs_are_named_with_a_hint() {
+    let dir = tempfile::tempdir().unwrap();
+    let x = write_npy(
+        dir.path(),
+        "x.npy",
+        &HostTensor::random(DType::F16, vec![4, 1024], 1),
+    );
+    refused_without_output(
+        dir.path(),
+        &["run", &example("mlp.tir"), "--input", &arg("x", &x)],
+        &[
+            "no tensor for parameter `w1` (f16[1024, 4096])",
+            "parameter `b2`",
+            "--random-inputs",
+        ],
+    );
+    let err = stderr(&run(&["run", &example("softmax.tir")]));
+    assert!(err.contains("input `x` (f16[rows, 4096])"), "{err}");
+}
+
+#[test]
+fn a_wrong_dtype_or_shape_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let f32_x = write_npy(
+        d,
+        "x32.npy",
+        &HostTensor::random(DType::F32, vec![4, 1024], 1),
+    );
+    refused_without_output(
+        d,
+        &[
+            "run",
+            &example("mlp.tir"),
+            "--random-inputs",
+            "--input",
+            &arg("x", &f32_x),
+        ],
+        &[
+            "--input x=",
+            "x32.npy",
+            "expected f16[batch, 1024], got f32[4, 1024]",
+        ],
+    );
+    let narrow = write_npy(
+        d,
+        "narrow.npy",
+        &HostTensor::random(DType::F16, vec![4, 1000], 1),
+    );
+    refused_without_output(
+        d,
+        &[
+            "run",
+            &example("mlp.tir"),
+            "--random-inputs",
+            "--input",
+            &arg("x", &narrow),
+        ],
+        &["expected f16[batch, 1024], got f16[4, 1000]"],
+    );
+    let rank3 = write_npy(
+        d,
+        "rank3.npy",
+        &HostTensor::random(DType::F16, vec![1, 4, 1024], 1),
+    );
+    refused_without_output(
+        d,
+        &[
+            "run",
+            &example("mlp.tir"),
+            "--random-inputs",
+            "--input",
+            &arg("x", &rank3),
+        ],
+        &["got f16[1, 4, 1024]"],
+    );
+    let w1 = write_npy(
+        d,
+        "w1.npy",
+        &HostTensor::random(DType::F16, vec![1024, 4095], 1),
+    );
+    refused_without_output(
+        d,
+        &[
+            "run",
+            &example("mlp.tir"),
+            "--random-inputs",
+            "--input",
+            &arg("w1", &w1),
+        ],
+        &[
+            "--input w1=",
+            "expected f16[1024, 4096], got f16[1024, 4095]",
+        ],
+    );
+}
+
+#[test]
+fn a_dim_that_disagrees_with_an_input_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let x = write_npy(
+        dir.path(),
+        "x.npy",
+        &HostTensor::random(DType::F16, vec![4, 1024], 1),
+    );
+    refused_without_output(
+        dir.path(),
+        &[
+            "run",
+            &example("mlp.tir"),
+            "--random-inputs",
+            "--dim",
+            "batch=8",
+            "--input",
+            &arg("x", &x),
+        ],
+        &["dim `batch` is 4 here, but --dim batch=8 makes it 8"],
+    );
+}
+
+#[test]
+fn unreadable_and_corrupt_npy_files_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let good = npy::encode(&HostTensor::random(DType::F16, vec![4, 1024], 1)).unwrap();
+    let cases: Vec<(String, &str)> = vec![
+        (d.join("missing.npy").display().to_string(), "missing.npy"),
+        (
+            {
+                std::fs::write(d.join("junk.npy"), b"not an array at all").unwrap();
+                d.join("junk.npy").display().to_string()
+            },
+            "not a valid .npy file",
+        ),
+        (
+            {
+                std::fs::write(d.join("cut.npy"), &good[..good.len() - 10]).unwrap();
+                d.join("cut.npy").display().to_string()
+            },
+            "truncated",
+        ),
+        (
+            {
+                std::fs::write(d.join("empty.npy"), b"").unwrap();
+                d.join("empty.npy").display().to_string()
+            },
+            "not a valid .npy file",
+        ),
+    ];
+    for (path, needle) in &cases {
+        refused_without_output(
+            d,
+            &[
+                "run",
+                &example("mlp.tir"),
+                "--random-inputs",
+                "--input",
+                &arg("x", path),
+            ],
+            &[path.as_str(), needle],
+        );
+    }
+}
+
+#[test]
+fn an_unsupported_npy_dtype_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = Vec::new();
+    {
+        use npyz::WriterBuilder;
+        let mut w = npyz::WriteOptions::new()
+            .default_dtype()
+            .shape(&[4, 1024])
+            .writer(&mut bytes)
+            .begin_nd()
+            .unwrap();
+        w.extend(vec![1u16; 4096]).unwrap();
+        w.finish().unwrap();
+    }
+    let path = dir.path().join("u16.npy");
+    std::fs::write(&path, bytes).unwrap();
+    let path = path.display().to_string();
+    refused_without_output(
+        dir.path(),
+        &[
+            "run",
+            &example("mlp.tir"),
+            "--random-inputs",
+            "--input",
+            &arg("x", &path),
+        ],
+        &[
+            "u16.npy",
+            "`<u2` is not supported",
+            "bool, i8, u8, i32, i64, f16, f32, f64",
+        ],
+    );
+}
+
+#[test]
+fn an_unknown_backend_is_refused_with_the_known_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    refused_without_output(
+        dir.path(),
+        &[
+            "run",
+            &example("mlp.tir"),
+            "--random-inputs",
+            "--backend",
+            "cuda",
+        ],
+        &["unknown backend `cuda` (known: ref)"],
+    );
+}
+
+#[test]
+fn bad_dims_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mlp = example("mlp.tir");
+    let base = ["run", mlp.as_str(), "--random-inputs", "--dim"];
+    let cases: [(&str, &[&str]); 6] = [
+        (
+            "rows=4",
+            &["--dim rows", "no symbolic dim `rows`", "it has: batch"],
+        ),
+        ("batch=0", &["`0` is not a positive integer"]),
+        ("batch=-3", &["`-3` is not a positive integer"]),
+        ("batch=four", &["`four` is not a positive integer"]),
+        ("batch", &["`batch` is not NAME=N"]),
+        ("=4", &["`=4` is not NAME=N"]),
+    ];
+    for (value, needles) in cases {
+        let mut args = base.to_vec();
+        args.push(value);
+        refused_without_output(dir.path(), &args, needles);
+    }
+    refused_without_output(
+        dir.path(),
+        &[
+            "run",
+            &mlp,
+            "--random-inputs",
+            "--dim",
+            "batch=2",
+            "--dim",
+            "batch=3",
+        ],
+        &["--dim batch is given twice"],
+    );
+    // A graph without symbolic dims has none to set.
+    let graph = dir.path().join("static.tirt");
+    std::fs::write(
+        &graph,
+        "%0 = input \"x\" : f32[2]\n%1 = exp %0 : f32[2]\noutput \"y\" = %1\n",
+    )
+    .unwrap();
+    refused_without_output(
+        dir.path(),
+        &[
+            "run",
+            &graph.display().to_string(),
+            "--random-inputs",
+            "--dim",
+            "n=2",
+        ],
+        &["no symbolic dim `n` (it has none)"],
+    );
+}
+
+#[test]
+fn an_input_given_twice_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let x = write_npy(
+        dir.path(),
+        "x.npy",
+        &HostTensor::random(DType::F16, vec![4, 1024], 1),
+    );
+    refused_without_output(
+        dir.path(),
+        &[
+            "run",
+            &example("mlp.tir"),
+            "--random-inputs",
+            "--input",
+            &arg("x", &x),
+            "--input",
+            &arg("x", &x),
+        ],
+        &["--input x is given twice"],
+    );
+}
+
+#[test]
+fn a_bad_graph_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.tir");
+    std::fs::write(&bad, b"TIRGRAPH garbage").unwrap();
+    refused_without_output(
+        dir.path(),
+        &["run", &bad.display().to_string(), "--random-inputs"],
+        &["bad.tir"],
+    );
+    assert_refused(&run(&["run", "--input", "x"]), &["NAME=FILE.npy"]);
+}
+
+// ---- runs: these need lowering and the reference backend ----
+
+/// `tirc run FILE --random-inputs ARGS --output-dir DIR`; the summary.
+fn run_random(file: &str, args: &[&str], dir: &Path) -> String {
+    let d = dir.display().to_string();
+    let mut all = vec!["run", file, "--random-inputs"];
+    all.extend(args);
+    all.extend(["--output-dir", &d]);
+    assert_ok(&run(&all))
+}
+
+#[test]
+fn mlp_random_inputs_write_every_tensor_and_reproduce_from_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("first");
+    let summary = run_random(
+        &example("mlp.tir"),
+        &["--seed", "1", "--dim", "batch=4"],
+        &first,
+    );
+    assert!(summary.contains("dims: batch=4 (--dim)"), "{summary}");
+    assert!(
+        summary.contains("output \"y\": f16[4, 1024] sum="),
+        "{summary}"
+    );
+    assert!(summary.contains("fnv1a="), "{summary}");
+    for name in ["y", "x", "w1", "b1", "w2", "b2"] {
+        assert!(first.join(format!("{name}.npy")).exists(), "{name}.npy");
+    }
+    let x = read_npy(&first.join("x.npy"));
+    assert_eq!((x.dtype, x.dims.clone()), (DType::F16, vec![4, 1024]));
+    let y = read_npy(&first.join("y.npy"));
+    assert_eq!((y.dtype, y.dims.clone()), (DType::F16, vec![4, 1024]));
+    assert!(y.data.iter().all(|v| v.is_finite()));
+
+    // Again from the written files, without --random-inputs: the same bytes.
+    let second = dir.path().join("second");
+    let second_s = second.display().to_string();
+    let mlp = example("mlp.tir");
+    let mut args: Vec<String> = vec!["run".into(), mlp];
+    for name in ["x", "w1", "b1", "w2", "b2"] {
+        args.push("--input".into());
+        args.push(format!(
+            "{name}={}",
+            first.join(format!("{name}.npy")).display()
+        ));
+    }
+    args.extend(["--output-dir".into(), second_s]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let summary = assert_ok(&run(&args));
+    assert!(summary.contains("dims: batch=4 (input `x`)"), "{summary}");
+    assert!(same_bytes(&second.join("y.npy"), &first.join("y.npy")));
+    // Only the output is written when every input is given.
+    let written: Vec<_> = std::fs::read_dir(&second).unwrap().collect();
+    assert_eq!(written.len(), 1);
+}
+
+#[test]
+fn softmax_rows_sum_to_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = run_random(&example("softmax.tir"), &["--dim", "rows=3"], dir.path());
+    assert!(summary.contains("output \"y\": f16[3, 4096]"), "{summary}");
+    let y = read_npy(&dir.path().join("y.npy"));
+    assert_eq!(y.dims, vec![3, 4096]);
+    for row in y.data.chunks(4096) {
+        let sum: f64 = row.iter().sum();
+        assert!((sum - 1.0).abs() < 1e-2, "a row sums to {sum}");
+        assert!(row.iter().all(|&v| (0.0..=1.0).contains(&v)));
+    }
+}
+
+#[test]
+fn unbound_dims_default_to_two_and_inputs_bind_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = run_random(&example("softmax.tir"), &[], &dir.path().join("a"));
+    assert!(summary.contains("dims: rows=2 (the default)"), "{summary}");
+    assert_eq!(read_npy(&dir.path().join("a/y.npy")).dims, vec![2, 4096]);
+    // A given input binds the dim (and the text form runs as the .tir file does).
+    let x = write_npy(
+        dir.path(),
+        "x.npy",
+        &HostTensor::random(DType::F16, vec![3, 4096], 9),
+    );
+    let summary = run_random(
+        &example("softmax.tirt"),
+        &["--input", &arg("x", &x)],
+        &dir.path().join("b"),
+    );
+    assert!(summary.contains("dims: rows=3 (input `x`)"), "{summary}");
+    assert!(
+        summary.contains(&format!("input \"x\": f16[3, 4096] from {x}")),
+        "{summary}"
+    );
+    assert_eq!(read_npy(&dir.path().join("b/y.npy")).dims, vec![3, 4096]);
+    assert!(
+        !dir.path().join("b/x.npy").exists(),
+        "a given input is not written"
+    );
+}
+
+#[test]
+fn the_checking_backend_runs_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = run_random(
+        &example("ln_gelu.tir"),
+        &["--check", "--dim", "tokens=5"],
+        dir.path(),
+    );
+    assert!(summary.contains("backend `ref`"), "{summary}");
+    assert!(dir.path().join("y.npy").exists());
+}
+
+#[test]
+fn explain_tile_prints_the_program_and_certificates() {
+    let out = run(&["explain", "--tile", &example("mlp.tir")]);
+    let text = assert_ok(&out);
+    assert!(text.starts_with("2 kernels, "), "{text}");
+    assert!(
+        text.contains("\ntile program (ref target):\nprogram: "),
+        "{text}"
+    );
+    assert!(text.contains("\nkernel k0_"), "{text}");
+    assert!(text.contains(" = mma "), "{text}");
+    assert!(text.contains("\nschedule {\n  wave 0: 0 k0_"), "{text}");
+    assert!(text.contains("\ncertificates:\nkernel k0_"), "{text}");
+    assert_refused(
+        &run(&["explain", "--tile", "--json", &example("mlp.tir")]),
+        &["--json", "--tile"],
+    );
+}
