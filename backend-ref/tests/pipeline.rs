@@ -67,6 +67,62 @@ fn worst_error(name: &str, got: &HostTensor, want: &HostTensor) -> Result<f64, S
     Ok(worst)
 }
 
+/// `sources` with every float value moved by a relative 2^-18 or less (deterministically): how
+/// much the oracle's outputs move under it measures how ill-conditioned the graph is there.
+fn perturbed(sources: &BTreeMap<String, HostTensor>) -> BTreeMap<String, HostTensor> {
+    let mut out = sources.clone();
+    for t in out.values_mut().filter(|t| t.dtype.is_float()) {
+        for (i, v) in t.data.iter_mut().enumerate() {
+            let r = ((i * 7919) % 200) as f64 / 100.0 - 1.0;
+            *v = t.dtype.round_value(*v * (1.0 + r * 2f64.powi(-18)));
+        }
+    }
+    out
+}
+
+/// Runs `graph` on the checking reference backend and compares every f32 output with the
+/// oracle (rounded to f32): within `1e-4 * (1 + |expected|)` plus 64 times how far the oracle
+/// itself moves when the inputs move by f32-sized amounts (the reference rounds every op to
+/// f32, the oracle nothing, so a division by a cancelled sum legitimately differs). NaN must
+/// match NaN and infinity infinity, except where the perturbed oracle flips on them.
+fn check_conditioned(graph: &Graph, sources: &BTreeMap<String, HostTensor>) -> Result<(), String> {
+    let backend = RefBackend::checking();
+    let compiled =
+        compile_graph(graph, &backend.target(), &Limits::default()).map_err(|e| e.to_string())?;
+    let mut exe = backend.compile(&compiled.program).map_err(|e| e.to_string())?;
+    let got = exe.run(sources).map_err(|e| e.to_string())?;
+    let want = evaluate(graph, sources).map_err(|e| e.to_string())?;
+    let moved = evaluate(graph, &perturbed(sources)).map_err(|e| e.to_string())?;
+    for (name, w) in &want.outputs {
+        let (g, m) = (&got.outputs[name], &moved.outputs[name]);
+        if g.dims != w.dims || g.dtype != w.dtype {
+            return Err(format!("{name}: {:?} {:?} vs {:?} {:?}", g.dtype, g.dims, w.dtype, w.dims));
+        }
+        for (i, ((&g, &w), &m)) in g.data.iter().zip(&w.data).zip(&m.data).enumerate() {
+            let (w, m) = (w_round(w), w_round(m));
+            if w.is_finite() != m.is_finite() || w.is_nan() != m.is_nan() {
+                continue; // unstable here: the oracle itself flips
+            }
+            let ok = if w.is_nan() {
+                g.is_nan()
+            } else if w.is_infinite() {
+                g == w
+            } else {
+                (g - w).abs() <= 1e-4 * (1.0 + w.abs()) + 64.0 * (m - w).abs()
+            };
+            if !ok {
+                return Err(format!("{name}[{i}]: got {g}, expected {w} (perturbed oracle {m})"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An f32 output's expected value: the oracle's rounded to f32 (which may overflow to inf).
+fn w_round(w: f64) -> f64 {
+    DType::F32.round_value(w)
+}
+
 /// Compiles and runs `graph` on the checking reference backend, and compares every output with
 /// the oracle within `tolerance`.
 fn check(
@@ -108,20 +164,22 @@ fn largest_intermediate(graph: &Graph, srcs: &BTreeMap<String, HostTensor>) -> O
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    // A fixed seed: CI sees the same graphs every time (set PROPTEST_CASES to explore more).
+    #![proptest_config(ProptestConfig {
+        cases: 64,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(0x7172),
+        ..ProptestConfig::default()
+    })]
 
-    /// f32 graphs. The reference rounds every op to f32 and the oracle rounds nothing, so an
-    /// output that cancels large intermediates (x + (p - x) with p ~ 1e10) differs by about
-    /// eps * |p|: the bound is relative to the largest intermediate, and graphs whose values
-    /// approach f32's range (where f32 overflows and f64 does not) are left out.
+    /// f32 graphs against the oracle, with the tolerance of `check_conditioned`. Graphs whose
+    /// values approach f32's range (where f32 overflows and f64 does not) are left out.
     #[test]
     fn random_graphs_match_the_oracle(graph in arb_numeric_graph(), seed in any::<u64>()) {
         let srcs = sources(&graph, &BTreeMap::new(), seed, 1.0);
         // The oracle refuses a few generated graphs (a max over an empty axis): nothing to compare.
         let largest = largest_intermediate(&graph, &srcs);
         prop_assume!(largest.is_some_and(|m| m < 1e30));
-        let tolerance = 1e-4 * (1.0 + largest.unwrap_or(0.0));
-        check(&graph, &srcs, tolerance)
+        check_conditioned(&graph, &srcs)
             .map_err(|e| TestCaseError::fail(format!("{e}\n{}", tir_graph::text::print(&graph))))?;
     }
 }

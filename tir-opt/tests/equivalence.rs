@@ -50,7 +50,12 @@ fn close(a: f64, b: f64) -> bool {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    // A fixed seed: CI sees the same graphs every time (set PROPTEST_CASES to explore more).
+    #![proptest_config(ProptestConfig {
+        cases: 256,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(0x7170),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn any_graph_optimizes_into_verified_kernels(graph in arb_graph()) {

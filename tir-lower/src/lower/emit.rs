@@ -353,13 +353,18 @@ impl KernelLowering<'_> {
             );
             linear = Ix::Dyn(self.b.tile_index_op(IndexOp::Add, a, b, space));
         }
+        // With a zero-size dim there is no element to address (every load pads): divisors are
+        // kept at 1 or more so the index arithmetic stays defined.
+        let one = self.b.index(1);
         let from_strides = self.b.contiguous_strides(from.dims());
         from.dims()
             .iter()
             .zip(from_strides)
             .map(|(d, s)| {
+                let s = self.b.arith(IndexOp::Max, s, one);
                 let q = self.b.ix_scalar_op(&linear, IndexOp::Div, s, space);
                 let d = self.b.dim(d);
+                let d = self.b.arith(IndexOp::Max, d, one);
                 self.b.ix_scalar_op(&q, IndexOp::Rem, d, space)
             })
             .collect()
