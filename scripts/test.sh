@@ -8,3 +8,5 @@ rustup component add rustfmt clippy >/dev/null 2>&1 || true
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
+# The conformance corpus on the reference backend (release: the interpreter is slow in debug).
+cargo run --release --locked -q -p testsuite --bin tir-conform -- --backend ref

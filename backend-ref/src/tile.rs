@@ -9,7 +9,7 @@
 //! Errors are one-line reasons (`String`); the interpreter adds the kernel, program and statement.
 
 use std::collections::BTreeMap;
-use tir_graph::eval::{eval_op, maximum, minimum, HostTensor};
+use tir_graph::eval::{eval_op, maximum, minimum, wrap, HostTensor};
 use tir_graph::{BinaryOp, DType, Op, ReduceOp, Shape, TensorType, UnaryOp, MAX_RANK};
 use tir_lower::tile::{CmpOp, IndexOp};
 
@@ -306,14 +306,15 @@ pub fn reduce(op: ReduceOp, x: &HostTensor, axis: usize) -> Result<HostTensor, S
                 ReduceOp::Sum | ReduceOp::Mean if int => {
                     let s = lane.iter().fold(0i64, |a, &v| a.wrapping_add(v as i64));
                     if op == ReduceOp::Mean {
-                        s.wrapping_div(len as i64) as f64
+                        wrap(dtype, s.wrapping_div(len as i64))
                     } else {
-                        s as f64
+                        wrap(dtype, s)
                     }
                 }
-                ReduceOp::Prod if int => {
-                    lane.iter().fold(1i64, |a, &v| a.wrapping_mul(v as i64)) as f64
-                }
+                ReduceOp::Prod if int => wrap(
+                    dtype,
+                    lane.iter().fold(1i64, |a, &v| a.wrapping_mul(v as i64)),
+                ),
                 ReduceOp::Sum | ReduceOp::Mean if wide => {
                     let s: f64 = lane.iter().sum();
                     if op == ReduceOp::Mean {

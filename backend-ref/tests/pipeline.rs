@@ -89,14 +89,19 @@ fn check_conditioned(graph: &Graph, sources: &BTreeMap<String, HostTensor>) -> R
     let backend = RefBackend::checking();
     let compiled =
         compile_graph(graph, &backend.target(), &Limits::default()).map_err(|e| e.to_string())?;
-    let mut exe = backend.compile(&compiled.program).map_err(|e| e.to_string())?;
+    let mut exe = backend
+        .compile(&compiled.program)
+        .map_err(|e| e.to_string())?;
     let got = exe.run(sources).map_err(|e| e.to_string())?;
     let want = evaluate(graph, sources).map_err(|e| e.to_string())?;
     let moved = evaluate(graph, &perturbed(sources)).map_err(|e| e.to_string())?;
     for (name, w) in &want.outputs {
         let (g, m) = (&got.outputs[name], &moved.outputs[name]);
         if g.dims != w.dims || g.dtype != w.dtype {
-            return Err(format!("{name}: {:?} {:?} vs {:?} {:?}", g.dtype, g.dims, w.dtype, w.dims));
+            return Err(format!(
+                "{name}: {:?} {:?} vs {:?} {:?}",
+                g.dtype, g.dims, w.dtype, w.dims
+            ));
         }
         for (i, ((&g, &w), &m)) in g.data.iter().zip(&w.data).zip(&m.data).enumerate() {
             let (w, m) = (w_round(w), w_round(m));
@@ -111,7 +116,9 @@ fn check_conditioned(graph: &Graph, sources: &BTreeMap<String, HostTensor>) -> R
                 (g - w).abs() <= 1e-4 * (1.0 + w.abs()) + 64.0 * (m - w).abs()
             };
             if !ok {
-                return Err(format!("{name}[{i}]: got {g}, expected {w} (perturbed oracle {m})"));
+                return Err(format!(
+                    "{name}[{i}]: got {g}, expected {w} (perturbed oracle {m})"
+                ));
             }
         }
     }

@@ -60,7 +60,7 @@ impl OpClass {
             OpClass::Exact => (0.0, 0.0),
             OpClass::Elementwise => (4.0, 0.0),
             OpClass::Transcendental => (8.0, 0.0),
-            OpClass::Reduction | OpClass::MatMul => (4.0, 2.0),
+            OpClass::Reduction | OpClass::MatMul => (8.0, 4.0),
             OpClass::Composite => (16.0, 4.0),
             OpClass::Model => (64.0, 8.0),
         }
@@ -136,18 +136,29 @@ impl Tolerance {
         }
     }
 
-    /// The bound for a tensor of `dtype`: exact for bool, integers and the exact class.
-    pub fn bound(&self, dtype: DType) -> Bound {
+    /// The bound for a tensor of `dtype` computed through values as coarse as `computed_in`
+    /// (the least precise float dtype of the case's graph: an `f16` matmul cast to `f32` carries
+    /// `f16` rounding). Exact for bool, integers and the exact class.
+    pub fn bound(&self, dtype: DType, computed_in: DType) -> Bound {
         if !dtype.is_float() || self.class == OpClass::Exact {
             return Bound::EXACT;
         }
         let (k, c) = self.class.coefficients();
         let sqrt_len = (self.len.max(1) as f64).sqrt();
+        let u = unit_roundoff(dtype).max(unit_roundoff(computed_in));
         Bound {
-            rtol: k * unit_roundoff(dtype) + c * sqrt_len * unit_roundoff(accumulator(dtype)),
+            rtol: k * u + c * sqrt_len * unit_roundoff(accumulator(dtype)),
             floor: min_normal(dtype),
         }
     }
+}
+
+/// The least precise float dtype among `dtypes` (`None` if there is no float).
+pub fn coarsest_float(dtypes: impl IntoIterator<Item = DType>) -> Option<DType> {
+    dtypes
+        .into_iter()
+        .filter(|d| d.is_float())
+        .max_by(|a, b| unit_roundoff(*a).total_cmp(&unit_roundoff(*b)))
 }
 
 impl fmt::Display for Tolerance {
@@ -197,18 +208,29 @@ mod tests {
     #[test]
     fn integers_and_the_exact_class_are_exact() {
         for d in [DType::Bool, DType::I8, DType::U8, DType::I32, DType::I64] {
-            assert!(Tolerance::matmul(100).bound(d).is_exact());
+            assert!(Tolerance::matmul(100).bound(d, DType::F16).is_exact());
         }
-        assert!(Tolerance::EXACT.bound(DType::F16).is_exact());
+        assert!(Tolerance::EXACT.bound(DType::F16, DType::F16).is_exact());
+    }
+
+    #[test]
+    fn a_coarse_dtype_on_the_way_loosens_the_bound() {
+        let f32_only = Tolerance::matmul(40).bound(DType::F32, DType::F32).rtol;
+        let via_f16 = Tolerance::matmul(40).bound(DType::F32, DType::F16).rtol;
+        assert!(via_f16 > 100.0 * f32_only);
+        let coarsest = coarsest_float([DType::I32, DType::F32, DType::BF16, DType::F16]);
+        assert_eq!(coarsest, Some(DType::BF16));
+        assert_eq!(coarsest_float([DType::I8]), None);
     }
 
     #[test]
     fn bounds_grow_with_length_and_shrink_with_precision() {
-        let short = Tolerance::reduction(16).bound(DType::F32).rtol;
-        let long = Tolerance::reduction(65536).bound(DType::F32).rtol;
+        let f32 = DType::F32;
+        let short = Tolerance::reduction(16).bound(f32, f32).rtol;
+        let long = Tolerance::reduction(65536).bound(f32, f32).rtol;
         assert!(long > short);
-        let f16 = Tolerance::ELEMENTWISE.bound(DType::F16).rtol;
-        let f32 = Tolerance::ELEMENTWISE.bound(DType::F32).rtol;
+        let f16 = Tolerance::ELEMENTWISE.bound(DType::F16, DType::F16).rtol;
+        let f32 = Tolerance::ELEMENTWISE.bound(f32, f32).rtol;
         assert!(f16 > 1000.0 * f32);
         assert_eq!(f16, 4.0 * 2f64.powi(-11));
     }

@@ -742,9 +742,16 @@ fn truth(b: bool) -> f64 {
     f64::from(u8::from(b))
 }
 
-/// `v` wrapped to the integer `dtype`.
-fn wrap(dtype: DType, v: i64) -> f64 {
-    dtype.round_value(v as f64)
+/// `v` wrapped to the integer `dtype`, in the integers (through f64 the low bits of values past
+/// 2^53 would be lost before wrapping).
+pub fn wrap(dtype: DType, v: i64) -> f64 {
+    match dtype {
+        DType::I8 => f64::from(v as i8),
+        DType::U8 => f64::from(v as u8),
+        DType::I32 => f64::from(v as i32),
+        DType::Bool => f64::from(u8::from(v != 0)),
+        _ => v as f64,
+    }
 }
 
 /// IEEE 754-2019 maximum: NaN propagates, `-0.0 < +0.0`.

@@ -576,33 +576,21 @@ impl KernelLowering<'_> {
         let in_dtype = self.g.ty(operand).dtype;
         let full = self.tile_shape(rows.full);
         let x = self.mask_row(x, op, in_dtype, &full, rows)?;
-        let reduce_op = if op == ReduceOp::Mean {
-            ReduceOp::Sum
-        } else {
-            op
-        };
         let out_dtype = self.g.ty(node).dtype;
         let reduced_shape = self.tile_shape(rows.reduced);
-        let r_ty = Type::tile(out_dtype, &reduced_shape);
-        let mut r = self.b.emit(
-            TileOp::Reduce {
-                op: reduce_op,
-                x,
-                axis: rows.axis,
-            },
-            r_ty.clone(),
-        );
-        if op == ReduceOp::Mean {
-            let n = self.b.constant(rows.len as f64, out_dtype, &reduced_shape);
-            r = self.b.emit(
-                TileOp::Binary {
-                    op: BinaryOp::Div,
-                    a: r,
-                    b: n,
+        let r = if op == ReduceOp::Mean {
+            self.row_mean(x, in_dtype, &full, &reduced_shape, rows)
+        } else {
+            let ty = Type::tile(out_dtype, &reduced_shape);
+            self.b.emit(
+                TileOp::Reduce {
+                    op,
+                    x,
+                    axis: rows.axis,
                 },
-                r_ty,
-            );
-        }
+                ty,
+            )
+        };
         if space == rows.reduced {
             Ok(r)
         } else {
@@ -610,6 +598,51 @@ impl KernelLowering<'_> {
             Ok(self
                 .b
                 .emit(TileOp::Broadcast { x: r }, Type::tile(out_dtype, &shape)))
+        }
+    }
+
+    /// A row mean: the sum and the division in f32 (f64 for f64), then one rounding to the
+    /// dtype, so a 16-bit mean of large values does not overflow in its sum.
+    fn row_mean(
+        &mut self,
+        x: ValueId,
+        dtype: DType,
+        full: &[u64],
+        reduced: &[u64],
+        rows: RowSpaces,
+    ) -> ValueId {
+        let acc = if dtype == DType::F64 {
+            DType::F64
+        } else {
+            DType::F32
+        };
+        let x = if acc == dtype {
+            x
+        } else {
+            self.b.emit(TileOp::Cast { x }, Type::tile(acc, full))
+        };
+        let sum = self.b.emit(
+            TileOp::Reduce {
+                op: ReduceOp::Sum,
+                x,
+                axis: rows.axis,
+            },
+            Type::tile(acc, reduced),
+        );
+        let n = self.b.constant(rows.len as f64, acc, reduced);
+        let mean = self.b.emit(
+            TileOp::Binary {
+                op: BinaryOp::Div,
+                a: sum,
+                b: n,
+            },
+            Type::tile(acc, reduced),
+        );
+        if acc == dtype {
+            mean
+        } else {
+            self.b
+                .emit(TileOp::Cast { x: mean }, Type::tile(dtype, reduced))
         }
     }
 
@@ -647,7 +680,9 @@ pub fn identity(op: ReduceOp, dtype: DType) -> f64 {
         DType::I8 => (i8::MIN as f64, i8::MAX as f64),
         DType::U8 => (0.0, u8::MAX as f64),
         DType::I32 => (i32::MIN as f64, i32::MAX as f64),
-        DType::I64 => (i64::MIN as f64, i64::MAX as f64),
+        // 2^63 - 1024, the largest f64 below 2^63: values are held as f64, and 2^63 itself
+        // would wrap to i64::MIN.
+        DType::I64 => (i64::MIN as f64, 9_223_372_036_854_774_784.0),
         _ => (f64::NEG_INFINITY, f64::INFINITY),
     };
     match op {

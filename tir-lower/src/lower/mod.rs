@@ -22,7 +22,7 @@ use crate::target::Target;
 use crate::tile::TileKernel;
 use builder::KernelBuilder;
 use emit::KernelLowering;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use tir_graph::{Dim, Graph, NodeId, Op};
 use tir_opt::{FusedGraph, KernelKind};
 
@@ -407,7 +407,6 @@ fn signature(g: &Graph, outputs: Vec<(String, usize)>) -> Signature {
             }
         }
     }
-    let _unused: BTreeMap<(), ()> = BTreeMap::new();
     Signature {
         inputs: typed(g.inputs()),
         parameters: typed(g.parameters()),

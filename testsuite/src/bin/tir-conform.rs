@@ -1,0 +1,162 @@
+//! `tir-conform`: runs the conformance corpus on a backend and compares with the f64 oracle.
+//!
+//! ```text
+//! tir-conform --backend NAME [--filter PATTERN] [--list] [--json FILE] [--seed N]
+//! ```
+//!
+//! Prints one line per failed case (`FAIL`) and per skipped case (`SKIP`, with the capability it
+//! lacks), then `N passed, N failed, N skipped`. Exits with 1 if any case failed; every error is
+//! one line `error: ...` on stderr, also with exit code 1.
+
+use clap::Parser;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+use testsuite::{corpus, matches_filter, registry, report, run_case, Case, Summary};
+
+#[derive(Parser)]
+#[command(
+    name = "tir-conform",
+    version,
+    about = "Run tir's conformance corpus on a backend and compare with the f64 oracle"
+)]
+struct Cli {
+    /// The backend to run (see the list in an unknown-backend error).
+    #[arg(long, value_name = "NAME")]
+    backend: Option<String>,
+    /// Only cases whose name contains PATTERN (or matches it as a glob, with `*`).
+    #[arg(long, value_name = "PATTERN")]
+    filter: Option<String>,
+    /// List the cases (with the backend, mark those it would skip) instead of running them.
+    #[arg(long)]
+    list: bool,
+    /// Also write every result (cases, tolerances, checks, errors, skips) as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// The seed of the input values (the cases and graphs are the same for every seed).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    seed: u64,
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            // --help and --version are answers, not errors.
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let message = e.to_string();
+            let first = message.lines().next().unwrap_or("invalid arguments");
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            eprintln!("error: {first} (see tir-conform --help)");
+            return ExitCode::FAILURE;
+        }
+    };
+    match run(&cli) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs the command; `Ok(false)` when a case failed.
+fn run(cli: &Cli) -> Result<bool, String> {
+    let registry = registry();
+    let backend = match &cli.backend {
+        Some(name) => Some(registry.get(name).ok_or_else(|| {
+            format!(
+                "unknown backend `{name}` (known: {})",
+                registry.names().join(", ")
+            )
+        })?),
+        None if cli.list => None,
+        None => {
+            return Err(format!(
+                "--backend NAME is required (known: {})",
+                registry.names().join(", ")
+            ))
+        }
+    };
+    let all = corpus(cli.seed);
+    let cases: Vec<&Case> = all
+        .iter()
+        .filter(|c| {
+            cli.filter
+                .as_deref()
+                .is_none_or(|p| matches_filter(&c.name, p))
+        })
+        .collect();
+    if cases.is_empty() {
+        return Err(format!(
+            "no case matches the filter `{}` ({} cases in the corpus)",
+            cli.filter.as_deref().unwrap_or(""),
+            all.len()
+        ));
+    }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let io = |e: std::io::Error| format!("writing to stdout: {e}");
+
+    if cli.list {
+        let caps = backend.map(|b| b.capabilities());
+        for case in &cases {
+            let skip = caps.as_ref().and_then(|caps| case.skip_reason(caps));
+            let runs = case.runs.len();
+            let mut line = format!(
+                "{}  [{}, {runs} run{}]",
+                case.name,
+                case.tolerance,
+                plural(runs)
+            );
+            if let Some(reason) = skip {
+                line += &format!("  skip: {reason}");
+            }
+            writeln!(out, "{line}").map_err(io)?;
+        }
+        writeln!(out, "{} cases", cases.len()).map_err(io)?;
+        return Ok(true);
+    }
+
+    let backend = backend.ok_or("--backend NAME is required")?;
+    let start = Instant::now();
+    let mut results = Vec::with_capacity(cases.len());
+    for case in &cases {
+        let result = run_case(backend, case);
+        if let Some(line) = report::line(&result) {
+            writeln!(out, "{line}").map_err(io)?;
+            out.flush().map_err(io)?;
+        }
+        results.push(result);
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let summary = Summary::of(&results);
+    if let Some(path) = &cli.json {
+        let value = report::json(
+            backend.name(),
+            cli.seed,
+            cli.filter.as_deref(),
+            &cases,
+            &results,
+            seconds,
+        );
+        let text =
+            serde_json::to_string_pretty(&value).map_err(|e| format!("{}: {e}", path.display()))?;
+        std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    writeln!(out, "{summary}").map_err(io)?;
+    Ok(summary.failed == 0)
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}

@@ -1,0 +1,29 @@
+//! testsuite: tir's conformance suite. A corpus of graphs ([`corpus`]) runs on any backend of a
+//! [`Registry`] ([`run_case`]) and every output and state is compared with the f64 oracle
+//! (`tir_graph::eval`) under a tolerance per dtype and op class ([`tolerance`]); `tir-conform`
+//! is the command-line runner. testsuite/README.md explains the tolerances and how to add a
+//! backend.
+
+pub mod case;
+pub mod compare;
+mod corpus;
+pub mod report;
+pub mod runner;
+pub mod tolerance;
+pub mod values;
+
+pub use case::{Case, Feature};
+pub use corpus::corpus;
+pub use runner::{matches_filter, run_case, CaseResult, Outcome, Stage, Summary};
+pub use tolerance::{OpClass, Tolerance};
+
+use tir_lower::Registry;
+
+/// Every backend compiled into this build, by name. Adding a backend is one `register` line.
+pub fn registry() -> Registry {
+    let mut registry = Registry::new();
+    // The reference in checking mode: besides values, every kernel's writes are checked against
+    // its legality certificate (each element written exactly once, nothing outside).
+    registry.register(Box::new(backend_ref::RefBackend::checking()));
+    registry
+}
