@@ -9,7 +9,9 @@
 //! Errors are one-line reasons (`String`); the interpreter adds the kernel, program and statement.
 
 use std::collections::BTreeMap;
-use tir_graph::eval::{eval_op, maximum, minimum, wrap, HostTensor};
+use tir_graph::eval::{
+    eval_op, first_extreme, for_each_offset, maximum, minimum, wrap, HostTensor,
+};
 use tir_graph::{BinaryOp, DType, Op, ReduceOp, Shape, TensorType, UnaryOp, MAX_RANK};
 use tir_lower::tile::{CmpOp, IndexOp};
 
@@ -38,14 +40,7 @@ pub fn tile_numel(shape: &[u64]) -> Result<usize, String> {
         })
 }
 
-/// Row-major strides (in elements) of `dims`.
-pub fn row_major_strides(dims: &[u64]) -> Vec<usize> {
-    let mut strides = vec![1usize; dims.len()];
-    for i in (0..dims.len().saturating_sub(1)).rev() {
-        strides[i] = strides[i + 1] * dims[i + 1] as usize;
-    }
-    strides
-}
+pub use tir_graph::eval::row_major_strides;
 
 /// The multi-index of row-major element `flat` of `dims`.
 pub fn unravel(mut flat: usize, dims: &[u64]) -> Vec<u64> {
@@ -187,7 +182,7 @@ pub fn broadcast(x: &HostTensor, shape: &[u64]) -> Result<HostTensor, String> {
         .map(|(&d, &s)| if d == 1 { 0 } else { s })
         .collect();
     let mut data = Vec::with_capacity(n);
-    for_each_offset(shape, &strides, |o| data.push(x.data[o]));
+    for_each_offset(shape, 0, &strides, |o| data.push(x.data[o]));
     Ok(HostTensor {
         dtype: x.dtype,
         dims: shape.to_vec(),
@@ -231,38 +226,12 @@ pub fn permute(x: &HostTensor, perm: &[usize]) -> Result<HostTensor, String> {
     let dims: Vec<u64> = perm.iter().map(|&p| x.dims[p]).collect();
     let strides: Vec<usize> = perm.iter().map(|&p| src[p]).collect();
     let mut data = Vec::with_capacity(x.data.len());
-    for_each_offset(&dims, &strides, |o| data.push(x.data[o]));
+    for_each_offset(&dims, 0, &strides, |o| data.push(x.data[o]));
     Ok(HostTensor {
         dtype: x.dtype,
         dims,
         data,
     })
-}
-
-/// Calls `f` with `Σ index[i] * strides[i]` for every index of `dims`, in row-major order.
-fn for_each_offset(dims: &[u64], strides: &[usize], mut f: impl FnMut(usize)) {
-    if dims.contains(&0) {
-        return;
-    }
-    let mut index = vec![0u64; dims.len()];
-    let mut offset = 0usize;
-    loop {
-        f(offset);
-        let mut axis = dims.len();
-        loop {
-            if axis == 0 {
-                return;
-            }
-            axis -= 1;
-            index[axis] += 1;
-            offset += strides[axis];
-            if index[axis] < dims[axis] {
-                break;
-            }
-            offset -= strides[axis] * dims[axis] as usize;
-            index[axis] = 0;
-        }
-    }
 }
 
 /// Reduces `x` along `axis`, keeping it as a dim of size 1, in order along the axis.
@@ -344,20 +313,6 @@ pub fn reduce(op: ReduceOp, x: &HostTensor, axis: usize) -> Result<HostTensor, S
     let mut dims = x.dims.clone();
     dims[axis] = 1;
     Ok(HostTensor { dtype, dims, data })
-}
-
-/// The position of the first value no other beats, or of the first NaN.
-fn first_extreme(c: &[f64], beats: fn(f64, f64) -> bool) -> f64 {
-    let mut best = 0;
-    for (i, &v) in c.iter().enumerate() {
-        if v.is_nan() {
-            return i as f64;
-        }
-        if beats(v, c[best]) {
-            best = i;
-        }
-    }
-    best as f64
 }
 
 /// `acc + a @ b` over the last two dims (`a: [.., m, k]`, `b: [.., k, n]`, `acc: [.., m, n]`,

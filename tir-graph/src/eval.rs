@@ -879,7 +879,8 @@ fn int_pow(base: i64, exp: i64) -> i64 {
     result
 }
 
-fn row_major_strides(dims: &[u64]) -> Vec<usize> {
+/// Row-major strides (in elements) of `dims` (saturating where a zero-size dim makes them moot).
+pub fn row_major_strides(dims: &[u64]) -> Vec<usize> {
     let mut strides = vec![1usize; dims.len()];
     for i in (0..dims.len().saturating_sub(1)).rev() {
         // Saturating: strides are used only when no dim is 0, and then they fit.
@@ -891,7 +892,7 @@ fn row_major_strides(dims: &[u64]) -> Vec<usize> {
 /// Calls `f` with `base + Σ index[i] * strides[i]` for every index of `dims`, in row-major order.
 /// The arithmetic wraps, so a stride that overflows along a size-1 dim (never really taken)
 /// cancels out.
-fn for_each_offset(dims: &[u64], base: usize, strides: &[usize], mut f: impl FnMut(usize)) {
+pub fn for_each_offset(dims: &[u64], base: usize, strides: &[usize], mut f: impl FnMut(usize)) {
     if dims.contains(&0) {
         return;
     }
@@ -1007,8 +1008,8 @@ fn reduce_group(op: ReduceOp, dtype: DType, c: &[f64]) -> f64 {
     }
 }
 
-/// The index of the first value no other beats, or of the first NaN.
-fn first_extreme(c: &[f64], beats: fn(f64, f64) -> bool) -> f64 {
+/// The index of the first value no other beats, or of the first NaN (argmax/argmin).
+pub fn first_extreme(c: &[f64], beats: fn(f64, f64) -> bool) -> f64 {
     let mut best = 0;
     for (i, &v) in c.iter().enumerate() {
         if v.is_nan() {

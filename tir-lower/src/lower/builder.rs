@@ -274,6 +274,26 @@ impl KernelBuilder {
         id
     }
 
+    /// A view of tensor parameter `param` (offset, extents and strides as scalars).
+    pub fn view(
+        &mut self,
+        param: usize,
+        offset: ValueId,
+        shape: Vec<ValueId>,
+        strides: Vec<ValueId>,
+    ) -> ValueId {
+        let rank = shape.len();
+        self.emit(
+            TileOp::MakeView {
+                param,
+                offset,
+                shape,
+                strides,
+            },
+            Type::View { param, rank },
+        )
+    }
+
     pub fn add_space(&mut self, space: Space) -> SpaceId {
         self.spaces.push(space);
         self.spaces.len() - 1

@@ -232,16 +232,7 @@ impl KernelLowering<'_> {
         let offset = self.b.index(0);
         let extents: Vec<ValueId> = shape.dims().iter().map(|d| self.b.dim(d)).collect();
         let strides = self.b.contiguous_strides(shape.dims());
-        let rank = shape.rank();
-        self.b.emit(
-            TileOp::MakeView {
-                param,
-                offset,
-                shape: extents,
-                strides,
-            },
-            Type::View { param, rank },
-        )
+        self.b.view(param, offset, extents, strides)
     }
 
     /// A view over `space` whose element `x` is the buffer element at `ix(x)`, when every index
@@ -287,15 +278,7 @@ impl KernelLowering<'_> {
             }
         }
         let extents = self.b.spaces[space].extents.clone();
-        Some(self.b.emit(
-            TileOp::MakeView {
-                param,
-                offset,
-                shape: extents,
-                strides,
-            },
-            Type::View { param, rank },
-        ))
+        Some(self.b.view(param, offset, extents, strides))
     }
 
     /// A view of `param` over the extents of `space` with static strides and offset.
@@ -309,16 +292,7 @@ impl KernelLowering<'_> {
         let offset = self.b.index(offset);
         let strides: Vec<ValueId> = strides.iter().map(|&s| self.b.index(s)).collect();
         let extents = self.b.spaces[space].extents.clone();
-        let rank = extents.len();
-        self.b.emit(
-            TileOp::MakeView {
-                param,
-                offset,
-                shape: extents,
-                strides,
-            },
-            Type::View { param, rank },
-        )
+        self.b.view(param, offset, extents, strides)
     }
 
     /// Indices of a reshape's operand: straight through when only size-1 dims differ, else by

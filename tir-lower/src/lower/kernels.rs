@@ -55,7 +55,6 @@ impl KernelLowering<'_> {
         offset: ValueId,
     ) {
         let extents = self.b.spaces[space].extents.clone();
-        let rank = extents.len();
         let strides: Vec<ValueId> = match view {
             StoreView::Static { strides, offset: o } => {
                 debug_assert_eq!(o, 0, "static offsets are folded into `offset`");
@@ -63,15 +62,7 @@ impl KernelLowering<'_> {
             }
             StoreView::Rows { dims } => self.b.contiguous_strides(&dims),
         };
-        let view = self.b.emit(
-            TileOp::MakeView {
-                param,
-                offset,
-                shape: extents,
-                strides,
-            },
-            Type::View { param, rank },
-        );
+        let view = self.b.view(param, offset, extents, strides);
         let coords = self.b.spaces[space].coords.clone();
         let token = self.b.token();
         let next = self.b.emit(
