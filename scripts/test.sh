@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # The one test command: sets up what a fresh machine lacks and runs every test.
-# Needs only the Rust toolchain; crates come from crates.io through Cargo.lock.
+# Needs the Rust toolchain and python3 with pip (for the Tile IR toolchain, installed into
+# .tools/cuda); crates come from crates.io through Cargo.lock. No GPU is needed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
+bash scripts/install-tileiras.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# The kernel cache of this run only, so that the compile-only run below compiles every kernel.
+TIR_CACHE_DIR="$(mktemp -d)"
+export TIR_CACHE_DIR
+trap 'rm -rf "$TIR_CACHE_DIR"' EXIT
 cargo test --workspace --locked
 # The conformance corpus on the reference backend (release: the interpreter is slow in debug).
 cargo run --release --locked -q -p testsuite --bin tir-conform -- --backend ref
+# Every case's kernels through Tile IR and tileiras to sm_90 cubins (the CUDA backend, no GPU).
+cargo run --release --locked -q -p testsuite --bin tir-conform -- --backend cuda --compile-only --arch sm_90

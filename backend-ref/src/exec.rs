@@ -3,13 +3,12 @@
 
 use crate::interp::{self, Launch, ParamData, ProgramOutput};
 use crate::prepare::KernelPlan;
-use crate::tile::{type_name, unravel};
+use crate::tile::unravel;
 use rayon::prelude::*;
 use std::collections::BTreeMap;
 use tir_graph::eval::{HostTensor, MAX_EVAL_ELEMENTS};
-use tir_graph::{DType, Dim, TensorType};
-use tir_lower::legality::LaunchCheck;
-use tir_lower::plan::{buffer_bytes, ALIGN};
+use tir_graph::DType;
+use tir_lower::run::{self, dim_value, type_name};
 use tir_lower::tile::{Access, Region, SliceStart, TileKernel};
 use tir_lower::{BackendError, Executable, Program, RunOutputs, Storage};
 
@@ -43,28 +42,6 @@ fn poison(dtype: DType) -> f64 {
 
 fn bad_input(reason: String) -> BackendError {
     BackendError::BadInput(reason)
-}
-
-fn plan_error(reason: String) -> BackendError {
-    BackendError::Unsupported {
-        backend: "ref".into(),
-        reason: format!("invalid memory plan: {reason}"),
-    }
-}
-
-/// Whether `v` is stored unchanged by `dtype` (floats also hold NaN).
-fn exact_in(dtype: DType, v: f64) -> bool {
-    (v.is_nan() && dtype.is_float()) || dtype.round_value(v).to_bits() == v.to_bits()
-}
-
-fn dim_value(d: &Dim, dims: &BTreeMap<String, u64>) -> Result<u64, String> {
-    match d {
-        Dim::Static(n) => Ok(*n),
-        Dim::Symbolic(s) => dims
-            .get(s)
-            .copied()
-            .ok_or_else(|| format!("symbolic dim `{s}` is not bound")),
-    }
 }
 
 /// `[1, 0]`: program number `i` of `grid` as its coordinates.
@@ -153,177 +130,20 @@ impl RefExecutable {
         self.checking
     }
 
-    /// Checks `sources` against the signature and binds the symbolic dims from their shapes
-    /// (then from the shapes of states bound by earlier runs, for dims no source binds).
-    fn bind(
-        &self,
-        sources: &BTreeMap<String, HostTensor>,
-    ) -> Result<BTreeMap<String, u64>, BackendError> {
-        let sig = &self.program.signature;
-        let declared: Vec<(&str, &String, &TensorType)> = sig
-            .inputs
-            .iter()
-            .map(|(n, t)| ("input", n, t))
-            .chain(sig.parameters.iter().map(|(n, t)| ("parameter", n, t)))
-            .collect();
-        for name in sources.keys() {
-            if declared.iter().any(|(_, n, _)| *n == name) {
-                continue;
-            }
-            return Err(bad_input(if sig.states.iter().any(|(n, _)| n == name) {
-                format!(
-                    "tensor {name:?} is a state of the program: states are kept by the \
-                     executable, not supplied"
-                )
-            } else {
-                format!(
-                    "unknown tensor {name:?}: the program has no input or parameter of that name"
-                )
-            }));
-        }
-        let mut bound: BTreeMap<String, (u64, String)> = BTreeMap::new();
-        for (kind, name, ty) in declared {
-            let Some(t) = sources.get(name) else {
-                return Err(bad_input(format!("missing {kind} {name:?}: expected {ty}")));
-            };
-            let got = type_name(t.dtype, &t.dims);
-            let fits_type = t.dtype == ty.dtype
-                && t.dims.len() == ty.rank()
-                && ty
-                    .shape
-                    .dims()
-                    .iter()
-                    .zip(&t.dims)
-                    .all(|(d, &n)| d.as_static().is_none_or(|s| s == n));
-            if !fits_type {
-                return Err(bad_input(format!(
-                    "{kind} {name:?}: expected {ty}, got {got}"
-                )));
-            }
-            let numel = t.dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
-            if numel != Some(t.data.len() as u64) {
-                return Err(bad_input(format!(
-                    "{kind} {name:?}: {got} needs {} values, got {}",
-                    numel.map_or("too many".into(), |n| n.to_string()),
-                    t.data.len()
-                )));
-            }
-            if let Some(i) = t.data.iter().position(|&v| !exact_in(t.dtype, v)) {
-                return Err(bad_input(format!(
-                    "{kind} {name:?}: element {i} ({:?}) is not an exact {} value",
-                    t.data[i], t.dtype
-                )));
-            }
-            for (d, &n) in ty.shape.dims().iter().zip(&t.dims) {
-                let Dim::Symbolic(s) = d else { continue };
-                let here = format!("{kind} {name:?}");
-                match bound.get(s) {
-                    Some((first, by)) if *first != n => {
-                        return Err(bad_input(format!(
-                            "symbolic dim `{s}` is {first} in {by} but {n} in {here}"
-                        )))
-                    }
-                    Some(_) => {}
-                    None => {
-                        bound.insert(s.clone(), (n, here));
-                    }
-                }
-            }
-        }
-        let mut dims: BTreeMap<String, u64> = bound.into_iter().map(|(k, (v, _))| (k, v)).collect();
-        for (name, ty) in &sig.states {
-            if let Some(t) = self.states.get(name) {
-                for (d, &n) in ty.shape.dims().iter().zip(&t.dims) {
-                    if let Dim::Symbolic(s) = d {
-                        dims.entry(s.clone()).or_insert(n);
-                    }
-                }
-            }
-        }
-        Ok(dims)
-    }
-
-    /// The concrete dims of every buffer.
+    /// The concrete dims of every buffer, within what the reference allocates.
     fn shapes(&self, dims: &BTreeMap<String, u64>) -> Result<Vec<Vec<u64>>, BackendError> {
-        self.program
-            .buffers
-            .iter()
-            .map(|b| {
-                let shape: Vec<u64> =
-                    b.ty.shape
-                        .dims()
-                        .iter()
-                        .map(|d| dim_value(d, dims))
-                        .collect::<Result<_, _>>()
-                        .map_err(|e| {
-                            bad_input(format!(
-                                "buffer {} ({}): {e} by any input or parameter",
-                                b.name, b.ty
-                            ))
-                        })?;
-                let n = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
-                if n.is_none_or(|n| n > MAX_EVAL_ELEMENTS) {
-                    return Err(bad_input(format!(
-                        "buffer {} is {}, more than {MAX_EVAL_ELEMENTS} elements, more than the \
-                         reference backend allocates",
-                        b.name,
-                        type_name(b.ty.dtype, &shape)
-                    )));
-                }
-                Ok(shape)
-            })
-            .collect()
-    }
-
-    /// The run-time check of the memory plan: its layout for `dims` places every arena buffer
-    /// aligned, inside the arena, and apart from every buffer live in an overlapping wave range.
-    fn check_layout(&self, dims: &BTreeMap<String, u64>) -> Result<(), BackendError> {
-        let buffers = &self.program.buffers;
-        let layout = self
-            .program
-            .plan
-            .layout(buffers, dims)
-            .map_err(|e| plan_error(e.to_string()))?;
-        let mut placed = Vec::with_capacity(self.program.plan.live.len());
-        for r in &self.program.plan.live {
-            let name = &buffers[r.buffer].name;
-            let offset = *layout
-                .offsets
-                .get(&r.buffer)
-                .ok_or_else(|| plan_error(format!("the layout has no offset for buffer {name}")))?;
-            let bytes =
-                buffer_bytes(&buffers[r.buffer], dims).map_err(|e| plan_error(e.to_string()))?;
-            if offset % ALIGN != 0
-                || offset
-                    .checked_add(bytes)
-                    .is_none_or(|end| end > layout.size)
-            {
-                return Err(plan_error(format!(
-                    "buffer {name} at byte {offset} ({bytes} bytes) is misaligned or past the \
-                     arena's {} bytes",
-                    layout.size
+        let shapes = run::buffer_shapes(&self.program, dims)?;
+        for (b, shape) in self.program.buffers.iter().zip(&shapes) {
+            if shape.iter().product::<u64>() > MAX_EVAL_ELEMENTS {
+                return Err(bad_input(format!(
+                    "buffer {} is {}, more than {MAX_EVAL_ELEMENTS} elements, more than the \
+                     reference backend allocates",
+                    b.name,
+                    type_name(b.ty.dtype, shape)
                 )));
             }
-            placed.push((r, offset, offset + bytes));
         }
-        for (i, &(a, a0, a1)) in placed.iter().enumerate() {
-            for &(b, b0, b1) in &placed[..i] {
-                let live_together = a.first <= b.last && b.first <= a.last;
-                if live_together && a0 < b1 && b0 < a1 {
-                    return Err(plan_error(format!(
-                        "buffers {} (waves {}..={}, bytes {a0}..{a1}) and {} (waves {}..={}, \
-                         bytes {b0}..{b1}) are live together but share bytes",
-                        buffers[a.buffer].name,
-                        a.first,
-                        a.last,
-                        buffers[b.buffer].name,
-                        b.first,
-                        b.last
-                    )));
-                }
-            }
-        }
-        Ok(())
+        Ok(shapes)
     }
 
     /// Every buffer's values at the start of a run.
@@ -357,38 +177,6 @@ impl RefExecutable {
             bufs.push(values);
         }
         Ok(bufs)
-    }
-
-    /// Checks `check` before a launch.
-    fn launch_check(
-        &self,
-        check: &LaunchCheck,
-        bufs: &[Vec<f64>],
-        dims: &BTreeMap<String, u64>,
-    ) -> Result<(), String> {
-        match check {
-            LaunchCheck::SliceInBounds {
-                offset_buffer,
-                len,
-                size,
-                what,
-            } => {
-                let name = &self.program.buffers[*offset_buffer].name;
-                let offset = bufs[*offset_buffer]
-                    .first()
-                    .ok_or_else(|| format!("launch check failed: {what}: {name} is empty"))?;
-                let offset = *offset as i128;
-                let len = dim_value(len, dims)?;
-                let size = dim_value(size, dims)?;
-                if offset < 0 || offset + i128::from(len) > i128::from(size) {
-                    return Err(format!(
-                        "launch check failed: {what}: position {offset} (from {name}) with length \
-                         {len} does not fit in 0..{size}"
-                    ));
-                }
-                Ok(())
-            }
-        }
     }
 
     /// The declared write region of each parameter of `kernel` (checking mode).
@@ -459,7 +247,8 @@ impl RefExecutable {
             reason,
         };
         for check in &self.program.certificates[k].checks {
-            self.launch_check(check, bufs, dims).map_err(fail)?;
+            run::check_launch(&self.program, check, |b| bufs[b].first().copied(), dims)
+                .map_err(fail)?;
         }
         let (grid, outputs, regions) = {
             let launch = Launch {
@@ -625,9 +414,14 @@ impl RefExecutable {
 
 impl Executable for RefExecutable {
     fn run(&mut self, sources: &BTreeMap<String, HostTensor>) -> Result<RunOutputs, BackendError> {
-        let dims = self.bind(sources)?;
+        let held: BTreeMap<String, Vec<u64>> = self
+            .states
+            .iter()
+            .map(|(n, t)| (n.clone(), t.dims.clone()))
+            .collect();
+        let dims = run::bind_dims(&self.program, sources, &held)?;
         let shapes = self.shapes(&dims)?;
-        self.check_layout(&dims)?;
+        run::checked_layout(&self.program, &dims, "ref")?;
         let mut bufs = self.allocate(sources, &shapes)?;
         for k in 0..self.program.kernels.len() {
             self.launch(k, &mut bufs, &shapes, &dims)?;

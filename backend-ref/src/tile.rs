@@ -13,17 +13,12 @@ use tir_graph::eval::{
     eval_op, first_extreme, for_each_offset, maximum, minimum, wrap, HostTensor,
 };
 use tir_graph::{BinaryOp, DType, Op, ReduceOp, Shape, TensorType, UnaryOp, MAX_RANK};
+pub use tir_lower::run::type_name;
 use tir_lower::tile::{CmpOp, IndexOp};
 
 /// The most elements one tile may have (a guard against a malformed tile type exhausting memory;
 /// real tiles are a few thousand elements).
 pub const MAX_TILE_ELEMENTS: u64 = 1 << 24;
-
-/// `f32[2, 64]`, the way types print in messages.
-pub fn type_name(dtype: DType, dims: &[u64]) -> String {
-    let dims: Vec<String> = dims.iter().map(u64::to_string).collect();
-    format!("{dtype}[{}]", dims.join(", "))
-}
 
 /// The element count of a tile of `shape`, refusing more than [`MAX_TILE_ELEMENTS`].
 pub fn tile_numel(shape: &[u64]) -> Result<usize, String> {

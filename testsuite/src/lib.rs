@@ -14,7 +14,7 @@ pub mod values;
 
 pub use case::{Case, Feature};
 pub use corpus::corpus;
-pub use runner::{matches_filter, run_case, CaseResult, Outcome, Stage, Summary};
+pub use runner::{compile_case, matches_filter, run_case, CaseResult, Outcome, Stage, Summary};
 pub use tolerance::{OpClass, Tolerance};
 
 use tir_lower::Registry;
@@ -25,5 +25,8 @@ pub fn registry() -> Registry {
     // The reference in checking mode: besides values, every kernel's writes are checked against
     // its legality certificate (each element written exactly once, nothing outside).
     registry.register(Box::new(backend_ref::RefBackend::checking()));
+    // The GPU, driver and toolchain are looked for on first use: listing it costs nothing.
+    // Poisoning: arena and outputs start as NaN bytes, so unwritten elements fail.
+    registry.register(Box::new(backend_cuda::CudaBackend::new().poisoning()));
     registry
 }

@@ -191,6 +191,37 @@ fn execute(backend: &dyn Backend, case: &Case, checks: &mut Vec<TensorCheck>) ->
     Outcome::Passed
 }
 
+/// Lowers `case` for the CUDA backend's target and compiles every kernel to a cubin for each of
+/// `archs`, without a GPU: passed when `tileiras` accepts them all. Never panics.
+pub fn compile_case(
+    compiler: &backend_cuda::KernelCompiler,
+    case: &Case,
+    archs: &[String],
+) -> CaseResult {
+    let start = Instant::now();
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        let target = backend_cuda::gpu_target();
+        let compiled = match compile_graph(&case.graph, &target, &Limits::default()) {
+            Ok(c) => c,
+            Err(e) => return fail(Stage::Lower, e.to_string()),
+        };
+        match compiler.compile(&compiled.program, archs) {
+            Ok(_) => Outcome::Passed,
+            Err(e) => fail(Stage::Compile, e.to_string()),
+        }
+    }))
+    .unwrap_or_else(|payload| Outcome::Failed {
+        stage: Stage::Panic,
+        message: panic_message(payload.as_ref()),
+    });
+    CaseResult {
+        name: case.name.clone(),
+        outcome,
+        checks: Vec::new(),
+        seconds: start.elapsed().as_secs_f64(),
+    }
+}
+
 /// One line about a failed tensor check: the tensor, the errors, the first bad element.
 pub fn describe(c: &TensorCheck) -> String {
     if let Some(why) = &c.malformed {

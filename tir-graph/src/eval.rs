@@ -249,6 +249,51 @@ impl HostTensor {
         self.data.len()
     }
 
+    /// The elements as device memory holds them: little-endian in the dtype, bool as one byte
+    /// (0 or 1), `bf16` as its own two bytes.
+    pub fn to_le_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.data.len() * self.dtype.size_bytes());
+        for &v in &self.data {
+            match self.dtype {
+                DType::Bool => out.push(u8::from(v != 0.0)),
+                DType::I8 => out.extend((v as i8).to_le_bytes()),
+                DType::U8 => out.push(v as u8),
+                DType::I32 => out.extend((v as i32).to_le_bytes()),
+                DType::I64 => out.extend((v as i64).to_le_bytes()),
+                DType::F16 => out.extend(half::f16::from_f64(v).to_le_bytes()),
+                DType::BF16 => out.extend(half::bf16::from_f64(v).to_le_bytes()),
+                DType::F32 => out.extend((v as f32).to_le_bytes()),
+                DType::F64 => out.extend(v.to_le_bytes()),
+            }
+        }
+        out
+    }
+
+    /// The tensor whose elements are `bytes` as [`HostTensor::to_le_bytes`] writes them
+    /// (a bool byte is true when nonzero; trailing bytes short of an element are ignored).
+    pub fn from_le_bytes(dtype: DType, dims: Vec<u64>, bytes: &[u8]) -> HostTensor {
+        let data = bytes
+            .chunks_exact(dtype.size_bytes())
+            .map(|c| {
+                let mut b8 = [0u8; 8];
+                b8[..c.len()].copy_from_slice(c);
+                let (b2, b4) = ([b8[0], b8[1]], [b8[0], b8[1], b8[2], b8[3]]);
+                match dtype {
+                    DType::Bool => f64::from(c[0] != 0),
+                    DType::I8 => f64::from(c[0] as i8),
+                    DType::U8 => f64::from(c[0]),
+                    DType::I32 => f64::from(i32::from_le_bytes(b4)),
+                    DType::I64 => i64::from_le_bytes(b8) as f64,
+                    DType::F16 => half::f16::from_le_bytes(b2).to_f64(),
+                    DType::BF16 => half::bf16::from_le_bytes(b2).to_f64(),
+                    DType::F32 => f64::from(f32::from_le_bytes(b4)),
+                    DType::F64 => f64::from_le_bytes(b8),
+                }
+            })
+            .collect();
+        HostTensor { dtype, dims, data }
+    }
+
     /// Deterministic random values (same seed, same tensor), exact in `dtype` and never all zeros
     /// (unless there are no elements): floats roughly uniform in [-2, 2) rounded to the dtype,
     /// signed integers in -8..8, `u8` in 0..16, bool either. Panics if the element count does not
@@ -1173,6 +1218,29 @@ mod tests {
     use super::*;
     use crate::testing::{arb_graph, GraphConfig};
     use proptest::prelude::*;
+
+    #[test]
+    fn tensors_round_trip_through_their_device_bytes() {
+        let t = HostTensor::new(DType::I32, vec![2], vec![1.0, -1.0]).unwrap();
+        assert_eq!(t.to_le_bytes(), [1, 0, 0, 0, 255, 255, 255, 255]);
+        let t = HostTensor::new(DType::BF16, vec![1], vec![1.0]).unwrap();
+        assert_eq!(t.to_le_bytes(), [0x80, 0x3f]);
+        for dtype in DType::ALL {
+            let t = HostTensor::random(dtype, vec![3, 5], 7);
+            let bytes = t.to_le_bytes();
+            assert_eq!(bytes.len(), 15 * dtype.size_bytes());
+            assert_eq!(
+                HostTensor::from_le_bytes(dtype, vec![3, 5], &bytes),
+                t,
+                "{dtype}"
+            );
+        }
+        for dtype in [DType::F16, DType::BF16, DType::F32, DType::F64] {
+            let nan = HostTensor::new(dtype, vec![1], vec![f64::NAN]).unwrap();
+            let back = HostTensor::from_le_bytes(dtype, vec![1], &nan.to_le_bytes());
+            assert!(back.data[0].is_nan(), "{dtype}");
+        }
+    }
 
     #[test]
     fn integer_pow_follows_the_rule() {

@@ -5,6 +5,7 @@ pub mod backend;
 pub mod legality;
 pub mod plan;
 pub mod program;
+pub mod run;
 pub mod schedule;
 pub mod target;
 pub mod tile;

@@ -15,6 +15,9 @@ pub struct TileShapes {
     pub matmul_m: u64,
     pub matmul_n: u64,
     pub matmul_k: u64,
+    /// The largest `m` and `n` of an integer matmul tile (integers have no tensor-core path
+    /// wide enough for their `i64` accumulator, so their tiles are smaller).
+    pub int_matmul: u64,
     /// Output elements per program of a general reduction, and the chunk of its reduced axis.
     pub reduction_out: u64,
     pub reduction_chunk: u64,
@@ -28,6 +31,7 @@ impl Default for TileShapes {
             matmul_m: 64,
             matmul_n: 64,
             matmul_k: 32,
+            int_matmul: 64,
             reduction_out: 64,
             reduction_chunk: 256,
         }

@@ -92,3 +92,57 @@ fn programs_round_trip_through_bincode_and_report_their_arena_peak() {
         .sum();
     assert!(peak > 0 && peak < total, "peak {peak}, total {total}");
 }
+
+/// The kernels of a text-form graph, lowered for the default target.
+fn lower_text(text: &str) -> Program {
+    let graph = tir_graph::text::parse(&format!("# tir graph, text form v1\n{text}"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    lower(&graph)
+}
+
+#[test]
+fn a_plain_matmul_carries_a_library_call_and_a_fused_one_does_not() {
+    use tir_graph::{DType, Dim};
+    use tir_lower::tile::LibraryCall;
+    let plain = lower_text(
+        "%0 = input \"a\" : f16[b, 8, 32]\n%1 = parameter \"w\" : f16[32, 16]\n\
+         %2 = matmul %0, %1 : f16[b, 8, 16]\noutput \"y\" = %2\n",
+    );
+    assert_eq!(plain.kernels.len(), 1);
+    let kernel = &plain.kernels[0];
+    let Some(LibraryCall::MatMul {
+        a,
+        b,
+        c,
+        dtype,
+        batch,
+        m,
+        k,
+        n,
+        b_batched,
+    }) = &kernel.library
+    else {
+        panic!("no library call: {:?}", kernel.library)
+    };
+    assert_eq!(*dtype, DType::F16);
+    assert_eq!(batch, &vec![Dim::Symbolic("b".into())]);
+    assert_eq!(
+        (m, k, n),
+        (&Dim::Static(8), &Dim::Static(32), &Dim::Static(16))
+    );
+    assert!(!b_batched);
+    let buffer = |p: &usize| &plain.buffers[kernel.params[*p].buffer].name;
+    assert_eq!((buffer(a).as_str(), buffer(b).as_str()), ("a", "w"));
+    assert_eq!(kernel.params[*c].access, tir_lower::tile::Access::Mutable);
+
+    let fused = lower_text(
+        "%0 = input \"a\" : f16[8, 32]\n%1 = parameter \"w\" : f16[32, 16]\n\
+         %2 = matmul %0, %1 : f16[8, 16]\n%3 = relu %2 : f16[8, 16]\noutput \"y\" = %3\n",
+    );
+    assert!(fused.kernels.iter().all(|k| k.library.is_none()));
+    let ints = lower_text(
+        "%0 = input \"a\" : i32[8, 32]\n%1 = input \"w\" : i32[32, 16]\n\
+         %2 = matmul %0, %1 : i32[8, 16]\noutput \"y\" = %2\n",
+    );
+    assert!(ints.kernels.iter().all(|k| k.library.is_none()));
+}

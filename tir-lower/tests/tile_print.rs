@@ -193,6 +193,7 @@ fn row_sum_kernel() -> TileKernel {
                 ),
             ],
         },
+        library: None,
     }
 }
 
@@ -336,6 +337,7 @@ fn token_loads_indexed_loads_and_slices_print() {
                 ),
             ],
         },
+        library: None,
     };
     // Not a valid kernel (values are used before they are defined): the printer shows it anyway.
     let expected = "\

@@ -259,6 +259,7 @@ fn valid_kernel() -> TileKernel {
             ],
         },
         body: Block { stmts: body },
+        library: None,
     }
 }
 

@@ -392,6 +392,7 @@ impl KernelBuilder {
             grid: self.grid,
             grid_body: self.grid_body,
             body: self.blocks.pop().unwrap(),
+            library: None,
         }
     }
 }

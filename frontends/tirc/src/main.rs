@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use tir_graph::file::{self, FileError};
 use tir_graph::text::{self, ParseError};
 use tir_graph::Graph;
-use tirc::run;
+use tirc::{compile, run};
 
 #[derive(Parser)]
 #[command(name = "tirc", version, about = "The tir tensor compiler")]
@@ -36,20 +36,22 @@ enum Command {
         #[arg(long)]
         tile: bool,
     },
-    /// Compile a graph for a backend, run it once, write each output as DIR/NAME.npy and print
-    /// a summary (shapes, checksums, times).
+    /// Compile a graph for a backend (or load a package made by `tirc compile`), run it once,
+    /// write each output as DIR/NAME.npy and print a summary (shapes, checksums, times).
     Run {
+        /// A graph (.tir or text form) or a package (.tirpkg, told by its magic bytes).
         file: PathBuf,
-        /// The backend to run on.
-        #[arg(long, value_name = "NAME", default_value = run::DEFAULT_BACKEND)]
-        backend: String,
+        /// The backend to run on [default: ref for a graph; a package runs only on cuda].
+        #[arg(long, value_name = "NAME")]
+        backend: Option<String>,
         /// A tensor for an input or parameter, from a .npy file (repeatable).
         #[arg(long = "input", value_name = "NAME=FILE.npy", value_parser = parse_input)]
         inputs: Vec<(String, PathBuf)>,
         /// Generate every input and parameter not given with --input (also written to DIR).
         #[arg(long)]
         random_inputs: bool,
-        /// The seed of --random-inputs: the i-th input or parameter in graph order gets seed + i.
+        /// The seed of --random-inputs: the i-th of the inputs, then the parameters (each in graph
+        /// order), gets seed + i.
         #[arg(long, value_name = "N", default_value_t = 0)]
         seed: u64,
         /// The value of a symbolic dim (repeatable); else bound from the inputs, else 2.
@@ -69,6 +71,22 @@ enum Command {
         #[arg(short, long, value_name = "FILE.tir")]
         output: PathBuf,
     },
+    /// Compile a graph ahead of time for GPU architectures (no GPU needed) and write the program
+    /// with its cubins as a package that `tirc run` runs on a machine with a GPU.
+    Compile {
+        file: PathBuf,
+        /// The backend to compile for (only cuda makes packages).
+        #[arg(long, value_name = "NAME", default_value = run::PACKAGE_BACKEND)]
+        backend: String,
+        /// The GPU architectures, comma-separated (e.g. sm_90,sm_100).
+        #[arg(long = "arch", value_name = "sm_NN[,...]", required = true, value_parser = compile::parse_archs)]
+        archs: compile::Archs,
+        #[arg(short, long, value_name = "OUT.tirpkg", required = true)]
+        output: PathBuf,
+    },
+    /// Check what the CUDA backend needs here (toolchain, driver and GPU, kernel cache); exit 1
+    /// if something is missing.
+    Doctor,
 }
 
 /// Why a command failed; each message names the file.
@@ -85,6 +103,10 @@ enum CliError {
     },
     #[error("{path}: not a .tir file and not UTF-8 text")]
     NotText { path: String },
+    #[error("{path}: a tir package, not a graph (tirc run runs it)")]
+    IsPackage { path: String },
+    #[error("{0}")]
+    Package(#[from] backend_cuda::package::PackageError),
     #[error("{path}: {source}")]
     Optimize {
         path: String,
@@ -97,6 +119,10 @@ enum CliError {
     },
     #[error(transparent)]
     Run(#[from] run::RunError),
+    #[error(transparent)]
+    Compile(#[from] compile::CompileError),
+    #[error("the CUDA backend is not usable here (see above)")]
+    NotUsable,
     #[error("writing to stdout: {0}")]
     Stdout(std::io::Error),
 }
@@ -132,10 +158,10 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            let message = e.to_string();
-            let first = message.lines().next().unwrap_or("invalid arguments");
-            let first = first.strip_prefix("error: ").unwrap_or(first);
-            eprintln!("error: {first} (see tirc --help)");
+            eprintln!(
+                "error: {} (see tirc --help)",
+                usage_error_line(&e.to_string())
+            );
             return ExitCode::FAILURE;
         }
     };
@@ -148,6 +174,22 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// A clap message as one line: its first line, and when that ends in a colon (as in "the
+/// following required arguments were not provided:"), the indented lines that follow it.
+fn usage_error_line(message: &str) -> String {
+    let mut lines = message.lines();
+    let first = lines.next().unwrap_or("invalid arguments");
+    let mut line = first.strip_prefix("error: ").unwrap_or(first).to_string();
+    if line.ends_with(':') {
+        let items: Vec<&str> = lines
+            .take_while(|l| l.starts_with(' '))
+            .map(str::trim)
+            .collect();
+        line = format!("{} {}", line, items.join(", "));
+    }
+    line
 }
 
 fn run(command: Command) -> Result<(), CliError> {
@@ -184,7 +226,7 @@ fn run(command: Command) -> Result<(), CliError> {
             output_dir,
             check,
         } => {
-            let graph = load(&file)?;
+            let loaded = load_runnable(&file)?;
             let args = run::RunArgs {
                 file,
                 backend,
@@ -195,7 +237,11 @@ fn run(command: Command) -> Result<(), CliError> {
                 output_dir,
                 check,
             };
-            print_stdout(&run::run(&graph, &args)?)
+            let subject = match &loaded {
+                Runnable::Graph(graph) => run::Subject::Graph(graph),
+                Runnable::Package(package) => run::Subject::Package(package),
+            };
+            print_stdout(&run::run(subject, &args)?)
         }
         Command::Parse { text, output } => {
             let graph = parse_text(&text, &read_bytes(&text)?)?;
@@ -203,6 +249,25 @@ fn run(command: Command) -> Result<(), CliError> {
                 path: output.display().to_string(),
                 source,
             })
+        }
+        Command::Compile {
+            file,
+            backend,
+            archs,
+            output,
+        } => {
+            let args = compile::CompileArgs::new(file.clone(), &backend, archs, output)?;
+            let graph = load(&file)?;
+            print_stdout(&compile::compile(&graph, &args)?)
+        }
+        Command::Doctor => {
+            let (report, usable) = backend_cuda::doctor();
+            print_stdout(&report)?;
+            if usable {
+                Ok(())
+            } else {
+                Err(CliError::NotUsable)
+            }
         }
     }
 }
@@ -258,17 +323,42 @@ fn read_bytes(path: &Path) -> Result<Vec<u8>, CliError> {
     })
 }
 
+/// What `tirc run` runs: a graph, or a package.
+enum Runnable {
+    Graph(Graph),
+    Package(Box<backend_cuda::package::Package>),
+}
+
+/// A package (told by its magic bytes, whatever the extension), else a graph (see [`load`]).
+fn load_runnable(path: &Path) -> Result<Runnable, CliError> {
+    let bytes = read_bytes(path)?;
+    if bytes.starts_with(&backend_cuda::package::MAGIC) {
+        let package = backend_cuda::package::from_bytes(&bytes, path)?;
+        return Ok(Runnable::Package(Box::new(package)));
+    }
+    decode_graph(path, &bytes).map(Runnable::Graph)
+}
+
 /// A graph from a `.tir` file (told by its magic bytes or its extension) or from the text form.
 fn load(path: &Path) -> Result<Graph, CliError> {
     let bytes = read_bytes(path)?;
-    let is_binary = file::has_magic(&bytes) || path.extension().is_some_and(|e| e == "tir");
+    if bytes.starts_with(&backend_cuda::package::MAGIC) {
+        return Err(CliError::IsPackage {
+            path: path.display().to_string(),
+        });
+    }
+    decode_graph(path, &bytes)
+}
+
+fn decode_graph(path: &Path, bytes: &[u8]) -> Result<Graph, CliError> {
+    let is_binary = file::has_magic(bytes) || path.extension().is_some_and(|e| e == "tir");
     if is_binary {
-        file::decode(&bytes).map_err(|source| CliError::File {
+        file::decode(bytes).map_err(|source| CliError::File {
             path: path.display().to_string(),
             source,
         })
     } else {
-        parse_text(path, &bytes)
+        parse_text(path, bytes)
     }
 }
 

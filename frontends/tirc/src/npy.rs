@@ -219,23 +219,3 @@ pub fn encode(t: &HostTensor) -> Result<Vec<u8>, NpyError> {
         DType::F64 => write_values(dims, data),
     }
 }
-
-/// The element bytes of `t` in its dtype (little-endian; `bf16` as its own two bytes), for a
-/// checksum that does not depend on the file format.
-pub fn element_bytes(t: &HostTensor) -> Vec<u8> {
-    let mut out = Vec::with_capacity(t.data.len() * t.dtype.size_bytes());
-    for &v in &t.data {
-        match t.dtype {
-            DType::Bool => out.push(u8::from(v != 0.0)),
-            DType::I8 => out.extend((v as i8).to_le_bytes()),
-            DType::U8 => out.push(v as u8),
-            DType::I32 => out.extend((v as i32).to_le_bytes()),
-            DType::I64 => out.extend((v as i64).to_le_bytes()),
-            DType::F16 => out.extend(half::f16::from_f64(v).to_le_bytes()),
-            DType::BF16 => out.extend(half::bf16::from_f64(v).to_le_bytes()),
-            DType::F32 => out.extend((v as f32).to_le_bytes()),
-            DType::F64 => out.extend(v.to_le_bytes()),
-        }
-    }
-    out
-}

@@ -1,21 +1,27 @@
-//! `tirc run`: compile a graph for a backend, run it once on given or random inputs, write every
-//! output as a `.npy` file and print a summary.
+//! `tirc run`: compile a graph for a backend (or load an AOT package on the CUDA backend), run it
+//! once on given or random inputs, write every output as a `.npy` file and print a summary.
+//!
+//! A graph and a package differ only in where the run's [`Interface`] comes from (the graph, or
+//! the package program's signature) and in how the executable is made (lowering and the
+//! backend's compile, or [`CudaBackend::load_package`]); everything else is one code path.
 //!
 //! Everything that can be refused is checked before anything is written: the backend, the
 //! `--dim` and `--input` arguments, every input file (its element type and shape against the
-//! graph's), the missing inputs, the output file names, lowering and the run itself. The files
+//! interface's), the missing inputs, the output file names, lowering and the run itself. The files
 //! are written last, each atomically; if one cannot be written, those already written by this
 //! run are removed again (and the output directory, if this run created it; a file of an
 //! earlier run that this run had already replaced stays replaced).
 
 use crate::npy;
+use backend_cuda::package::Package;
+use backend_cuda::CudaBackend;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tir_graph::eval::{concrete_dims, HostTensor};
 use tir_graph::file::{self, FileError};
-use tir_graph::{Dim, Graph, NodeId, Op, TensorType};
-use tir_lower::{BackendError, LowerError, Registry};
+use tir_graph::{Dim, Graph, TensorType};
+use tir_lower::{Backend, BackendError, Executable, LowerError, Registry, Signature};
 
 /// Where outputs go without `--output-dir`.
 pub const DEFAULT_OUTPUT_DIR: &str = "tir-out";
@@ -23,13 +29,26 @@ pub const DEFAULT_OUTPUT_DIR: &str = "tir-out";
 /// The value of a symbolic dim that neither `--dim` nor a given input binds.
 pub const DEFAULT_DIM: u64 = 2;
 
-/// The backend without `--backend`.
+/// The backend of a graph without `--backend`.
 pub const DEFAULT_BACKEND: &str = "ref";
+
+/// The only backend a package runs on (and its default).
+pub const PACKAGE_BACKEND: &str = "cuda";
+
+/// What `tirc run` runs.
+#[derive(Clone, Copy)]
+pub enum Subject<'a> {
+    /// A graph, lowered and compiled here for the chosen backend.
+    Graph(&'a Graph),
+    /// An AOT package, loaded on [`PACKAGE_BACKEND`].
+    Package(&'a Package),
+}
 
 /// What `tirc run` was asked to do.
 pub struct RunArgs {
     pub file: PathBuf,
-    pub backend: String,
+    /// `None`: [`DEFAULT_BACKEND`] for a graph, [`PACKAGE_BACKEND`] for a package.
+    pub backend: Option<String>,
     pub inputs: Vec<(String, PathBuf)>,
     pub random_inputs: bool,
     pub seed: u64,
@@ -43,15 +62,29 @@ pub struct RunArgs {
 pub enum RunError {
     #[error("unknown backend `{name}` (known: {})", .known.join(", "))]
     UnknownBackend { name: String, known: Vec<String> },
-    #[error("--dim {name}: the graph has no symbolic dim `{name}` ({})", names_or(.known, "it has none"))]
-    UnknownDim { name: String, known: Vec<String> },
+    #[error("{path}: a package runs only on backend `{PACKAGE_BACKEND}`, not `{name}`")]
+    PackageBackend { path: String, name: String },
+    #[error(
+        "--check is the checking mode of backend `ref`; it does not apply to backend `{backend}`"
+    )]
+    CheckNeedsRef { backend: String },
+    #[error("--dim {name}: the {what} has no symbolic dim `{name}` ({})", names_or(.known, "it has none"))]
+    UnknownDim {
+        what: &'static str,
+        name: String,
+        known: Vec<String>,
+    },
     #[error("--dim {name} is given twice")]
     DuplicateDim { name: String },
     #[error(
-        "--input {name}: the graph has no input or parameter `{name}` ({})",
+        "--input {name}: the {what} has no input or parameter `{name}` ({})",
         names_or(.known, "it has none")
     )]
-    UnknownInput { name: String, known: Vec<String> },
+    UnknownInput {
+        what: &'static str,
+        name: String,
+        known: Vec<String>,
+    },
     #[error("--input {name} is given twice")]
     DuplicateInput { name: String },
     #[error("{path}: {source}")]
@@ -130,7 +163,178 @@ pub fn registry(check: bool) -> Registry {
         backend_ref::RefBackend::new()
     };
     registry.register(Box::new(reference));
+    registry.register(Box::new(CudaBackend::new()));
     registry
+}
+
+/// One tensor a run binds.
+struct Source {
+    name: String,
+    ty: TensorType,
+    /// `"input"` or `"parameter"`.
+    kind: &'static str,
+}
+
+/// What a run binds and returns, from a graph or from a package program's signature.
+struct Interface {
+    /// `"graph"` or `"package"`, for messages.
+    what: &'static str,
+    /// The inputs, then the parameters, each in graph order (as a lowered program's
+    /// signature lists them, so a graph and its package get the same random inputs).
+    sources: Vec<Source>,
+    outputs: Vec<String>,
+    dims: BTreeSet<String>,
+}
+
+impl Interface {
+    fn of_graph(graph: &Graph) -> Interface {
+        let typed = |list: Vec<(String, tir_graph::NodeId)>, kind| {
+            list.into_iter().map(move |(name, id)| Source {
+                name,
+                ty: graph.ty(id).clone(),
+                kind,
+            })
+        };
+        let mut dims = BTreeSet::new();
+        for id in graph.node_ids() {
+            for d in graph.ty(id).shape.dims() {
+                if let Dim::Symbolic(s) = d {
+                    dims.insert(s.clone());
+                }
+            }
+        }
+        Interface {
+            what: "graph",
+            sources: typed(graph.inputs(), "input")
+                .chain(typed(graph.parameters(), "parameter"))
+                .collect(),
+            outputs: graph.outputs().iter().map(|(n, _)| n.clone()).collect(),
+            dims,
+        }
+    }
+
+    fn of_signature(signature: &Signature) -> Interface {
+        let inputs = signature.inputs.iter().map(|s| (s, "input"));
+        let parameters = signature.parameters.iter().map(|s| (s, "parameter"));
+        Interface {
+            what: "package",
+            sources: inputs
+                .chain(parameters)
+                .map(|((name, ty), kind)| Source {
+                    name: name.clone(),
+                    ty: ty.clone(),
+                    kind,
+                })
+                .collect(),
+            outputs: signature.outputs.iter().map(|(n, _)| n.clone()).collect(),
+            dims: signature.dims.iter().cloned().collect(),
+        }
+    }
+}
+
+/// How the executable of a run is made.
+enum Maker<'a> {
+    /// Lower the graph for `backend`'s target, then compile it there.
+    Lower {
+        graph: &'a Graph,
+        backend: &'a dyn Backend,
+    },
+    /// Load the package's cubins on the CUDA backend.
+    Load {
+        package: &'a Package,
+        /// Holds the GPU (opened on first use) for as long as the maker lives, so that an
+        /// executable made here (declared after the maker) is dropped while its context is alive.
+        backend: CudaBackend,
+    },
+}
+
+impl Maker<'_> {
+    fn backend(&self) -> &'static str {
+        match self {
+            Maker::Lower { backend, .. } => backend.name(),
+            Maker::Load { .. } => PACKAGE_BACKEND,
+        }
+    }
+
+    fn interface(&self) -> Interface {
+        match self {
+            Maker::Lower { graph, .. } => Interface::of_graph(graph),
+            Maker::Load { package, .. } => Interface::of_signature(&package.program.signature),
+        }
+    }
+
+    /// The executable, its kernel count, and how it was made (with times) for the summary.
+    fn make(&self, file: &Path) -> Result<(Box<dyn Executable>, usize, String), RunError> {
+        let path = file.display().to_string();
+        let backend_error = |source| RunError::Backend {
+            path: path.clone(),
+            source,
+        };
+        match self {
+            Maker::Lower { graph, backend } => {
+                let started = Instant::now();
+                let compiled =
+                    tir_lower::compile_graph(graph, &backend.target(), &tir_opt::Limits::default())
+                        .map_err(|source| RunError::Lower {
+                            path: path.clone(),
+                            source: Box::new(source),
+                        })?;
+                let lowered_in = started.elapsed();
+                let started = Instant::now();
+                let executable = backend.compile(&compiled.program).map_err(backend_error)?;
+                let how = format!(
+                    "lowering {}, backend compile {}",
+                    millis(lowered_in),
+                    millis(started.elapsed())
+                );
+                Ok((executable, compiled.program.kernels.len(), how))
+            }
+            Maker::Load { package, backend } => {
+                let started = Instant::now();
+                let executable = backend.load_package(package).map_err(backend_error)?;
+                let how = format!("package, backend load {}", millis(started.elapsed()));
+                Ok((Box::new(executable), package.program.kernels.len(), how))
+            }
+        }
+    }
+}
+
+/// Picks the backend (`--backend`, else the subject's default) and how to make the executable.
+fn maker<'a>(
+    subject: Subject<'a>,
+    args: &RunArgs,
+    registry: &'a Registry,
+) -> Result<Maker<'a>, RunError> {
+    let maker = match subject {
+        Subject::Graph(graph) => {
+            let name = args.backend.as_deref().unwrap_or(DEFAULT_BACKEND);
+            let Some(backend) = registry.get(name) else {
+                return Err(RunError::UnknownBackend {
+                    name: name.to_string(),
+                    known: registry.names().iter().map(|s| s.to_string()).collect(),
+                });
+            };
+            Maker::Lower { graph, backend }
+        }
+        Subject::Package(package) => match args.backend.as_deref() {
+            None | Some(PACKAGE_BACKEND) => Maker::Load {
+                package,
+                backend: CudaBackend::new(),
+            },
+            Some(name) => {
+                return Err(RunError::PackageBackend {
+                    path: args.file.display().to_string(),
+                    name: name.to_string(),
+                })
+            }
+        },
+    };
+    if args.check && maker.backend() != "ref" {
+        return Err(RunError::CheckNeedsRef {
+            backend: maker.backend().to_string(),
+        });
+    }
+    Ok(maker)
 }
 
 /// Where a source's tensor came from.
@@ -155,31 +359,6 @@ enum Binding {
     Default,
 }
 
-/// Every symbolic dim in the graph's types.
-fn graph_dims(graph: &Graph) -> BTreeSet<String> {
-    let mut dims = BTreeSet::new();
-    for id in graph.node_ids() {
-        for d in graph.ty(id).shape.dims() {
-            if let Dim::Symbolic(s) = d {
-                dims.insert(s.clone());
-            }
-        }
-    }
-    dims
-}
-
-/// The inputs and parameters a run binds, in graph order.
-fn run_sources(graph: &Graph) -> Vec<(String, NodeId, &'static str)> {
-    graph
-        .node_ids()
-        .filter_map(|id| match &graph.node(id).op {
-            Op::Input { name } => Some((name.clone(), id, "input")),
-            Op::Parameter { name } => Some((name.clone(), id, "parameter")),
-            _ => None,
-        })
-        .collect()
-}
-
 /// `f32[4, 1024]`, the way a [`TensorType`] prints.
 fn type_of(dtype: tir_graph::DType, dims: &[u64]) -> String {
     TensorType::new(dtype, tir_graph::Shape::of(dims)).to_string()
@@ -197,7 +376,7 @@ fn plain_file_name(name: &str) -> bool {
 /// A summary line's checksum of `t`: the sum of its values and FNV-1a 64 of its element bytes.
 fn checksum(t: &HostTensor) -> String {
     let sum: f64 = t.data.iter().sum();
-    let fnv = file::checksum(&npy::element_bytes(t));
+    let fnv = file::checksum(&t.to_le_bytes());
     format!("sum={sum:.6} fnv1a={fnv:016x}")
 }
 
@@ -206,24 +385,20 @@ fn millis(d: Duration) -> String {
 }
 
 /// Runs `tirc run`; returns the summary to print.
-pub fn run(graph: &Graph, args: &RunArgs) -> Result<String, RunError> {
+pub fn run(subject: Subject, args: &RunArgs) -> Result<String, RunError> {
     let path = args.file.display().to_string();
     let registry = registry(args.check);
-    let Some(backend) = registry.get(&args.backend) else {
-        return Err(RunError::UnknownBackend {
-            name: args.backend.clone(),
-            known: registry.names().iter().map(|s| s.to_string()).collect(),
-        });
-    };
+    let maker = maker(subject, args, &registry)?;
+    let interface = maker.interface();
 
     // Dims given on the command line.
-    let known_dims = graph_dims(graph);
     let mut dims: BTreeMap<String, (u64, Binding)> = BTreeMap::new();
     for (name, value) in &args.dims {
-        if !known_dims.contains(name) {
+        if !interface.dims.contains(name) {
             return Err(RunError::UnknownDim {
+                what: interface.what,
                 name: name.clone(),
-                known: known_dims.iter().cloned().collect(),
+                known: interface.dims.iter().cloned().collect(),
             });
         }
         if dims.insert(name.clone(), (*value, Binding::Flag)).is_some() {
@@ -232,38 +407,38 @@ pub fn run(graph: &Graph, args: &RunArgs) -> Result<String, RunError> {
     }
 
     // Inputs given as files.
-    let sources = run_sources(graph);
-    let source_names: Vec<String> = sources.iter().map(|(n, _, _)| n.clone()).collect();
+    let sources = &interface.sources;
     let mut given: BTreeMap<String, (HostTensor, PathBuf)> = BTreeMap::new();
     for (name, file_path) in &args.inputs {
-        let Some((_, id, _)) = sources.iter().find(|(n, _, _)| n == name) else {
+        let Some(source) = sources.iter().find(|s| &s.name == name) else {
             return Err(RunError::UnknownInput {
+                what: interface.what,
                 name: name.clone(),
-                known: source_names.clone(),
+                known: sources.iter().map(|s| s.name.clone()).collect(),
             });
         };
         if given.contains_key(name) {
             return Err(RunError::DuplicateInput { name: name.clone() });
         }
-        let tensor = read_input(name, file_path, graph.ty(*id), &mut dims)?;
+        let tensor = read_input(name, file_path, &source.ty, &mut dims)?;
         given.insert(name.clone(), (tensor, file_path.clone()));
     }
 
-    let missing: Vec<&(String, NodeId, &str)> = sources
+    let missing: Vec<&Source> = sources
         .iter()
-        .filter(|(n, _, _)| !given.contains_key(n))
+        .filter(|s| !given.contains_key(&s.name))
         .collect();
     if !missing.is_empty() && !args.random_inputs {
         return Err(RunError::Missing {
             missing: missing
                 .iter()
-                .map(|(n, id, kind)| format!("{kind} `{n}` ({})", graph.ty(*id)))
+                .map(|s| format!("{} `{}` ({})", s.kind, s.name, s.ty))
                 .collect(),
         });
     }
 
     // Every dim still unbound takes the default.
-    for d in &known_dims {
+    for d in &interface.dims {
         dims.entry(d.clone())
             .or_insert((DEFAULT_DIM, Binding::Default));
     }
@@ -271,31 +446,32 @@ pub fn run(graph: &Graph, args: &RunArgs) -> Result<String, RunError> {
 
     // The tensors of the run, and where each came from.
     let mut tensors: BTreeMap<String, HostTensor> = BTreeMap::new();
-    let mut origins: Vec<(String, &str, Origin)> = Vec::new();
-    for (index, (name, id, kind)) in sources.iter().enumerate() {
+    let mut origins: Vec<(&Source, Origin)> = Vec::new();
+    for (index, source) in sources.iter().enumerate() {
+        let name = &source.name;
         if let Some((t, p)) = given.remove(name) {
             tensors.insert(name.clone(), t);
-            origins.push((name.clone(), kind, Origin::File(p)));
+            origins.push((source, Origin::File(p)));
             continue;
         }
-        let ty = graph.ty(*id);
-        let concrete = concrete_dims(&ty.shape, &values).map_err(|source| RunError::Shape {
+        let ty = &source.ty;
+        let concrete = concrete_dims(&ty.shape, &values).map_err(|e| RunError::Shape {
             name: name.clone(),
-            source: Box::new(source),
+            source: Box::new(e),
         })?;
         let seed = args.seed.wrapping_add(index as u64);
         tensors.insert(name.clone(), HostTensor::random(ty.dtype, concrete, seed));
-        origins.push((name.clone(), kind, Origin::Random));
+        origins.push((source, Origin::Random));
     }
 
     // Every file this run writes: outputs, then generated inputs; names must be plain and apart.
     let dir = &args.output_dir;
     let generated: Vec<&String> = origins
         .iter()
-        .filter(|(_, _, o)| matches!(o, Origin::Random))
-        .map(|(n, _, _)| n)
+        .filter(|(_, o)| matches!(o, Origin::Random))
+        .map(|(s, _)| &s.name)
         .collect();
-    for (name, _) in graph.outputs() {
+    for name in &interface.outputs {
         if !plain_file_name(name) {
             return Err(RunError::BadFileName {
                 what: "output",
@@ -319,23 +495,10 @@ pub fn run(graph: &Graph, args: &RunArgs) -> Result<String, RunError> {
         }
     }
 
-    // Compile and run.
-    let started = Instant::now();
-    let compiled = tir_lower::compile_graph(graph, &backend.target(), &tir_opt::Limits::default())
-        .map_err(|source| RunError::Lower {
-            path: path.clone(),
-            source: Box::new(source),
-        })?;
-    let lowered_in = started.elapsed();
-    let started = Instant::now();
-    let mut executable =
-        backend
-            .compile(&compiled.program)
-            .map_err(|source| RunError::Backend {
-                path: path.clone(),
-                source,
-            })?;
-    let compiled_in = started.elapsed();
+    // Compile (or load) and run. The executable is declared after `registry` and `maker`, which
+    // hold the backends, so it is dropped first: a CUDA executable must go while its backend
+    // still holds the GPU's context.
+    let (mut executable, kernels, made) = maker.make(&args.file)?;
     let started = Instant::now();
     let outputs = executable
         .run(&tensors)
@@ -348,12 +511,9 @@ pub fn run(graph: &Graph, args: &RunArgs) -> Result<String, RunError> {
     // The files, in memory first.
     let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
     let mut summary = format!(
-        "{path}: {} kernels on backend `{}`: run {} (lowering {}, backend compile {})\n",
-        compiled.program.kernels.len(),
-        backend.name(),
+        "{path}: {kernels} kernels on backend `{}`: run {} ({made})\n",
+        maker.backend(),
         millis(ran_in),
-        millis(lowered_in),
-        millis(compiled_in)
     );
     if !dims.is_empty() {
         let shown: Vec<String> = dims
@@ -362,7 +522,8 @@ pub fn run(graph: &Graph, args: &RunArgs) -> Result<String, RunError> {
             .collect();
         summary.push_str(&format!("dims: {}\n", shown.join(", ")));
     }
-    for (name, kind, origin) in &origins {
+    for (source, origin) in &origins {
+        let (name, kind) = (&source.name, source.kind);
         let t = &tensors[name];
         let ty = type_of(t.dtype, &t.dims);
         match origin {
@@ -380,7 +541,7 @@ pub fn run(graph: &Graph, args: &RunArgs) -> Result<String, RunError> {
             }
         }
     }
-    for (name, _) in graph.outputs() {
+    for name in &interface.outputs {
         let Some(t) = outputs.outputs.get(name) else {
             return Err(RunError::MissingOutput {
                 path: path.clone(),
@@ -408,7 +569,7 @@ fn encode(t: &HostTensor, target: &Path) -> Result<Vec<u8>, RunError> {
     })
 }
 
-/// Reads `--input name=file_path` as the graph's `ty`, binding its symbolic dims into `dims`.
+/// Reads `--input name=file_path` as the interface's `ty`, binding its symbolic dims into `dims`.
 fn read_input(
     name: &str,
     file_path: &Path,

@@ -193,11 +193,3 @@ fn a_header_promising_more_than_the_file_holds_is_refused_before_reading() {
     let m = npy::decode(&bytes).unwrap_err().to_string();
     assert!(m.contains("truncated"), "{m}");
 }
-
-#[test]
-fn element_bytes_are_the_dtype_s_little_endian_bytes() {
-    let t = HostTensor::new(DType::I32, vec![2], vec![1.0, -1.0]).unwrap();
-    assert_eq!(npy::element_bytes(&t), [1, 0, 0, 0, 255, 255, 255, 255]);
-    let t = HostTensor::new(DType::BF16, vec![1], vec![1.0]).unwrap();
-    assert_eq!(npy::element_bytes(&t), [0x80, 0x3f]);
-}

@@ -316,9 +316,9 @@ fn an_unknown_backend_is_refused_with_the_known_ones() {
             &example("mlp.tir"),
             "--random-inputs",
             "--backend",
-            "cuda",
+            "tpu",
         ],
-        &["unknown backend `cuda` (known: ref)"],
+        &["unknown backend `tpu` (known: ref, cuda)"],
     );
 }
 
@@ -541,4 +541,30 @@ fn explain_tile_prints_the_program_and_certificates() {
         &run(&["explain", "--tile", "--json", &example("mlp.tir")]),
         &["--json", "--tile"],
     );
+}
+
+#[test]
+fn random_inputs_take_seeds_inputs_first_then_parameters() {
+    // A parameter declared before the input: the input still gets seed + 0, as in the package
+    // compiled from this graph (whose signature lists inputs, then parameters).
+    let dir = tempfile::tempdir().unwrap();
+    let graph = dir.path().join("order.tirt");
+    std::fs::write(
+        &graph,
+        "%0 = parameter \"w\" : f32[3]\n%1 = input \"x\" : f32[3]\n%2 = add %0, %1 : f32[3]\noutput \"y\" = %2\n",
+    )
+    .unwrap();
+    let summary = run_random(
+        &graph.display().to_string(),
+        &["--seed", "7"],
+        &dir.path().join("out"),
+    );
+    let x_at = summary.find("input \"x\"").expect("x in the summary");
+    let w_at = summary.find("parameter \"w\"").expect("w in the summary");
+    assert!(x_at < w_at, "{summary}");
+    for (name, seed) in [("x", 7), ("w", 8)] {
+        let expected = npy::encode(&HostTensor::random(DType::F32, vec![3], seed)).unwrap();
+        let written = std::fs::read(dir.path().join(format!("out/{name}.npy"))).unwrap();
+        assert_eq!(written, expected, "{name}.npy");
+    }
 }

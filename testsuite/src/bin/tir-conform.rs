@@ -2,18 +2,25 @@
 //!
 //! ```text
 //! tir-conform --backend NAME [--filter PATTERN] [--list] [--json FILE] [--seed N]
+//! tir-conform --backend cuda --compile-only --arch sm_90[,sm_100]
 //! ```
+//!
+//! `--compile-only` (CUDA only) lowers every case and compiles its kernels to cubins for the
+//! named architectures without running anything, so it needs the Tile IR toolchain but no GPU.
 //!
 //! Prints one line per failed case (`FAIL`) and per skipped case (`SKIP`, with the capability it
 //! lacks), then `N passed, N failed, N skipped`. Exits with 1 if any case failed; every error is
 //! one line `error: ...` on stderr, also with exit code 1.
 
 use clap::Parser;
+use rayon::prelude::*;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
-use testsuite::{corpus, matches_filter, registry, report, run_case, Case, Summary};
+use testsuite::{
+    compile_case, corpus, matches_filter, registry, report, run_case, Case, CaseResult, Summary,
+};
 
 #[derive(Parser)]
 #[command(
@@ -37,6 +44,24 @@ struct Cli {
     /// The seed of the input values (the cases and graphs are the same for every seed).
     #[arg(long, value_name = "N", default_value_t = 0)]
     seed: u64,
+    /// Only compile each case's kernels (CUDA: to cubins for --arch), without running them.
+    #[arg(long)]
+    compile_only: bool,
+    /// How the cuda backend executes: sync, graph (CUDA graph replay) or async (futures).
+    #[arg(long, value_name = "MODE", value_parser = ["sync", "graph", "async"])]
+    mode: Option<String>,
+    /// The cuda backend's matmul paths: auto, generated or cublaslt, then KERNEL=PATH items
+    /// (default: $TIR_MATMUL, else auto).
+    #[arg(long, value_name = "POLICY")]
+    matmul: Option<String>,
+    /// The GPU architectures to compile for with --compile-only (comma-separated).
+    #[arg(
+        long,
+        value_name = "ARCHS",
+        value_delimiter = ',',
+        requires = "compile_only"
+    )]
+    arch: Vec<String>,
 }
 
 fn main() -> ExitCode {
@@ -124,16 +149,30 @@ fn run(cli: &Cli) -> Result<bool, String> {
     }
 
     let backend = backend.ok_or("--backend NAME is required")?;
+    let configured;
+    let backend = if cli.mode.is_none() && cli.matmul.is_none() {
+        backend
+    } else if backend.name() != "cuda" {
+        return Err(format!(
+            "--mode and --matmul apply to the cuda backend, not `{}`",
+            backend.name()
+        ));
+    } else {
+        configured = cuda_backend(cli)?;
+        &configured as &dyn tir_lower::Backend
+    };
     let start = Instant::now();
-    let mut results = Vec::with_capacity(cases.len());
-    for case in &cases {
-        let result = run_case(backend, case);
-        if let Some(line) = report::line(&result) {
-            writeln!(out, "{line}").map_err(io)?;
-            out.flush().map_err(io)?;
+    let results = if cli.compile_only {
+        compile_all(cli, backend.name(), &cases, &mut out)?
+    } else {
+        let mut results = Vec::with_capacity(cases.len());
+        for case in &cases {
+            let result = run_case(backend, case);
+            report_line(&mut out, &result)?;
+            results.push(result);
         }
-        results.push(result);
-    }
+        results
+    };
     let seconds = start.elapsed().as_secs_f64();
     let summary = Summary::of(&results);
     if let Some(path) = &cli.json {
@@ -151,6 +190,57 @@ fn run(cli: &Cli) -> Result<bool, String> {
     }
     writeln!(out, "{summary}").map_err(io)?;
     Ok(summary.failed == 0)
+}
+
+/// The cuda backend with `--mode` and `--matmul`.
+fn cuda_backend(cli: &Cli) -> Result<backend_cuda::CudaBackend, String> {
+    let mode = match cli.mode.as_deref() {
+        Some("graph") => backend_cuda::ExecMode::Graph,
+        Some("async") => backend_cuda::ExecMode::Async,
+        _ => backend_cuda::ExecMode::Sync,
+    };
+    let mut backend = backend_cuda::CudaBackend::with_mode(mode).poisoning();
+    if let Some(text) = &cli.matmul {
+        let policy =
+            backend_cuda::MatmulPolicy::parse(text).map_err(|e| format!("--matmul: {e}"))?;
+        backend = backend.with_matmul(policy);
+    }
+    Ok(backend)
+}
+
+fn report_line(out: &mut impl Write, result: &CaseResult) -> Result<(), String> {
+    if let Some(line) = report::line(result) {
+        let io = |e: std::io::Error| format!("writing to stdout: {e}");
+        writeln!(out, "{line}").map_err(io)?;
+        out.flush().map_err(io)?;
+    }
+    Ok(())
+}
+
+/// `--compile-only`: every case's kernels compiled for `--arch`, cases in parallel.
+fn compile_all(
+    cli: &Cli,
+    backend: &str,
+    cases: &[&Case],
+    out: &mut impl Write,
+) -> Result<Vec<CaseResult>, String> {
+    if backend != "cuda" {
+        return Err(format!(
+            "--compile-only needs a backend that compiles ahead of time (cuda), not `{backend}`"
+        ));
+    }
+    if cli.arch.is_empty() {
+        return Err("--compile-only needs --arch (e.g. --arch sm_90,sm_100)".into());
+    }
+    let compiler = backend_cuda::KernelCompiler::from_env()?;
+    let results: Vec<CaseResult> = cases
+        .par_iter()
+        .map(|case| compile_case(&compiler, case, &cli.arch))
+        .collect();
+    for result in &results {
+        report_line(out, result)?;
+    }
+    Ok(results)
 }
 
 fn plural(n: usize) -> &'static str {

@@ -3,8 +3,8 @@
 //! are affine, and indexed loads otherwise.
 
 use crate::tile::{
-    Access, Block, CmpOp, IndexOp, Region, Stmt, TensorParam, TileKernel, TileOp, Type, ValueId,
-    WriteRegion,
+    Access, Block, CmpOp, IndexOp, LibraryCall, Region, Stmt, TensorParam, TileKernel, TileOp,
+    Type, ValueId, WriteRegion,
 };
 use std::collections::{HashMap, HashSet};
 use tir_graph::{BinaryOp, DType, Dim};
@@ -67,6 +67,8 @@ pub struct KernelBuilder {
     coord_tiles: HashMap<(SpaceId, usize), (ValueId, usize)>,
     /// The token chain of mutable accesses.
     token: Option<ValueId>,
+    /// A library routine equivalent to the kernel, when lowering recognised one.
+    pub library: Option<LibraryCall>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -94,6 +96,7 @@ impl KernelBuilder {
             spaces: Vec::new(),
             coord_tiles: HashMap::new(),
             token: None,
+            library: None,
         }
     }
 
@@ -440,6 +443,7 @@ impl KernelBuilder {
             grid: self.grid_values,
             grid_body: Block { stmts: self.grid },
             body: Block { stmts },
+            library: self.library,
         }
     }
 }

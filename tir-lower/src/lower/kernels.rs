@@ -4,7 +4,9 @@ use super::builder::{ceil_pow2, choose_tile, Ix, Space, SpaceId};
 use super::emit::{identity, KernelLowering, RowSpaces};
 use super::LowerError;
 use crate::target::TileShapes;
-use crate::tile::{Access, CmpOp, IndexOp, Region, SliceStart, TileOp, Type, ValueId, WriteRegion};
+use crate::tile::{
+    Access, CmpOp, IndexOp, LibraryCall, Region, SliceStart, TileOp, Type, ValueId, WriteRegion,
+};
 use tir_graph::{BinaryOp, DType, Dim, NodeId, Op, ReduceOp, Shape, UnaryOp};
 use tir_opt::fusion::kinds::store_chain;
 use tir_opt::layout::{store_view, StridedView};
@@ -169,8 +171,16 @@ impl KernelLowering<'_> {
         let (a, b) = (g.operands(mm)[0], g.operands(mm)[1]);
         let k_dim = g.ty(a).shape.dims()[g.ty(a).rank() - 1].clone();
         let mut tile = vec![1u64; rank];
-        tile[rank - 2] = tile_for(&shape.dims()[rank - 2], tiles.matmul_m);
-        tile[rank - 1] = tile_for(&shape.dims()[rank - 1], tiles.matmul_n);
+        let (tm, tn) = if g.ty(mm).dtype.is_int() {
+            (
+                tiles.matmul_m.min(tiles.int_matmul),
+                tiles.matmul_n.min(tiles.int_matmul),
+            )
+        } else {
+            (tiles.matmul_m, tiles.matmul_n)
+        };
+        tile[rank - 2] = tile_for(&shape.dims()[rank - 2], tm);
+        tile[rank - 1] = tile_for(&shape.dims()[rank - 1], tn);
         let tk = tile_for(&k_dim, tiles.matmul_k);
         let out_space = self.grid_space(shape.dims(), &tile);
         let acc_dtype = accumulator(g.ty(mm).dtype);
@@ -233,7 +243,42 @@ impl KernelLowering<'_> {
             }
         };
         self.store_whole(out, out_space, value, view);
+        if self.members.len() == 1 && chain.is_empty() && root == mm {
+            self.b.library = self.library_matmul(mm, out);
+        }
         Ok(())
+    }
+
+    /// The library call equal to a kernel that is only `mm` (operands read from their buffers,
+    /// the product stored whole to `out`): floats, `a` with the output's batch dims, `b` with
+    /// them or none.
+    fn library_matmul(&self, mm: NodeId, out: usize) -> Option<LibraryCall> {
+        let g = self.g;
+        let (a, b) = (g.operands(mm)[0], g.operands(mm)[1]);
+        let (sa, sb, sc) = (&g.ty(a).shape, &g.ty(b).shape, &g.ty(mm).shape);
+        let dtype = g.ty(mm).dtype;
+        let rank = sc.rank();
+        let batch = &sc.dims()[..rank - 2];
+        let b_batched = sb.rank() == rank && rank > 2;
+        if !dtype.is_float()
+            || sa.rank() != rank
+            || &sa.dims()[..rank - 2] != batch
+            || !(b_batched && &sb.dims()[..rank - 2] == batch || sb.rank() == 2)
+        {
+            return None;
+        }
+        let param = |buffer: usize| self.b.params.iter().position(|p| p.buffer == buffer);
+        Some(LibraryCall::MatMul {
+            a: param(*self.buffer_of.get(&a)?)?,
+            b: param(*self.buffer_of.get(&b)?)?,
+            c: param(out)?,
+            dtype,
+            batch: batch.to_vec(),
+            m: sc.dims()[rank - 2].clone(),
+            k: sa.dims()[rank - 1].clone(),
+            n: sc.dims()[rank - 1].clone(),
+            b_batched,
+        })
     }
 
     /// The space of one K step of operand A (`[.., m, k]`) or B (`[.., k, n]`).

@@ -278,6 +278,26 @@ pub struct WriteRegion {
     pub region: Region,
 }
 
+/// A library routine that computes exactly what a kernel computes, for a backend that has one
+/// (the kernel's tile IR stays the definition and the fallback).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum LibraryCall {
+    /// `c = a @ b` of row-major contiguous parameters `a: [..batch, m, k]`, `b: [..batch, k, n]`
+    /// (or `[k, n]`, shared by every batch when `b_batched` is false) and `c: [..batch, m, n]`,
+    /// accumulating in `f32` for 16- and 32-bit floats (`f64` for `f64`), rounded once.
+    MatMul {
+        a: usize,
+        b: usize,
+        c: usize,
+        dtype: DType,
+        batch: Vec<tir_graph::Dim>,
+        m: tir_graph::Dim,
+        k: tir_graph::Dim,
+        n: tir_graph::Dim,
+        b_batched: bool,
+    },
+}
+
 /// One kernel: a grid of programs running `body`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TileKernel {
@@ -293,6 +313,8 @@ pub struct TileKernel {
     /// [`TileOp::IndexArith`] only).
     pub grid_body: Block,
     pub body: Block,
+    /// A library routine a backend may call instead of running `body`.
+    pub library: Option<LibraryCall>,
 }
 
 impl TileKernel {

@@ -39,7 +39,8 @@
 //! with a golden string.
 
 use super::ir::{
-    Access, Block, CmpOp, IndexOp, Region, SliceStart, Stmt, TileKernel, TileOp, Type, ValueId,
+    Access, Block, CmpOp, IndexOp, LibraryCall, Region, SliceStart, Stmt, TileKernel, TileOp, Type,
+    ValueId,
 };
 use crate::program::{Program, Storage};
 use std::fmt::Write;
@@ -113,7 +114,7 @@ fn list(values: &[ValueId]) -> String {
     names.join(", ")
 }
 
-fn access_name(access: Access) -> &'static str {
+pub fn access_name(access: Access) -> &'static str {
     match access {
         Access::Shared => "shared",
         Access::Mutable => "mutable",
@@ -165,6 +166,12 @@ fn write_kernel(out: &mut String, k: &TileKernel, indent: &str) {
             }
         };
         let _ = writeln!(out, "{inner}writes param {}: {region}", w.param);
+    }
+    if let Some(LibraryCall::MatMul { a, b, c, .. }) = &k.library {
+        let _ = writeln!(
+            out,
+            "{inner}library matmul: param {c} = param {a} @ param {b}"
+        );
     }
     let _ = writeln!(out, "{inner}grid({}) {{", list(&k.grid));
     write_block(out, &k.grid_body, &format!("{inner}  "));

@@ -29,9 +29,10 @@
 //! is wrong.
 
 use super::ir::{
-    Access, Block, Region, SliceStart, Stmt, TensorParam, TileKernel, TileOp, Type, ValueId,
+    Access, Block, LibraryCall, Region, SliceStart, Stmt, TensorParam, TileKernel, TileOp, Type,
+    ValueId,
 };
-use super::print::{op_name, type_name};
+use super::print::{access_name, op_name, type_name};
 use crate::program::Program;
 use std::collections::{BTreeMap, BTreeSet};
 use tir_graph::{BinaryOp, DType, ReduceOp, UnaryOp};
@@ -98,6 +99,7 @@ pub fn verify_kernel(k: &TileKernel) -> Result<(), TileError> {
         in_grid: true,
     };
     v.check_writes()?;
+    v.check_library()?;
     // The grid: its own scope, computed before launch.
     v.scopes.push(BTreeMap::new());
     v.block(&k.grid_body)?;
@@ -232,6 +234,43 @@ impl<'k> Verifier<'k> {
             kernel: self.name(),
             reason,
         }
+    }
+
+    /// A library call names existing parameters of its dtype: `a` and `b` shared, `c` the
+    /// whole of a mutable one.
+    fn check_library(&self) -> Result<(), TileError> {
+        let Some(LibraryCall::MatMul { a, b, c, dtype, .. }) = &self.kernel.library else {
+            return Ok(());
+        };
+        let library = |reason: String| TileError::Writes {
+            kernel: self.name(),
+            reason: format!("library matmul: {reason}"),
+        };
+        let params = &self.kernel.params;
+        for (what, p, access) in [
+            ("a", a, Access::Shared),
+            ("b", b, Access::Shared),
+            ("c", c, Access::Mutable),
+        ] {
+            match params.get(*p) {
+                Some(tp) if tp.dtype == *dtype && tp.access == access => {}
+                _ => {
+                    return Err(library(format!(
+                        "{what} is param {p}, not a {} {dtype} param",
+                        access_name(access)
+                    )))
+                }
+            }
+        }
+        let whole = self
+            .kernel
+            .writes
+            .iter()
+            .any(|w| w.param == *c && w.region == Region::Whole);
+        if !whole {
+            return Err(library(format!("c (param {c}) is not written whole")));
+        }
+        Ok(())
     }
 
     fn check_writes(&self) -> Result<(), TileError> {

@@ -1,0 +1,593 @@
+//! An on-disk cache of compiled kernels (cubins), keyed by [`cache_key`] of the Tile IR
+//! bytecode, the target arch and the toolchain version.
+//!
+//! Each entry is one file, `<dir>/<key as 16 lowercase hex digits>.cubin`: a 32-byte header
+//! (magic `TIRCUBN1`, then the key, the payload length and the FNV-1a 64 checksum of the
+//! payload, each a u64 LE) followed by the payload. Guarantees:
+//! - readers see a whole entry or none: writes go to a temp file that is renamed into place;
+//! - an entry that fails verification is never returned: it is deleted and reported;
+//! - after a `put` the entries total at most `max_bytes` (header included), unless the new
+//!   entry alone is bigger; the least recently used go first (recency is the file's
+//!   modification time, bumped on every hit);
+//! - files in the directory not named like entries are never counted, evicted or deleted.
+//!
+//! Several processes may share one directory: the worst a race does is lose an entry (a miss).
+
+use std::ffi::OsString;
+use std::fs::{self, File};
+use std::hash::Hasher;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
+
+/// Magic of the entry format; the last byte is the format version.
+const MAGIC: &[u8; 8] = b"TIRCUBN1";
+/// Magic, key, payload length, checksum.
+const HEADER_LEN: usize = 32;
+const ENTRY_SUFFIX: &str = ".cubin";
+const DEFAULT_MAX_BYTES: u64 = 1 << 30;
+const MAX_BYTES_VAR: &str = "TIR_CACHE_MAX_BYTES";
+
+/// Where and how big.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheConfig {
+    pub dir: PathBuf,
+    pub max_bytes: u64,
+}
+
+impl CacheConfig {
+    /// From the environment: dir = `$TIR_CACHE_DIR`, else `$XDG_CACHE_HOME/tir/kernels`, else
+    /// `$HOME/.cache/tir/kernels`, else `<temp dir>/tir-kernels`; max_bytes =
+    /// `$TIR_CACHE_MAX_BYTES` (a plain integer), else 1 GiB. Empty variables count as unset.
+    pub fn from_env() -> Result<CacheConfig, CacheError> {
+        let max_bytes = match non_empty_var(MAX_BYTES_VAR) {
+            None => parse_max_bytes(None)?,
+            Some(v) => match v.into_string() {
+                Ok(s) => parse_max_bytes(Some(&s))?,
+                Err(v) => return Err(bad_max_bytes(&v.to_string_lossy())),
+            },
+        };
+        let dir = resolve_dir(
+            non_empty_var("TIR_CACHE_DIR"),
+            non_empty_var("XDG_CACHE_HOME"),
+            non_empty_var("HOME"),
+            std::env::temp_dir(),
+        );
+        Ok(CacheConfig { dir, max_bytes })
+    }
+}
+
+fn non_empty_var(name: &str) -> Option<OsString> {
+    std::env::var_os(name).filter(|v| !v.is_empty())
+}
+
+/// The directory choice of [`CacheConfig::from_env`], apart from the environment so that
+/// tests need not mutate it.
+fn resolve_dir(
+    tir: Option<OsString>,
+    xdg: Option<OsString>,
+    home: Option<OsString>,
+    temp: PathBuf,
+) -> PathBuf {
+    if let Some(dir) = tir {
+        return PathBuf::from(dir);
+    }
+    // The XDG spec says a relative $XDG_CACHE_HOME is invalid and to be ignored.
+    if let Some(xdg) = xdg.map(PathBuf::from).filter(|p| p.is_absolute()) {
+        return xdg.join("tir").join("kernels");
+    }
+    match home {
+        Some(home) => Path::new(&home).join(".cache").join("tir").join("kernels"),
+        None => temp.join("tir-kernels"),
+    }
+}
+
+/// `$TIR_CACHE_MAX_BYTES`'s value (`None`: unset) as a byte count.
+fn parse_max_bytes(value: Option<&str>) -> Result<u64, CacheError> {
+    match value {
+        None => Ok(DEFAULT_MAX_BYTES),
+        Some(s) => s.trim().parse::<u64>().map_err(|_| bad_max_bytes(s)),
+    }
+}
+
+fn bad_max_bytes(value: &str) -> CacheError {
+    CacheError::Config(format!(
+        "{MAX_BYTES_VAR}={value:?} is not a byte count (want a plain integer, e.g. 1073741824)"
+    ))
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    #[error("kernel cache: {0}")]
+    Config(String),
+    #[error("kernel cache {path}: {reason}")]
+    Io { path: String, reason: String },
+}
+
+fn io_error(path: &Path, err: &io::Error) -> CacheError {
+    CacheError::Io {
+        path: path.display().to_string(),
+        reason: err.to_string(),
+    }
+}
+
+/// FNV-1a 64 of the parts, each prefixed by its length as u64 LE, so that moving bytes from
+/// one part to the next changes the key.
+pub fn cache_key(bytecode: &[u8], arch: &str, toolchain_version: &str) -> u64 {
+    let mut h = fnv::FnvHasher::default();
+    for part in [bytecode, arch.as_bytes(), toolchain_version.as_bytes()] {
+        h.write(&(part.len() as u64).to_le_bytes());
+        h.write(part);
+    }
+    h.finish()
+}
+
+fn checksum(payload: &[u8]) -> u64 {
+    let mut h = fnv::FnvHasher::default();
+    h.write(payload);
+    h.finish()
+}
+
+/// Entry and total bytes, entries only.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    pub entries: usize,
+    pub bytes: u64,
+}
+
+/// What [`KernelCache::get`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    Hit(Vec<u8>),
+    Miss,
+    /// An entry existed but failed verification; it has been removed.
+    Corrupt(String),
+}
+
+/// Makes temp-file names unique between threads of one process (the pid separates processes).
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+#[derive(Clone, Debug)]
+pub struct KernelCache {
+    config: CacheConfig,
+}
+
+impl KernelCache {
+    /// Creates nothing yet: the directory appears on the first `put`.
+    pub fn new(config: CacheConfig) -> KernelCache {
+        KernelCache { config }
+    }
+
+    pub fn config(&self) -> &CacheConfig {
+        &self.config
+    }
+
+    fn entry_path(&self, key: u64) -> PathBuf {
+        self.config.dir.join(entry_name(key))
+    }
+
+    /// Reads and verifies entry `key`. A hit bumps the entry's modification time (its LRU
+    /// recency). A corrupt entry is deleted. An entry that cannot be read at all (e.g.
+    /// permissions) is a miss: the next `put` replaces it.
+    pub fn get(&self, key: u64) -> Lookup {
+        let path = self.entry_path(key);
+        let Ok(mut bytes) = fs::read(&path) else {
+            return Lookup::Miss;
+        };
+        if let Err(reason) = verify(key, &bytes) {
+            return Lookup::Corrupt(remove_corrupt(&path, reason));
+        }
+        touch(&path);
+        bytes.drain(..HEADER_LEN);
+        Lookup::Hit(bytes)
+    }
+
+    /// Stores `payload` as entry `key` (replacing any), then evicts least recently used
+    /// entries, never this one, until the entries total at most `max_bytes`. An error from
+    /// eviction comes after the entry was written.
+    pub fn put(&self, key: u64, payload: &[u8]) -> Result<(), CacheError> {
+        let dir = &self.config.dir;
+        fs::create_dir_all(dir).map_err(|e| io_error(dir, &e))?;
+        let temp = dir.join(temp_name(key));
+        if let Err(e) = write_entry(&temp, key, payload) {
+            // Best effort: a stray temp file is never mistaken for an entry.
+            let _ = fs::remove_file(&temp);
+            return Err(io_error(&temp, &e));
+        }
+        let path = self.entry_path(key);
+        if let Err(e) = fs::rename(&temp, &path) {
+            let _ = fs::remove_file(&temp);
+            return Err(io_error(&path, &e));
+        }
+        self.evict(key)
+    }
+
+    /// Removes the least recently modified entries other than `keep` until the total fits.
+    fn evict(&self, keep: u64) -> Result<(), CacheError> {
+        let mut entries = self.entries()?;
+        let mut total: u64 = entries.iter().map(|e| e.bytes).sum();
+        // Oldest first; the name breaks ties so that the order is deterministic.
+        entries.sort_by(|a, b| (a.modified, &a.path).cmp(&(b.modified, &b.path)));
+        let keep = self.entry_path(keep);
+        for entry in entries.iter().filter(|e| e.path != keep) {
+            if total <= self.config.max_bytes {
+                break;
+            }
+            remove_if_present(&entry.path)?;
+            total = total.saturating_sub(entry.bytes);
+        }
+        Ok(())
+    }
+
+    /// Entries and total bytes (0/0 when the directory does not exist).
+    pub fn stats(&self) -> CacheStats {
+        let entries = self.entries().unwrap_or_default();
+        CacheStats {
+            entries: entries.len(),
+            bytes: entries.iter().map(|e| e.bytes).sum(),
+        }
+    }
+
+    /// Deletes every entry file (not other files); returns how many.
+    pub fn clear(&self) -> Result<usize, CacheError> {
+        let mut removed = 0;
+        for entry in self.entries()? {
+            if remove_if_present(&entry.path)? {
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    /// The entry files now in the directory; none when it does not exist. Files that vanish
+    /// while being listed (another process evicting) are skipped.
+    fn entries(&self) -> Result<Vec<Entry>, CacheError> {
+        let dir = &self.config.dir;
+        let listing = match fs::read_dir(dir) {
+            Ok(listing) => listing,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io_error(dir, &e)),
+        };
+        let mut out = Vec::new();
+        for item in listing {
+            let item = item.map_err(|e| io_error(dir, &e))?;
+            if !item.file_name().to_str().is_some_and(is_entry_name) {
+                continue;
+            }
+            let Ok(meta) = item.metadata() else { continue };
+            if !meta.is_file() {
+                continue;
+            }
+            out.push(Entry {
+                path: item.path(),
+                bytes: meta.len(),
+                // Unknown times sort first: such entries are evicted before known ones.
+                modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            });
+        }
+        Ok(out)
+    }
+}
+
+struct Entry {
+    path: PathBuf,
+    bytes: u64,
+    modified: SystemTime,
+}
+
+fn entry_name(key: u64) -> String {
+    format!("{key:016x}{ENTRY_SUFFIX}")
+}
+
+/// Starts with a dot and ends in `.tmp`, so it is never named like an entry.
+fn temp_name(key: u64) -> String {
+    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!(".{key:016x}.{}.{n}.tmp", std::process::id())
+}
+
+fn is_entry_name(name: &str) -> bool {
+    name.strip_suffix(ENTRY_SUFFIX).is_some_and(|stem| {
+        stem.len() == 16
+            && stem
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
+fn write_entry(path: &Path, key: u64, payload: &[u8]) -> io::Result<()> {
+    // create_new: never write into a file someone else is writing.
+    let mut file = File::options().write(true).create_new(true).open(path)?;
+    file.write_all(&header(key, payload))?;
+    file.write_all(payload)
+}
+
+fn header(key: u64, payload: &[u8]) -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[..8].copy_from_slice(MAGIC);
+    h[8..16].copy_from_slice(&key.to_le_bytes());
+    h[16..24].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+    h[24..].copy_from_slice(&checksum(payload).to_le_bytes());
+    h
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> Option<u64> {
+    let field: [u8; 8] = bytes.get(at..at + 8)?.try_into().ok()?;
+    Some(u64::from_le_bytes(field))
+}
+
+/// Checks an entry file's bytes against the format and `key`; `Err` says what is wrong.
+fn verify(key: u64, bytes: &[u8]) -> Result<(), String> {
+    if bytes.len() < HEADER_LEN {
+        return Err(format!(
+            "truncated header ({} of {HEADER_LEN} bytes)",
+            bytes.len()
+        ));
+    }
+    if bytes[..7] != MAGIC[..7] {
+        return Err("bad magic (not a tir kernel cache entry)".to_string());
+    }
+    if bytes[7] != MAGIC[7] {
+        return Err(format!(
+            "format version {:?}, expected {:?}",
+            char::from(bytes[7]),
+            char::from(MAGIC[7])
+        ));
+    }
+    let field = |at| u64_at(bytes, at).ok_or_else(|| "unreadable header".to_string());
+    let stored_key = field(8)?;
+    if stored_key != key {
+        return Err(format!("holds key {stored_key:016x}, not {key:016x}"));
+    }
+    let payload = &bytes[HEADER_LEN..];
+    let len = field(16)?;
+    if len != payload.len() as u64 {
+        return Err(format!(
+            "payload is {} bytes, header says {len}",
+            payload.len()
+        ));
+    }
+    if field(24)? != checksum(payload) {
+        return Err("payload checksum mismatch".to_string());
+    }
+    Ok(())
+}
+
+/// Deletes a corrupt entry; the reason says if that failed too.
+fn remove_corrupt(path: &Path, reason: String) -> String {
+    match remove_if_present(path) {
+        Ok(_) => reason,
+        Err(e) => format!("{reason}; and removing it failed: {e}"),
+    }
+}
+
+/// Removes `path`; `Ok(false)` when it was already gone (another process got there first).
+fn remove_if_present(path: &Path) -> Result<bool, CacheError> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(io_error(path, &e)),
+    }
+}
+
+/// Marks an entry as just used. Best effort: a failure only makes it look older to eviction.
+fn touch(path: &Path) {
+    if let Ok(file) = File::options().write(true).open(path) {
+        let _ = file.set_modified(SystemTime::now());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn cache_in(dir: &Path, max_bytes: u64) -> KernelCache {
+        KernelCache::new(CacheConfig {
+            dir: dir.join("kernels"),
+            max_bytes,
+        })
+    }
+
+    fn set_age(cache: &KernelCache, key: u64, secs_ago: u64) {
+        let when = SystemTime::now() - Duration::from_secs(secs_ago);
+        let file = File::options()
+            .write(true)
+            .open(cache.entry_path(key))
+            .expect("open entry");
+        file.set_modified(when).expect("set mtime");
+    }
+
+    fn hit(payload: &[u8]) -> Lookup {
+        Lookup::Hit(payload.to_vec())
+    }
+
+    #[test]
+    fn round_trip_creates_dir_and_leaves_no_temp_files() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let cache = cache_in(tmp.path(), 1 << 20);
+        assert!(!cache.config().dir.exists(), "new creates nothing");
+        cache.put(7, b"cubin bytes").expect("put");
+        assert_eq!(cache.get(7), hit(b"cubin bytes"));
+        cache.put(7, b"replaced").expect("put again");
+        assert_eq!(cache.get(7), hit(b"replaced"));
+        cache.put(8, b"").expect("put empty");
+        assert_eq!(cache.get(8), hit(b""));
+        let mut names: Vec<String> = fs::read_dir(&cache.config().dir)
+            .expect("read dir")
+            .map(|e| {
+                e.expect("dir entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        names.sort();
+        assert_eq!(names, [entry_name(7), entry_name(8)]);
+        assert_eq!(entry_name(0xab), "00000000000000ab.cubin");
+    }
+
+    #[test]
+    fn miss_on_absent_key_and_absent_dir() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let cache = cache_in(tmp.path(), 1 << 20);
+        assert_eq!(cache.get(1), Lookup::Miss);
+        cache.put(1, b"x").expect("put");
+        assert_eq!(cache.get(2), Lookup::Miss);
+    }
+
+    /// Damages entry 5 with `damage`, expects a Corrupt mentioning `why`, then a working cache.
+    fn check_corruption(damage: impl Fn(&mut Vec<u8>), why: &str) {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let cache = cache_in(tmp.path(), 1 << 20);
+        cache.put(5, b"payload").expect("put");
+        let path = cache.entry_path(5);
+        let mut bytes = fs::read(&path).expect("read entry");
+        damage(&mut bytes);
+        fs::write(&path, &bytes).expect("write damaged entry");
+        match cache.get(5) {
+            Lookup::Corrupt(reason) => assert!(reason.contains(why), "{why}: got {reason}"),
+            other => panic!("{why}: expected Corrupt, got {other:?}"),
+        }
+        assert!(!path.exists(), "{why}: corrupt entry is removed");
+        assert_eq!(cache.get(5), Lookup::Miss);
+        cache.put(5, b"payload").expect("put after corruption");
+        assert_eq!(cache.get(5), hit(b"payload"));
+    }
+
+    #[test]
+    fn corrupt_entries_are_detected_and_removed() {
+        check_corruption(|b| b[HEADER_LEN + 2] ^= 0x40, "checksum");
+        check_corruption(|b| b.truncate(b.len() - 1), "payload is 6 bytes");
+        check_corruption(|b| b.truncate(20), "truncated header");
+        check_corruption(|b| b[..8].copy_from_slice(b"NOTCUBIN"), "bad magic");
+        check_corruption(|b| b[7] = b'2', "format version");
+        check_corruption(|b| b[8] ^= 1, "holds key");
+        check_corruption(|b| b.push(0), "payload is 8 bytes");
+    }
+
+    #[test]
+    fn entry_under_another_key_is_corrupt() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let cache = cache_in(tmp.path(), 1 << 20);
+        cache.put(1, b"one").expect("put");
+        fs::copy(cache.entry_path(1), cache.entry_path(2)).expect("copy");
+        assert!(matches!(cache.get(2), Lookup::Corrupt(_)));
+        assert_eq!(cache.get(1), hit(b"one"));
+    }
+
+    #[test]
+    fn key_depends_on_every_part_and_its_boundaries() {
+        let base = cache_key(b"bytecode", "sm_90", "13.0");
+        assert_eq!(base, cache_key(b"bytecode", "sm_90", "13.0"));
+        assert_ne!(base, cache_key(b"bytecodf", "sm_90", "13.0"));
+        assert_ne!(base, cache_key(b"bytecode", "sm_100", "13.0"));
+        assert_ne!(base, cache_key(b"bytecode", "sm_90", "13.1"));
+        assert_ne!(cache_key(b"ab", "c", ""), cache_key(b"a", "bc", ""));
+        assert_ne!(cache_key(b"", "ab", "c"), cache_key(b"", "a", "bc"));
+        assert_ne!(cache_key(b"a", "", "b"), cache_key(b"", "a", "b"));
+    }
+
+    #[test]
+    fn lru_eviction_keeps_recently_used() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let payload = [0u8; 10];
+        let entry_bytes = (HEADER_LEN + payload.len()) as u64;
+        let cache = cache_in(tmp.path(), 3 * entry_bytes);
+        for (key, age) in [(1, 300), (2, 200), (3, 100)] {
+            cache.put(key, &payload).expect("put");
+            set_age(&cache, key, age);
+        }
+        assert_eq!(cache.get(1), hit(&payload), "touches entry 1");
+        cache.put(4, &payload).expect("put 4th");
+        assert_eq!(cache.get(2), Lookup::Miss, "least recently used is evicted");
+        for key in [1, 3, 4] {
+            assert_eq!(cache.get(key), hit(&payload), "entry {key} stays");
+        }
+        assert_eq!(
+            cache.stats(),
+            CacheStats {
+                entries: 3,
+                bytes: 3 * entry_bytes
+            }
+        );
+    }
+
+    #[test]
+    fn oversized_entry_is_kept_and_others_evicted() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let cache = cache_in(tmp.path(), 1);
+        cache.put(1, b"first").expect("put");
+        assert_eq!(cache.get(1), hit(b"first"), "just written, never evicted");
+        cache.put(2, b"second").expect("put");
+        assert_eq!(cache.get(1), Lookup::Miss);
+        assert_eq!(cache.get(2), hit(b"second"));
+    }
+
+    #[test]
+    fn stats_and_clear_touch_entries_only() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let cache = cache_in(tmp.path(), 1 << 20);
+        assert_eq!(cache.stats(), CacheStats::default());
+        assert_eq!(cache.clear().expect("clear absent dir"), 0);
+        cache.put(1, b"abc").expect("put");
+        cache.put(2, b"defgh").expect("put");
+        let other = cache.config().dir.join("notes.txt");
+        fs::write(&other, b"not an entry").expect("write other file");
+        let upper = cache.config().dir.join("00000000000000AB.cubin");
+        fs::write(&upper, b"not an entry either").expect("write other file");
+        assert_eq!(
+            cache.stats(),
+            CacheStats {
+                entries: 2,
+                bytes: 2 * HEADER_LEN as u64 + 8
+            }
+        );
+        assert_eq!(cache.clear().expect("clear"), 2);
+        assert_eq!(cache.stats(), CacheStats::default());
+        assert!(other.exists() && upper.exists(), "other files are kept");
+        assert_eq!(cache.get(1), Lookup::Miss);
+    }
+
+    #[test]
+    fn entry_names() {
+        assert!(is_entry_name("0123456789abcdef.cubin"));
+        assert!(!is_entry_name("0123456789ABCDEF.cubin"));
+        assert!(!is_entry_name("0123456789abcde.cubin"));
+        assert!(!is_entry_name("0123456789abcdef.cubin.tmp"));
+        assert!(!is_entry_name(&temp_name(1)));
+    }
+
+    #[test]
+    fn max_bytes_parsing() {
+        assert_eq!(parse_max_bytes(None).expect("default"), 1 << 30);
+        assert_eq!(parse_max_bytes(Some("4096")).expect("plain"), 4096);
+        for bad in ["1GiB", "-1", "", "1e9", "18446744073709551616"] {
+            let err = parse_max_bytes(Some(bad)).expect_err(bad).to_string();
+            assert!(err.contains("TIR_CACHE_MAX_BYTES"), "{err}");
+            assert!(err.contains(&format!("{bad:?}")), "{err}");
+        }
+    }
+
+    #[test]
+    fn dir_resolution_order() {
+        let os = |s: &str| Some(OsString::from(s));
+        let temp = PathBuf::from("/tmp");
+        assert_eq!(
+            resolve_dir(os("/a"), os("/x"), os("/h"), temp.clone()),
+            PathBuf::from("/a")
+        );
+        assert_eq!(
+            resolve_dir(None, os("/x"), os("/h"), temp.clone()),
+            PathBuf::from("/x/tir/kernels")
+        );
+        assert_eq!(
+            resolve_dir(None, os("relative"), os("/h"), temp.clone()),
+            PathBuf::from("/h/.cache/tir/kernels")
+        );
+        assert_eq!(
+            resolve_dir(None, None, None, temp),
+            PathBuf::from("/tmp/tir-kernels")
+        );
+    }
+}

@@ -1,0 +1,908 @@
+//! Code generation: one tile-IR kernel ([`TileKernel`]) to one NVIDIA Tile IR module with one
+//! entry, ready for `tileiras`.
+//!
+//! Takes a kernel that passes the tile IR verifier. Guarantees a module whose entry follows
+//! [`KernelAbi`]: one `ptr` argument per tensor parameter (the buffer's base), then one `i64`
+//! per symbolic dim the body reads, then (for grids of two or more axes) one `i64` per grid
+//! extent. The launch grid is one-dimensional (the product of the extents, at most 2^31 - 1);
+//! the entry recovers each axis's program id by division. Views become `make_tensor_view`
+//! (static shapes and strides where the tile IR has constants), tile loads and stores become
+//! partition-view loads and stores, token-ordered for mutable parameters only; gathers become
+//! masked pointer loads; tiles of 16-bit floats compute in `f32` and round after each op.
+
+mod emit;
+mod math;
+
+use crate::codegen::emit::{mem_scalar, ptr_tile, reg_scalar, segments_attr, tile, Emitter, Pred};
+use cutile_ir::builder::build_single_block_region;
+use cutile_ir::bytecode::Opcode;
+use cutile_ir::ir::{
+    Attribute, FuncType, Location, Module, PaddingValue, PartitionViewType, ScalarType,
+    TensorViewType, Type, Value, DYNAMIC,
+};
+use cutile_ir::OpBuilder;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeSet, HashMap};
+use tir_graph::DType;
+use tir_lower::tile::{Block, CmpOp, IndexOp, TileKernel, TileOp, Type as TileType, ValueId};
+
+/// Why a kernel could not be translated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CodegenError {
+    #[error("{0} is not supported by the CUDA backend")]
+    Unsupported(String),
+    #[error("malformed tile IR: {0}")]
+    Malformed(String),
+}
+
+/// How the host passes arguments to a generated entry, in order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelAbi {
+    /// The entry's symbol in the cubin.
+    pub entry: String,
+    /// One device pointer per tensor parameter, in parameter order.
+    pub params: usize,
+    /// Then the value of each of these symbolic dims, as `i64`.
+    pub dims: Vec<String>,
+    /// Then, when true, each grid extent as `i64`.
+    pub grid_extents: bool,
+}
+
+/// A translated kernel.
+pub struct Generated {
+    pub module: Module,
+    pub abi: KernelAbi,
+}
+
+/// A tensor view: its base pointer (a `ptr` scalar tile), extents and strides in elements
+/// (`i64` scalars, with their values where they are constants).
+#[derive(Clone)]
+struct View {
+    dtype: DType,
+    base: Value,
+    shape: Vec<(Value, Option<i64>)>,
+    strides: Vec<(Value, Option<i64>)>,
+    /// Axes of stride 0 and extent above 1 (a broadcast read): the tensor view has extent 1
+    /// there, and loads repeat that element and pad past `shape`.
+    repeated: Vec<bool>,
+    tensor_view: Option<(Value, TensorViewType)>,
+}
+
+struct Translator<'k> {
+    e: Emitter,
+    kernel: &'k TileKernel,
+    values: HashMap<ValueId, Value>,
+    consts: HashMap<ValueId, i64>,
+    types: HashMap<ValueId, TileType>,
+    views: HashMap<ValueId, View>,
+    params: Vec<Value>,
+    dims: HashMap<String, Value>,
+    extents: Vec<Value>,
+    block_id: Option<Value>,
+}
+
+type Res<T> = Result<T, CodegenError>;
+
+fn malformed(what: String) -> CodegenError {
+    CodegenError::Malformed(what)
+}
+
+fn index_ty() -> Type {
+    tile(ScalarType::I64, &[])
+}
+
+/// The symbolic dims the kernel's body reads, sorted.
+fn body_dims(kernel: &TileKernel) -> Vec<String> {
+    let mut dims = BTreeSet::new();
+    fn walk(block: &Block, dims: &mut BTreeSet<String>) {
+        for s in &block.stmts {
+            match &s.op {
+                TileOp::Dim { name } => {
+                    dims.insert(name.clone());
+                }
+                TileOp::For { body, .. } => walk(body, dims),
+                _ => {}
+            }
+        }
+    }
+    walk(&kernel.body, &mut dims);
+    dims.into_iter().collect()
+}
+
+/// Translates `kernel` into a Tile IR module with one entry (see the module doc).
+pub fn generate(kernel: &TileKernel) -> Result<Generated, CodegenError> {
+    let dims = body_dims(kernel);
+    let grid_extents = kernel.grid.len() > 1;
+    let mut arg_types: Vec<Type> = kernel
+        .params
+        .iter()
+        .map(|p| ptr_tile(mem_scalar(p.dtype), &[]))
+        .collect();
+    arg_types.extend(dims.iter().map(|_| index_ty()));
+    if grid_extents {
+        arg_types.extend(kernel.grid.iter().map(|_| index_ty()));
+    }
+    let mut module = Module::new("tir");
+    let (region, block, args) = build_single_block_region(&mut module, &arg_types);
+    let n = kernel.params.len();
+    let mut t = Translator {
+        e: Emitter { module, block },
+        kernel,
+        values: HashMap::new(),
+        consts: HashMap::new(),
+        types: HashMap::new(),
+        views: HashMap::new(),
+        params: args[..n].to_vec(),
+        dims: dims
+            .iter()
+            .cloned()
+            .zip(args[n..n + dims.len()].iter().copied())
+            .collect(),
+        extents: args[n + dims.len()..].to_vec(),
+        block_id: None,
+    };
+    t.block(&kernel.body)?;
+    t.e.op(Opcode::Return, &[], vec![], vec![]);
+    let entry = entry_name(&kernel.name);
+    let mut module = t.e.module;
+    let (op, _) = OpBuilder::new(Opcode::Entry, Location::Unknown)
+        .attr("sym_name", Attribute::String(entry.clone()))
+        .attr(
+            "function_type",
+            Attribute::Type(Type::Func(FuncType {
+                inputs: arg_types,
+                results: vec![],
+            })),
+        )
+        .region(region)
+        .build(&mut module);
+    module.functions.push(op);
+    Ok(Generated {
+        module,
+        abi: KernelAbi {
+            entry,
+            params: n,
+            dims,
+            grid_extents,
+        },
+    })
+}
+
+/// A symbol made of the kernel's name: letters, digits and `_`.
+fn entry_name(name: &str) -> String {
+    let clean: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    format!("tir_{clean}")
+}
+
+impl Translator<'_> {
+    fn get(&self, id: ValueId) -> Res<Value> {
+        self.values.get(&id).copied().ok_or_else(|| {
+            malformed(format!(
+                "{} uses {id} before it is defined",
+                self.kernel.name
+            ))
+        })
+    }
+
+    fn tile_of(&self, id: ValueId) -> Res<(DType, Vec<i64>)> {
+        match self.types.get(&id) {
+            Some(TileType::Tile { dtype, shape }) => {
+                Ok((*dtype, shape.iter().map(|&d| d as i64).collect()))
+            }
+            _ => Err(malformed(format!("{id} is not a tile"))),
+        }
+    }
+
+    fn block(&mut self, block: &Block) -> Res<()> {
+        for stmt in &block.stmts {
+            let results = self.stmt(&stmt.op, &stmt.defs)?;
+            if results.len() != stmt.defs.len() {
+                return Err(malformed(format!(
+                    "{}: {:?} defines {} values, translated to {}",
+                    self.kernel.name,
+                    stmt.defs.first().map(|d| d.0),
+                    stmt.defs.len(),
+                    results.len()
+                )));
+            }
+            for ((id, ty), v) in stmt.defs.iter().zip(results) {
+                self.values.insert(*id, v);
+                self.types.insert(*id, ty.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// The flat tile-block id as `i64`.
+    fn block_id(&mut self) -> Value {
+        if let Some(v) = self.block_id {
+            return v;
+        }
+        let i32t = tile(ScalarType::I32, &[]);
+        let ids = self.e.op(
+            Opcode::GetTileBlockId,
+            &[],
+            vec![],
+            vec![i32t.clone(), i32t.clone(), i32t],
+        );
+        let v = self.e.int_resize(ids[0], ScalarType::I64, false);
+        self.block_id = Some(v);
+        v
+    }
+
+    fn program_id(&mut self, axis: usize) -> Res<Value> {
+        let flat = self.block_id();
+        if self.extents.is_empty() {
+            return Ok(flat);
+        }
+        let mut inner: Option<Value> = None;
+        for k in axis + 1..self.extents.len() {
+            let ext = self.extents[k];
+            inner = Some(match inner {
+                None => ext,
+                Some(i) => self.e.muli(i, ext),
+            });
+        }
+        let q = match inner {
+            None => flat,
+            Some(i) => self.e.divi(flat, i, true),
+        };
+        Ok(if axis == 0 {
+            q
+        } else {
+            self.e.signed_op(Opcode::RemI, q, self.extents[axis], true)
+        })
+    }
+
+    fn index_arith(&mut self, op: IndexOp, a: Value, b: Value) -> Value {
+        let e = &mut self.e;
+        match op {
+            IndexOp::Add => e.addi(a, b),
+            IndexOp::Sub => e.subi(a, b),
+            IndexOp::Mul => e.muli(a, b),
+            IndexOp::Div => e.divi(a, b, true),
+            IndexOp::Rem => e.signed_op(Opcode::RemI, a, b, true),
+            IndexOp::Min => e.signed_op(Opcode::MinI, a, b, true),
+            IndexOp::Max => e.signed_op(Opcode::MaxI, a, b, true),
+        }
+    }
+
+    fn fold(&self, op: IndexOp, a: ValueId, b: ValueId) -> Option<i64> {
+        let (x, y) = (*self.consts.get(&a)?, *self.consts.get(&b)?);
+        match op {
+            IndexOp::Add => x.checked_add(y),
+            IndexOp::Sub => x.checked_sub(y),
+            IndexOp::Mul => x.checked_mul(y),
+            IndexOp::Div => x.checked_div(y),
+            IndexOp::Rem => x.checked_rem(y),
+            IndexOp::Min => Some(x.min(y)),
+            IndexOp::Max => Some(x.max(y)),
+        }
+    }
+
+    fn stmt(&mut self, op: &TileOp, defs: &[(ValueId, TileType)]) -> Res<Vec<Value>> {
+        let def = |i: usize| -> Res<&TileType> {
+            defs.get(i)
+                .map(|d| &d.1)
+                .ok_or_else(|| malformed("a statement defines too few values".into()))
+        };
+        let def_tile = |i: usize| -> Res<(DType, Vec<i64>)> {
+            match def(i)? {
+                TileType::Tile { dtype, shape } => {
+                    Ok((*dtype, shape.iter().map(|&d| d as i64).collect()))
+                }
+                _ => Err(malformed("expected a tile".into())),
+            }
+        };
+        let one = |v: Value| Ok(vec![v]);
+        match op {
+            TileOp::ProgramId { axis } => one(self.program_id(*axis)?),
+            TileOp::Dim { name } => {
+                let v = *self
+                    .dims
+                    .get(name)
+                    .ok_or_else(|| malformed(format!("dim `{name}` is not an argument")))?;
+                one(v)
+            }
+            TileOp::Index { value } => {
+                if let Some((id, _)) = defs.first() {
+                    self.consts.insert(*id, *value);
+                }
+                one(self.e.index_const(*value))
+            }
+            TileOp::IndexArith { op, a, b } => {
+                if let (Some(c), Some((id, TileType::Index))) =
+                    (self.fold(*op, *a, *b), defs.first())
+                {
+                    self.consts.insert(*id, c);
+                    return one(self.e.index_const(c));
+                }
+                let (a, b) = (self.get(*a)?, self.get(*b)?);
+                one(self.index_arith(*op, a, b))
+            }
+            TileOp::IndexCmp { op, a, b } => {
+                let pred = match op {
+                    CmpOp::Lt => Pred::Lt,
+                    CmpOp::Le => Pred::Le,
+                    CmpOp::Ge => Pred::Ge,
+                    CmpOp::Eq => Pred::Eq,
+                };
+                let (a, b) = (self.get(*a)?, self.get(*b)?);
+                one(self.e.cmpi(pred, a, b, true))
+            }
+            TileOp::LoadScalar { param, index } => {
+                let ptr = self.param_ptr(*param)?;
+                let dtype = self.kernel.params[*param].dtype;
+                let index = self.get(*index)?;
+                let p = self.e.offset(ptr, index);
+                let v = self.e.load_ptr(p, mem_scalar(dtype), None);
+                one(self.e.int_resize(v, ScalarType::I64, dtype != DType::U8))
+            }
+            TileOp::MakeView {
+                param,
+                offset,
+                shape,
+                strides,
+            } => {
+                let view = self.make_view(*param, *offset, shape, strides)?;
+                let id = defs
+                    .first()
+                    .map(|d| d.0)
+                    .ok_or_else(|| malformed("view".into()))?;
+                self.views.insert(id, view);
+                // Views have no value of their own until a load or store needs one.
+                one(self.params[*param])
+            }
+            TileOp::MakeToken => one(self.e.op1(Opcode::MakeToken, &[], vec![], Type::Token)),
+            TileOp::Load {
+                view,
+                coords,
+                padding,
+                token,
+            } => {
+                let (dtype, shape) = def_tile(0)?;
+                let (v, tok) = self.load(*view, coords, *padding, *token, dtype, &shape)?;
+                Ok(match token {
+                    Some(_) => vec![v, tok],
+                    None => vec![v],
+                })
+            }
+            TileOp::LoadIndexed {
+                view,
+                indices,
+                mask,
+                padding,
+            } => {
+                let (dtype, shape) = def_tile(0)?;
+                one(self.load_indexed(*view, indices, *mask, *padding, dtype, &shape)?)
+            }
+            TileOp::Store {
+                view,
+                coords,
+                value,
+                token,
+            } => one(self.store(*view, coords, *value, *token)?),
+            TileOp::Constant { value } => match def(0)? {
+                TileType::Index => one(self.e.index_const(*value as i64)),
+                _ => {
+                    let (dtype, shape) = def_tile(0)?;
+                    one(self.e.constant(reg_scalar(dtype), *value, &shape))
+                }
+            },
+            TileOp::Iota { axis } => {
+                let (_, shape) = def_tile(0)?;
+                one(self.e.iota(&shape, *axis))
+            }
+            TileOp::Splat { x } => {
+                let (_, shape) = def_tile(0)?;
+                let x = self.get(*x)?;
+                one(self.e.splat(x, &shape))
+            }
+            TileOp::Unary { op, x } => {
+                let (dtype, _) = self.tile_of(*x)?;
+                let x = self.get(*x)?;
+                one(math::unary(&mut self.e, *op, dtype, x)?)
+            }
+            TileOp::Binary { op, a, b } => {
+                let (dtype, _) = self.tile_of(*a)?;
+                let (a, b) = (self.get(*a)?, self.get(*b)?);
+                one(math::binary(&mut self.e, *op, dtype, a, b)?)
+            }
+            TileOp::Select { cond, a, b } => {
+                let (c, a, b) = (self.get(*cond)?, self.get(*a)?, self.get(*b)?);
+                one(self.e.select(c, a, b))
+            }
+            TileOp::Cast { x } => {
+                let (from, _) = self.tile_of(*x)?;
+                let (to, _) = def_tile(0)?;
+                let x = self.get(*x)?;
+                one(math::cast(&mut self.e, from, to, x))
+            }
+            TileOp::Broadcast { x } => {
+                let (_, shape) = def_tile(0)?;
+                let x = self.get(*x)?;
+                one(self.e.broadcast(x, &shape))
+            }
+            TileOp::Reshape { x } => {
+                let (_, shape) = def_tile(0)?;
+                let x = self.get(*x)?;
+                one(self.e.reshape(x, &shape))
+            }
+            TileOp::Permute { x, perm } => {
+                let (dtype, shape) = def_tile(0)?;
+                let x = self.get(*x)?;
+                let perm: Vec<i32> = perm.iter().map(|&p| p as i32).collect();
+                one(self.e.op1(
+                    Opcode::Permute,
+                    &[x],
+                    vec![("permutation", Attribute::DenseI32Array(perm))],
+                    tile(reg_scalar(dtype), &shape),
+                ))
+            }
+            TileOp::Reduce { op, x, axis } => {
+                let (dtype, _) = self.tile_of(*x)?;
+                let x = self.get(*x)?;
+                one(math::reduce(&mut self.e, *op, dtype, x, *axis)?)
+            }
+            TileOp::Mma { a, b, acc } => {
+                let (dtype, _) = self.tile_of(*a)?;
+                let (a, b, acc) = (self.get(*a)?, self.get(*b)?, self.get(*acc)?);
+                one(self.mma(dtype, a, b, acc)?)
+            }
+            TileOp::For {
+                start,
+                end,
+                step,
+                var,
+                init,
+                carried,
+                body,
+                yields,
+            } => self.for_loop(*start, *end, *step, *var, init, carried, body, yields),
+        }
+    }
+
+    fn param_ptr(&self, param: usize) -> Res<Value> {
+        self.params
+            .get(param)
+            .copied()
+            .ok_or_else(|| malformed(format!("parameter {param} does not exist")))
+    }
+
+    fn make_view(
+        &mut self,
+        param: usize,
+        offset: ValueId,
+        shape: &[ValueId],
+        strides: &[ValueId],
+    ) -> Res<View> {
+        let ptr = self.param_ptr(param)?;
+        let dtype = self.kernel.params[param].dtype;
+        let base = if self.consts.get(&offset) == Some(&0) {
+            ptr
+        } else {
+            let off = self.get(offset)?;
+            self.e.offset(ptr, off)
+        };
+        let with_const = |t: &Self, ids: &[ValueId]| -> Res<Vec<(Value, Option<i64>)>> {
+            ids.iter()
+                .map(|id| Ok((t.get(*id)?, t.consts.get(id).copied())))
+                .collect()
+        };
+        let shape = with_const(self, shape)?;
+        let strides = with_const(self, strides)?;
+        let repeated = shape
+            .iter()
+            .zip(&strides)
+            .map(|(e, s)| s.1 == Some(0) && e.1 != Some(1))
+            .collect();
+        Ok(View {
+            dtype,
+            base,
+            shape,
+            strides,
+            repeated,
+            tensor_view: None,
+        })
+    }
+
+    fn view(&self, id: ValueId) -> Res<View> {
+        self.views
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| malformed(format!("{id} is not a view")))
+    }
+
+    /// The `make_tensor_view` of a view, made on first use.
+    fn tensor_view(&mut self, id: ValueId) -> Res<(Value, TensorViewType)> {
+        let view = self.view(id)?;
+        if let Some(tv) = view.tensor_view {
+            return Ok(tv);
+        }
+        // Tile IR wants positive constant strides: a stride-0 axis has one element to read.
+        let one = (view.base, Some(1));
+        let mut extents = view.shape.clone();
+        let mut strides = view.strides.clone();
+        for k in 0..extents.len() {
+            if strides[k].1 == Some(0) {
+                strides[k] = one;
+                extents[k] = one;
+            }
+        }
+        let statics = |xs: &[(Value, Option<i64>)]| -> Vec<i64> {
+            xs.iter().map(|(_, c)| c.unwrap_or(DYNAMIC)).collect()
+        };
+        let dynamic = |xs: &[(Value, Option<i64>)]| -> Vec<Value> {
+            xs.iter()
+                .filter(|(_, c)| c.is_none())
+                .map(|(v, _)| *v)
+                .collect()
+        };
+        let ty = TensorViewType {
+            element_type: mem_scalar(view.dtype),
+            shape: statics(&extents),
+            strides: statics(&strides),
+        };
+        let shape_ops = dynamic(&extents);
+        let stride_ops = dynamic(&strides);
+        let mut operands = vec![view.base];
+        operands.extend(&shape_ops);
+        operands.extend(&stride_ops);
+        let v = self.e.op1(
+            Opcode::MakeTensorView,
+            &operands,
+            vec![(
+                "operandSegmentSizes",
+                segments_attr(&[1, shape_ops.len() as i64, stride_ops.len() as i64]),
+            )],
+            Type::TensorView(ty.clone()),
+        );
+        if let Some(entry) = self.views.get_mut(&id) {
+            entry.tensor_view = Some((v, ty.clone()));
+        }
+        Ok((v, ty))
+    }
+
+    fn partition_view(
+        &mut self,
+        view: ValueId,
+        tile_shape: &[i64],
+        padding: Option<PaddingValue>,
+    ) -> Res<Value> {
+        let (tv, tv_ty) = self.tensor_view(view)?;
+        let ty = PartitionViewType {
+            tile_shape: tile_shape.iter().map(|&d| d as i32).collect(),
+            dim_map: (0..tile_shape.len() as i32).collect(),
+            tensor_view: tv_ty,
+            padding_value: padding,
+        };
+        Ok(self.e.op1(
+            Opcode::MakePartitionView,
+            &[tv],
+            vec![],
+            Type::PartitionView(ty),
+        ))
+    }
+
+    /// A tile of `dtype` read from memory (of `mem_scalar(dtype)`) to its register type.
+    fn loaded_value(&mut self, v: Value, dtype: DType) -> Value {
+        if dtype == DType::Bool {
+            let zero = self.e.constant(ScalarType::I8, 0.0, &self.e.shape(v));
+            self.e.cmpi(Pred::Ne, v, zero, false)
+        } else {
+            v
+        }
+    }
+
+    fn stored_value(&mut self, v: Value, dtype: DType) -> Value {
+        if dtype == DType::Bool {
+            self.e.int_resize(v, ScalarType::I8, false)
+        } else {
+            v
+        }
+    }
+
+    /// Whether element `t` of the tile at `coords` is inside the view along each of `axes`.
+    fn in_bounds(&mut self, view: &View, coords: &[Value], shape: &[i64], axes: &[usize]) -> Value {
+        let mut mask: Option<Value> = None;
+        for &k in axes {
+            let c = coords[k];
+            let size = self.e.index_const(shape[k]);
+            let start = self.e.muli(c, size);
+            let start = self.e.splat(start, shape);
+            let pos = self.e.iota(shape, k);
+            let pos = self.e.addi(start, pos);
+            let extent = self.e.splat(view.shape[k].0, shape);
+            let inside = self.e.cmpi(Pred::Lt, pos, extent, true);
+            mask = Some(match mask {
+                None => inside,
+                Some(m) => self.e.same(Opcode::AndI, m, inside, vec![]),
+            });
+        }
+        mask.unwrap_or_else(|| self.e.constant(ScalarType::I1, 1.0, shape))
+    }
+
+    fn load(
+        &mut self,
+        view_id: ValueId,
+        coords: &[ValueId],
+        padding: f64,
+        token: Option<ValueId>,
+        dtype: DType,
+        shape: &[i64],
+    ) -> Res<(Value, Value)> {
+        let view = self.view(view_id)?;
+        let coords: Vec<Value> = coords.iter().map(|c| self.get(*c)).collect::<Res<_>>()?;
+        let token = token.map(|t| self.get(t)).transpose()?;
+        let mem = mem_scalar(dtype);
+        if shape.is_empty() {
+            let (v, tok) = self.e.load_ptr_token(view.base, mem, token);
+            return Ok((self.loaded_value(v, dtype), tok));
+        }
+        let native = padding_value(padding, dtype);
+        // Repeated axes load one element (at coordinate 0) and broadcast it.
+        let mut loaded = shape.to_vec();
+        let mut at = coords.clone();
+        let zero = self.e.index_const(0);
+        for k in 0..shape.len() {
+            if view.repeated[k] {
+                loaded[k] = 1;
+                at[k] = zero;
+            }
+        }
+        let pv = self.partition_view(view_id, &loaded, native)?;
+        let mut operands = vec![pv];
+        operands.extend(&at);
+        operands.extend(token);
+        let out = self.e.op(
+            Opcode::LoadViewTko,
+            &operands,
+            vec![
+                ("memory_ordering_semantics", Attribute::i32(0)),
+                (
+                    "operandSegmentSizes",
+                    segments_attr(&[1, coords.len() as i64, token.is_some() as i64]),
+                ),
+            ],
+            vec![tile(mem, &loaded), Type::Token],
+        );
+        let v = self.loaded_value(out[0], dtype);
+        let mut v = self.e.broadcast(v, shape);
+        let axes: Vec<usize> = (0..shape.len())
+            .filter(|&k| view.repeated[k] || native.is_none())
+            .collect();
+        if !axes.is_empty() {
+            let inside = self.in_bounds(&view, &coords, shape, &axes);
+            let pad = self.e.constant(reg_scalar(dtype), padding, shape);
+            v = self.e.select(inside, v, pad);
+        }
+        Ok((v, out[1]))
+    }
+
+    fn load_indexed(
+        &mut self,
+        view_id: ValueId,
+        indices: &[ValueId],
+        mask: ValueId,
+        padding: f64,
+        dtype: DType,
+        shape: &[i64],
+    ) -> Res<Value> {
+        let view = self.view(view_id)?;
+        let mut mask = self.get(mask)?;
+        let mut offset: Option<Value> = None;
+        for (k, id) in indices.iter().enumerate() {
+            let i = self.get(*id)?;
+            let zero = self.e.constant(ScalarType::I64, 0.0, shape);
+            let extent = self.e.splat(view.shape[k].0, shape);
+            let lo = self.e.cmpi(Pred::Ge, i, zero, true);
+            let hi = self.e.cmpi(Pred::Lt, i, extent, true);
+            let ok = self.e.same(Opcode::AndI, lo, hi, vec![]);
+            mask = self.e.same(Opcode::AndI, mask, ok, vec![]);
+            let stride = self.e.splat(view.strides[k].0, shape);
+            let term = self.e.muli(i, stride);
+            offset = Some(match offset {
+                None => term,
+                Some(o) => self.e.addi(o, term),
+            });
+        }
+        let offset = match offset {
+            Some(o) => o,
+            None => self.e.constant(ScalarType::I64, 0.0, shape),
+        };
+        // Masked-off lanes still form an address: keep it at the base.
+        let zero = self.e.constant(ScalarType::I64, 0.0, shape);
+        let offset = self.e.select(mask, offset, zero);
+        let ptrs = self.e.offset(view.base, offset);
+        let mem = mem_scalar(dtype);
+        let pad = self.e.constant(mem, padding, shape);
+        let v = self.e.load_ptr(ptrs, mem, Some((mask, pad)));
+        Ok(self.loaded_value(v, dtype))
+    }
+
+    fn store(
+        &mut self,
+        view_id: ValueId,
+        coords: &[ValueId],
+        value: ValueId,
+        token: ValueId,
+    ) -> Res<Value> {
+        let view = self.view(view_id)?;
+        let coords: Vec<Value> = coords.iter().map(|c| self.get(*c)).collect::<Res<_>>()?;
+        let token = self.get(token)?;
+        let (dtype, shape) = self.tile_of(value)?;
+        let v = self.get(value)?;
+        let v = self.stored_value(v, dtype);
+        if shape.is_empty() {
+            return Ok(self.e.store_ptr(view.base, v, token));
+        }
+        let pv = self.partition_view(view_id, &shape, None)?;
+        let mut operands = vec![v, pv];
+        operands.extend(&coords);
+        operands.push(token);
+        Ok(self.e.op1(
+            Opcode::StoreViewTko,
+            &operands,
+            vec![
+                ("memory_ordering_semantics", Attribute::i32(0)),
+                (
+                    "operandSegmentSizes",
+                    segments_attr(&[1, 1, coords.len() as i64, 1]),
+                ),
+            ],
+            Type::Token,
+        ))
+    }
+
+    /// `acc + a @ b` on the last two dims. Floats use `mmaf` (batched over one leading dim;
+    /// more are folded into it); integers multiply and sum in `i64`.
+    fn mma(&mut self, dtype: DType, a: Value, b: Value, acc: Value) -> Res<Value> {
+        let (sa, sb, sc) = (self.e.shape(a), self.e.shape(b), self.e.shape(acc));
+        let r = sa.len();
+        if r < 2 {
+            return Err(malformed("mma of tiles of rank below 2".into()));
+        }
+        let batch: i64 = sa[..r - 2].iter().product();
+        let (m, k, n) = (sa[r - 2], sa[r - 1], sb[r - 1]);
+        if dtype.is_float() {
+            let (a3, b3, c3) = if r == 2 {
+                (a, b, acc)
+            } else {
+                (
+                    self.e.reshape(a, &[batch, m, k]),
+                    self.e.reshape(b, &[batch, k, n]),
+                    self.e.reshape(acc, &[batch, m, n]),
+                )
+            };
+            let t = self.e.ty(c3);
+            let out = self.e.op1(Opcode::MmaF, &[a3, b3, c3], vec![], t);
+            return Ok(self.e.reshape(out, &sc));
+        }
+        self.int_mma(dtype, a, b, acc, [batch, m, k, n])
+    }
+
+    /// Integer `acc + a @ b` in `i64` (wrapping): a loop over `k` adding the outer product of
+    /// column `c` of `a` and row `c` of `b` (tensor cores have no 64-bit integer path).
+    fn int_mma(
+        &mut self,
+        dtype: DType,
+        a: Value,
+        b: Value,
+        acc: Value,
+        [batch, m, k, n]: [i64; 4],
+    ) -> Res<Value> {
+        let signed = dtype != DType::U8;
+        let sc = self.e.shape(acc);
+        let a = self.e.int_resize(a, ScalarType::I64, signed);
+        let b = self.e.int_resize(b, ScalarType::I64, signed);
+        let a = self.e.reshape(a, &[batch, m, k]);
+        let b = self.e.reshape(b, &[batch, k, n]);
+        let acc = self.e.reshape(acc, &[batch, m, n]);
+        let i32t = tile(ScalarType::I32, &[]);
+        let lo = self.e.scalar_const(ScalarType::I32, 0.0);
+        let hi = self.e.scalar_const(ScalarType::I32, k as f64);
+        let step = self.e.scalar_const(ScalarType::I32, 1.0);
+        let acc_ty = self.e.ty(acc);
+        let (region, ()) = self.e.in_region(&[i32t, acc_ty.clone()], |e, v| {
+            let (c, sum) = (v[0], v[1]);
+            let zero = e.scalar_const(ScalarType::I32, 0.0);
+            let column = e.op1(
+                Opcode::Extract,
+                &[a, zero, zero, c],
+                vec![],
+                tile(ScalarType::I64, &[batch, m, 1]),
+            );
+            let row = e.op1(
+                Opcode::Extract,
+                &[b, zero, c, zero],
+                vec![],
+                tile(ScalarType::I64, &[batch, 1, n]),
+            );
+            let full = [batch, m, n];
+            let column = e.broadcast(column, &full);
+            let row = e.broadcast(row, &full);
+            let product = e.muli(column, row);
+            let sum = e.addi(sum, product);
+            e.op(Opcode::Continue, &[sum], vec![], vec![]);
+        });
+        let out = self.e.region_op(
+            Opcode::For,
+            &[lo, hi, step, acc],
+            vec![],
+            vec![acc_ty],
+            region,
+        )[0];
+        Ok(self.e.reshape(out, &sc))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn for_loop(
+        &mut self,
+        start: ValueId,
+        end: ValueId,
+        step: ValueId,
+        var: ValueId,
+        init: &[ValueId],
+        carried: &[(ValueId, TileType)],
+        body: &Block,
+        yields: &[ValueId],
+    ) -> Res<Vec<Value>> {
+        let mut operands = vec![self.get(start)?, self.get(end)?, self.get(step)?];
+        for id in init {
+            operands.push(self.get(*id)?);
+        }
+        let carried_types: Vec<Type> = init
+            .iter()
+            .map(|id| self.get(*id).map(|v| self.e.ty(v)))
+            .collect::<Res<_>>()?;
+        let mut args = vec![index_ty()];
+        args.extend(carried_types.iter().cloned());
+        let (region, block, values) = build_single_block_region(&mut self.e.module, &args);
+        let outer = std::mem::replace(&mut self.e.block, block);
+        self.values.insert(var, values[0]);
+        self.types.insert(var, TileType::Index);
+        for ((id, ty), v) in carried.iter().zip(&values[1..]) {
+            self.values.insert(*id, *v);
+            self.types.insert(*id, ty.clone());
+        }
+        let inner = self
+            .block(body)
+            .and_then(|()| yields.iter().map(|y| self.get(*y)).collect::<Res<Vec<_>>>());
+        let inner = match inner {
+            Ok(v) => v,
+            Err(e) => {
+                self.e.block = outer;
+                return Err(e);
+            }
+        };
+        self.e.op(Opcode::Continue, &inner, vec![], vec![]);
+        self.e.block = outer;
+        Ok(self
+            .e
+            .region_op(Opcode::For, &operands, vec![], carried_types, region))
+    }
+}
+
+/// The partition view's own padding for `padding`, where Tile IR has one for `dtype`.
+fn padding_value(padding: f64, dtype: DType) -> Option<PaddingValue> {
+    if padding == 0.0 && padding.is_sign_positive() {
+        return Some(PaddingValue::Zero);
+    }
+    if !dtype.is_float() {
+        return None;
+    }
+    if padding.is_nan() {
+        Some(PaddingValue::Nan)
+    } else if padding == f64::INFINITY {
+        Some(PaddingValue::PosInf)
+    } else if padding == f64::NEG_INFINITY {
+        Some(PaddingValue::NegInf)
+    } else if padding == 0.0 {
+        Some(PaddingValue::NegZero)
+    } else {
+        None
+    }
+}

@@ -1,0 +1,237 @@
+//! Compiling a program's kernels: each tile kernel to Tile IR bytecode (module `codegen`), then
+//! to a cubin per target architecture with `tileiras`, through the kernel cache.
+//!
+//! Takes a verified [`Program`]. Guarantees one [`KernelAbi`] per kernel and, per requested
+//! architecture, one cubin per kernel in kernel order, each either assembled now or read back
+//! from the cache after its checksum verified.
+
+use crate::cache::{cache_key, KernelCache, Lookup};
+use crate::codegen::{generate, KernelAbi};
+use crate::toolchain::{Toolchain, ToolchainError, INSTALL_HINT};
+use cutile_ir::bytecode::BytecodeVersion;
+use rayon::prelude::*;
+use std::collections::BTreeMap;
+use std::path::Path;
+use tir_lower::tile::TileKernel;
+use tir_lower::{BackendError, Program};
+
+/// A program's kernels, compiled.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CompiledKernels {
+    pub abis: Vec<KernelAbi>,
+    /// Per architecture: one cubin per kernel.
+    pub cubins: BTreeMap<String, Vec<Vec<u8>>>,
+    /// The `tileiras` release that built them.
+    pub toolchain: String,
+}
+
+/// What happened in the cache while compiling.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheUse {
+    pub hits: usize,
+    pub misses: usize,
+    pub corrupt: usize,
+}
+
+fn unsupported(reason: String) -> BackendError {
+    BackendError::Unsupported {
+        backend: "cuda".into(),
+        reason,
+    }
+}
+
+/// The Tile IR bytecode of one kernel in bytecode version `version`, and its ABI.
+pub fn kernel_bytecode(
+    kernel: &TileKernel,
+    version: BytecodeVersion,
+) -> Result<(Vec<u8>, KernelAbi), BackendError> {
+    let generated =
+        generate(kernel).map_err(|e| unsupported(format!("kernel {}: {e}", kernel.name)))?;
+    let bytes = cutile_ir::bytecode::write_bytecode_version(&generated.module, version)
+        .map_err(|e| unsupported(format!("kernel {}: writing bytecode: {e}", kernel.name)))?;
+    Ok((bytes, generated.abi))
+}
+
+/// One cubin for `arch`, from the cache when it holds a verified one.
+fn cubin(
+    bytecode: &[u8],
+    arch: &str,
+    kernel: &str,
+    compiler: &KernelCompiler,
+    used: &std::sync::Mutex<CacheUse>,
+) -> Result<Vec<u8>, BackendError> {
+    let cache = compiler.cache.as_ref();
+    let key = cache_key(bytecode, arch, &compiler.stamp.version);
+    let count = |f: fn(&mut CacheUse)| {
+        if let Ok(mut u) = used.lock() {
+            f(&mut u)
+        }
+    };
+    if let Some(cache) = cache {
+        match cache.get(key) {
+            Lookup::Hit(bytes) => {
+                count(|u| u.hits += 1);
+                return Ok(bytes);
+            }
+            Lookup::Corrupt(_) => count(|u| u.corrupt += 1),
+            Lookup::Miss => {}
+        }
+    }
+    count(|u| u.misses += 1);
+    let toolchain = compiler.toolchain.as_ref().ok_or_else(|| {
+        unsupported(format!(
+            "kernel {kernel} for {arch} is not in the kernel cache and tileiras was not found; \
+             {INSTALL_HINT}"
+        ))
+    })?;
+    let bytes = toolchain
+        .assemble(bytecode, arch, kernel)
+        .map_err(|e| unsupported(e.to_string()))?;
+    if let Some(cache) = cache {
+        // A cache that cannot be written only costs time on the next compile.
+        let _ = cache.put(key, &bytes);
+    }
+    Ok(bytes)
+}
+
+/// The toolchain release and bytecode version kernels are compiled with: enough to generate
+/// bytecode and compute cache keys without `tileiras` itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolchainStamp {
+    pub version: String,
+    pub bytecode: BytecodeVersion,
+}
+
+/// The file in a cache directory naming the toolchain that filled it.
+const STAMP_FILE: &str = "toolchain";
+
+impl ToolchainStamp {
+    fn of(toolchain: &Toolchain) -> ToolchainStamp {
+        ToolchainStamp {
+            version: toolchain.version.clone(),
+            bytecode: toolchain.bytecode,
+        }
+    }
+
+    /// `13.5.37 13.5`.
+    fn to_line(&self) -> String {
+        format!(
+            "{} {}.{}\n",
+            self.version, self.bytecode.major, self.bytecode.minor
+        )
+    }
+
+    fn parse(line: &str) -> Option<ToolchainStamp> {
+        let mut words = line.split_whitespace();
+        let version = words.next()?.to_string();
+        let (major, minor) = words.next()?.split_once('.')?;
+        let bytecode = BytecodeVersion {
+            major: major.parse().ok()?,
+            minor: minor.parse().ok()?,
+            tag: 0,
+        };
+        BytecodeVersion::SUPPORTED
+            .contains(&bytecode)
+            .then_some(ToolchainStamp { version, bytecode })
+    }
+
+    fn read(dir: &Path) -> Option<ToolchainStamp> {
+        ToolchainStamp::parse(&std::fs::read_to_string(dir.join(STAMP_FILE)).ok()?)
+    }
+
+    /// Records the stamp in `dir` (atomically; a cache that cannot be written only costs time).
+    fn write(&self, dir: &Path) {
+        if ToolchainStamp::read(dir).as_ref() == Some(self) || std::fs::create_dir_all(dir).is_err()
+        {
+            return;
+        }
+        if let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir) {
+            if std::io::Write::write_all(&mut tmp, self.to_line().as_bytes()).is_ok() {
+                let _ = tmp.persist(dir.join(STAMP_FILE));
+            }
+        }
+    }
+}
+
+/// What compiling kernels needs (no GPU): `tileiras` and the kernel cache, or only a cache that
+/// a machine with the toolchain filled (it then serves hits and refuses misses). Shareable
+/// between threads.
+pub struct KernelCompiler {
+    pub toolchain: Option<Toolchain>,
+    pub stamp: ToolchainStamp,
+    pub cache: Option<KernelCache>,
+}
+
+impl KernelCompiler {
+    /// The located toolchain (see [`Toolchain::locate`]) and the cache the environment names
+    /// (see [`crate::cache::CacheConfig::from_env`]); without a toolchain, the cache alone when
+    /// it records the toolchain that filled it.
+    pub fn from_env() -> Result<KernelCompiler, String> {
+        let config = crate::cache::CacheConfig::from_env().map_err(|e| e.to_string())?;
+        let (toolchain, stamp) = match Toolchain::locate() {
+            Ok(t) => {
+                let stamp = ToolchainStamp::of(&t);
+                stamp.write(&config.dir);
+                (Some(t), stamp)
+            }
+            Err(ToolchainError::NotFound) => match ToolchainStamp::read(&config.dir) {
+                Some(stamp) => (None, stamp),
+                None => return Err(ToolchainError::NotFound.to_string()),
+            },
+            Err(e) => return Err(e.to_string()),
+        };
+        Ok(KernelCompiler {
+            toolchain,
+            stamp,
+            cache: Some(KernelCache::new(config)),
+        })
+    }
+
+    /// Compiles every kernel of `program` for each of `archs` (see the module doc).
+    pub fn compile(
+        &self,
+        program: &Program,
+        archs: &[String],
+    ) -> Result<(CompiledKernels, CacheUse), BackendError> {
+        compile_kernels(program, archs, self)
+    }
+}
+
+/// Compiles every kernel of `program` for each of `archs` (see the module doc).
+fn compile_kernels(
+    program: &Program,
+    archs: &[String],
+    compiler: &KernelCompiler,
+) -> Result<(CompiledKernels, CacheUse), BackendError> {
+    let used = std::sync::Mutex::new(CacheUse::default());
+    let per_kernel: Vec<(KernelAbi, Vec<Vec<u8>>)> = program
+        .kernels
+        .par_iter()
+        .map(|kernel| {
+            let (bytecode, abi) = kernel_bytecode(kernel, compiler.stamp.bytecode)?;
+            let cubins = archs
+                .iter()
+                .map(|arch| cubin(&bytecode, arch, &kernel.name, compiler, &used))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((abi, cubins))
+        })
+        .collect::<Result<_, BackendError>>()?;
+    let mut cubins: BTreeMap<String, Vec<Vec<u8>>> =
+        archs.iter().map(|a| (a.clone(), Vec::new())).collect();
+    let mut abis = Vec::with_capacity(per_kernel.len());
+    for (abi, per_arch) in per_kernel {
+        abis.push(abi);
+        for (arch, c) in archs.iter().zip(per_arch) {
+            cubins.entry(arch.clone()).or_default().push(c);
+        }
+    }
+    let used = used.into_inner().unwrap_or_default();
+    Ok((
+        CompiledKernels {
+            abis,
+            cubins,
+            toolchain: compiler.stamp.version.clone(),
+        },
+        used,
+    ))
+}

@@ -1,0 +1,544 @@
+//! The CUDA driver, loaded at run time through `cudarc`: the device and its primary context,
+//! device memory, loaded cubins, kernel launches, streams, events and graphs. Every call returns
+//! a one-line error naming what failed; nothing here panics when the driver or a GPU is missing.
+
+use cudarc::driver::{result, sys};
+use std::ffi::c_void;
+
+/// A failed driver call, as one line.
+pub type DriverResult<T> = Result<T, String>;
+
+fn call<T>(what: &str, r: Result<T, result::DriverError>) -> DriverResult<T> {
+    r.map_err(|e| {
+        let name = e
+            .error_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| format!("{:?}", e.0));
+        format!("{what} failed: {name}")
+    })
+}
+
+/// One GPU and its primary context, current on the thread that opened it.
+pub struct Gpu {
+    device: sys::CUdevice,
+    context: sys::CUcontext,
+    /// `NVIDIA H100 80GB HBM3`.
+    pub name: String,
+    /// `sm_90`.
+    pub arch: String,
+    /// The driver's CUDA version, e.g. `13.0`.
+    pub driver: String,
+}
+
+impl Gpu {
+    /// Opens GPU 0, or says why there is none (no driver library, no device).
+    pub fn open() -> DriverResult<Gpu> {
+        // SAFETY: only probes whether the library can be loaded.
+        if !unsafe { sys::is_culib_present() } {
+            return Err("the CUDA driver (libcuda.so) was not found on this machine".into());
+        }
+        call("cuInit", result::init())?;
+        let count = call("cuDeviceGetCount", result::device::get_count())?;
+        if count < 1 {
+            return Err("the CUDA driver found no GPU".into());
+        }
+        let device = call("cuDeviceGet", result::device::get(0))?;
+        // SAFETY: `device` came from cuDeviceGet.
+        let context = call("cuDevicePrimaryCtxRetain", unsafe {
+            result::primary_ctx::retain(device)
+        })?;
+        // SAFETY: `context` is a live primary context.
+        call("cuCtxSetCurrent", unsafe {
+            result::ctx::set_current(context)
+        })?;
+        let attr = |a| {
+            // SAFETY: `device` is valid; the attribute is a plain integer query.
+            call("cuDeviceGetAttribute", unsafe {
+                result::device::get_attribute(device, a)
+            })
+        };
+        let major = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+        let minor = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+        let mut version = 0i32;
+        // SAFETY: writes one int.
+        call("cuDriverGetVersion", unsafe {
+            sys::cuDriverGetVersion(&mut version).result()
+        })?;
+        Ok(Gpu {
+            device,
+            context,
+            name: call("cuDeviceGetName", result::device::get_name(device))?,
+            arch: format!("sm_{major}{minor}"),
+            driver: format!("{}.{}", version / 1000, (version % 1000) / 10),
+        })
+    }
+
+    /// Makes this GPU's context current on the calling thread.
+    pub fn bind(&self) -> DriverResult<()> {
+        // SAFETY: the context lives as long as `self`.
+        call("cuCtxSetCurrent", unsafe {
+            result::ctx::set_current(self.context)
+        })
+    }
+
+    /// Free and total device memory in bytes.
+    pub fn memory(&self) -> DriverResult<(usize, usize)> {
+        self.bind()?;
+        call("cuMemGetInfo", result::mem_get_info())
+    }
+}
+
+impl Drop for Gpu {
+    fn drop(&mut self) {
+        // SAFETY: balances the retain in `open`.
+        let _ = unsafe { result::primary_ctx::release(self.device) };
+    }
+}
+
+/// Device memory, freed on drop.
+pub struct DeviceMemory {
+    pub ptr: u64,
+    pub bytes: usize,
+}
+
+impl DeviceMemory {
+    /// `bytes` of device memory (at least 256, so that even empty buffers have an address).
+    pub fn alloc(bytes: usize) -> DriverResult<DeviceMemory> {
+        let bytes = bytes.max(256);
+        // SAFETY: plain allocation in the current context.
+        let ptr = call("cuMemAlloc", unsafe { result::malloc_sync(bytes) })?;
+        Ok(DeviceMemory { ptr, bytes })
+    }
+
+    pub fn upload(&self, offset: usize, data: &[u8]) -> DriverResult<()> {
+        if offset + data.len() > self.bytes {
+            return Err(format!(
+                "upload of {} bytes at {offset} past a {}-byte allocation",
+                data.len(),
+                self.bytes
+            ));
+        }
+        // SAFETY: the destination range lies inside this allocation (checked above).
+        call("cuMemcpyHtoD", unsafe {
+            result::memcpy_htod_sync(self.ptr + offset as u64, data)
+        })
+    }
+
+    pub fn download(&self, offset: usize, out: &mut [u8]) -> DriverResult<()> {
+        if offset + out.len() > self.bytes {
+            return Err(format!(
+                "download of {} bytes at {offset} past a {}-byte allocation",
+                out.len(),
+                self.bytes
+            ));
+        }
+        // SAFETY: the source range lies inside this allocation (checked above).
+        call("cuMemcpyDtoH", unsafe {
+            result::memcpy_dtoh_sync(out, self.ptr + offset as u64)
+        })
+    }
+
+    pub fn zero(&self) -> DriverResult<()> {
+        // SAFETY: the whole allocation.
+        call("cuMemsetD8", unsafe {
+            result::memset_d8_sync(self.ptr, 0, self.bytes)
+        })
+    }
+}
+
+impl Drop for DeviceMemory {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from cuMemAlloc and is freed once.
+        let _ = unsafe { result::free_sync(self.ptr) };
+    }
+}
+
+/// A loaded cubin and its one entry, through the library API (a context-independent
+/// `CUkernel`, which is also what CUDA-graph capture of tile kernels needs).
+pub struct Kernel {
+    library: sys::CUlibrary,
+    kernel: sys::CUkernel,
+}
+
+impl Kernel {
+    pub fn load(cubin: &[u8], entry: &str) -> DriverResult<Kernel> {
+        // The driver reads the image from a pointer; keep a copy that outlives the call.
+        let image = cubin.to_vec();
+        let mut library = std::mem::MaybeUninit::uninit();
+        // SAFETY: `image` is a complete cubin held for the duration of the call; no options.
+        call("cuLibraryLoadData", unsafe {
+            sys::cuLibraryLoadData(
+                library.as_mut_ptr(),
+                image.as_ptr() as *const c_void,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                0,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                0,
+            )
+            .result()
+        })?;
+        // SAFETY: initialized by the successful call above.
+        let library = unsafe { library.assume_init() };
+        let name = std::ffi::CString::new(entry).map_err(|e| e.to_string())?;
+        let mut kernel = std::mem::MaybeUninit::uninit();
+        // SAFETY: `library` is loaded; `name` is NUL-terminated.
+        let got = call(&format!("cuLibraryGetKernel({entry})"), unsafe {
+            sys::cuLibraryGetKernel(kernel.as_mut_ptr(), library, name.as_ptr()).result()
+        });
+        match got {
+            // SAFETY: initialized by the successful call.
+            Ok(()) => Ok(Kernel {
+                library,
+                kernel: unsafe { kernel.assume_init() },
+            }),
+            Err(e) => {
+                // SAFETY: loaded above, unloaded once.
+                let _ = unsafe { sys::cuLibraryUnload(library) };
+                Err(e)
+            }
+        }
+    }
+
+    /// Launches `blocks` tile blocks (block dim 1x1x1: the driver expands each tile block) on
+    /// `stream` with `args`, each a `u64` pointer or an `i64` scalar.
+    pub fn launch(&self, blocks: u32, args: &[u64], stream: sys::CUstream) -> DriverResult<()> {
+        let mut values: Vec<u64> = args.to_vec();
+        let mut params: Vec<*mut c_void> = values
+            .iter_mut()
+            .map(|v| v as *mut u64 as *mut c_void)
+            .collect();
+        // SAFETY: a CUkernel may stand for a CUfunction in launches (of the current context);
+        // `params` points at one 8-byte value per entry argument, as the ABI says.
+        call("cuLaunchKernel", unsafe {
+            result::launch_kernel(
+                self.kernel as sys::CUfunction,
+                (blocks, 1, 1),
+                (1, 1, 1),
+                0,
+                stream,
+                &mut params,
+            )
+        })
+    }
+}
+
+impl Drop for Kernel {
+    fn drop(&mut self) {
+        // SAFETY: the library was loaded once.
+        let _ = unsafe { sys::cuLibraryUnload(self.library) };
+    }
+}
+
+/// A stream of this context.
+pub struct Stream(pub sys::CUstream);
+
+impl Stream {
+    pub fn new() -> DriverResult<Stream> {
+        call(
+            "cuStreamCreate",
+            result::stream::create(result::stream::StreamKind::NonBlocking),
+        )
+        .map(Stream)
+    }
+
+    pub fn synchronize(&self) -> DriverResult<()> {
+        // SAFETY: the stream is live.
+        call("cuStreamSynchronize", unsafe {
+            result::stream::synchronize(self.0)
+        })
+    }
+
+    pub fn wait(&self, event: &Event) -> DriverResult<()> {
+        // SAFETY: both are live.
+        call("cuStreamWaitEvent", unsafe {
+            result::stream::wait_event(
+                self.0,
+                event.0,
+                sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+            )
+        })
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        // SAFETY: destroyed once.
+        let _ = unsafe { result::stream::destroy(self.0) };
+    }
+}
+
+/// An event (no timing).
+pub struct Event(pub sys::CUevent);
+
+// SAFETY: CUDA events may be queried and synchronized from any thread of the process.
+unsafe impl Send for Event {}
+unsafe impl Sync for Event {}
+
+impl Event {
+    pub fn new() -> DriverResult<Event> {
+        call(
+            "cuEventCreate",
+            result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING),
+        )
+        .map(Event)
+    }
+
+    /// An event that records time, for [`Event::elapsed_ms`].
+    pub fn timed() -> DriverResult<Event> {
+        call(
+            "cuEventCreate",
+            result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT),
+        )
+        .map(Event)
+    }
+
+    /// Milliseconds from `self` to `end` (both timed and complete).
+    pub fn elapsed_ms(&self, end: &Event) -> DriverResult<f32> {
+        // SAFETY: both events are live.
+        call("cuEventElapsedTime", unsafe {
+            result::event::elapsed(self.0, end.0)
+        })
+    }
+
+    pub fn record(&self, stream: &Stream) -> DriverResult<()> {
+        // SAFETY: both are live.
+        call("cuEventRecord", unsafe {
+            result::event::record(self.0, stream.0)
+        })
+    }
+
+    /// Whether the work before the record has finished.
+    pub fn done(&self) -> DriverResult<bool> {
+        // SAFETY: the event is live.
+        match unsafe { result::event::query(self.0) } {
+            Ok(()) => Ok(true),
+            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            Err(e) => call("cuEventQuery", Err(e)),
+        }
+    }
+
+    pub fn synchronize(&self) -> DriverResult<()> {
+        // SAFETY: the event is live.
+        call("cuEventSynchronize", unsafe {
+            result::event::synchronize(self.0)
+        })
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: destroyed once.
+        let _ = unsafe { result::event::destroy(self.0) };
+    }
+}
+
+/// A graph of kernel launches, built node by node: tile kernels as kernel nodes (the driver
+/// expands their tile blocks on replay), other work (cuBLASLt) as captured child graphs.
+/// A graph refers to the kernels' libraries: it must be destroyed before they are unloaded.
+pub struct GraphBuilder {
+    graph: sys::CUgraph,
+    context: sys::CUcontext,
+    nodes: Vec<sys::CUgraphNode>,
+}
+
+/// One node's work.
+pub enum Node<'a> {
+    /// Nothing (a kernel with an empty grid): keeps the dependency chain.
+    Empty,
+    Kernel {
+        kernel: &'a Kernel,
+        blocks: u32,
+        args: &'a [u64],
+    },
+    /// What `record` enqueues on `stream`, captured.
+    Captured {
+        stream: &'a Stream,
+        record: Box<dyn FnOnce() -> DriverResult<()> + 'a>,
+    },
+}
+
+impl GraphBuilder {
+    pub fn new() -> DriverResult<GraphBuilder> {
+        let context = call("cuCtxGetCurrent", result::ctx::get_current())?
+            .ok_or_else(|| "no current CUDA context".to_string())?;
+        let mut graph = std::mem::MaybeUninit::uninit();
+        // SAFETY: writes one graph handle.
+        call("cuGraphCreate", unsafe {
+            sys::cuGraphCreate(graph.as_mut_ptr(), 0).result()
+        })?;
+        Ok(GraphBuilder {
+            // SAFETY: initialized by the successful call.
+            graph: unsafe { graph.assume_init() },
+            context,
+            nodes: Vec::new(),
+        })
+    }
+
+    /// Adds `node` after the nodes numbered `deps` (in the order they were added); returns its
+    /// number.
+    pub fn add(&mut self, node: Node<'_>, deps: &[usize]) -> DriverResult<usize> {
+        let deps: Vec<sys::CUgraphNode> = deps.iter().map(|&d| self.nodes[d]).collect();
+        let mut handle = std::mem::MaybeUninit::uninit();
+        match node {
+            // SAFETY (all arms): `deps` are nodes of this graph; outputs are one node handle.
+            Node::Empty => call("cuGraphAddEmptyNode", unsafe {
+                sys::cuGraphAddEmptyNode(handle.as_mut_ptr(), self.graph, deps.as_ptr(), deps.len())
+                    .result()
+            })?,
+            Node::Kernel {
+                kernel,
+                blocks,
+                args,
+            } => {
+                let mut values: Vec<u64> = args.to_vec();
+                let mut params: Vec<*mut c_void> = values
+                    .iter_mut()
+                    .map(|v| v as *mut u64 as *mut c_void)
+                    .collect();
+                let node = sys::CUDA_KERNEL_NODE_PARAMS {
+                    func: std::ptr::null_mut(),
+                    gridDimX: blocks,
+                    gridDimY: 1,
+                    gridDimZ: 1,
+                    blockDimX: 1,
+                    blockDimY: 1,
+                    blockDimZ: 1,
+                    sharedMemBytes: 0,
+                    kernelParams: params.as_mut_ptr(),
+                    extra: std::ptr::null_mut(),
+                    kern: kernel.kernel,
+                    ctx: self.context,
+                };
+                // The driver copies the argument values when the node is added.
+                call("cuGraphAddKernelNode", unsafe {
+                    sys::cuGraphAddKernelNode_v2(
+                        handle.as_mut_ptr(),
+                        self.graph,
+                        deps.as_ptr(),
+                        deps.len(),
+                        &node,
+                    )
+                    .result()
+                })?
+            }
+            Node::Captured { stream, record } => {
+                let child = capture(stream, record)?;
+                let added = call("cuGraphAddChildGraphNode", unsafe {
+                    sys::cuGraphAddChildGraphNode(
+                        handle.as_mut_ptr(),
+                        self.graph,
+                        deps.as_ptr(),
+                        deps.len(),
+                        child,
+                    )
+                    .result()
+                });
+                // The node holds a copy of the child graph.
+                let _ = unsafe { result::graph::destroy(child) };
+                added?
+            }
+        }
+        // SAFETY: initialized by the successful call of the arm.
+        self.nodes.push(unsafe { handle.assume_init() });
+        Ok(self.nodes.len() - 1)
+    }
+
+    /// The graph, ready to launch.
+    pub fn instantiate(self) -> DriverResult<Graph> {
+        // SAFETY: the graph is complete.
+        let exec = call("cuGraphInstantiate", unsafe {
+            result::graph::instantiate(self.graph, sys::CUgraphInstantiate_flags(0))
+        })?;
+        let graph = Graph {
+            graph: self.graph,
+            exec,
+        };
+        std::mem::forget(self);
+        Ok(graph)
+    }
+}
+
+impl Drop for GraphBuilder {
+    fn drop(&mut self) {
+        // SAFETY: a graph never instantiated, destroyed once.
+        let _ = unsafe { result::graph::destroy(self.graph) };
+    }
+}
+
+/// The graph of what `record` enqueues on `stream` (not instantiated; the caller destroys it).
+fn capture(
+    stream: &Stream,
+    record: impl FnOnce() -> DriverResult<()>,
+) -> DriverResult<sys::CUgraph> {
+    // SAFETY: the stream is live; the capture ends below on every path.
+    call("cuStreamBeginCapture", unsafe {
+        result::stream::begin_capture(
+            stream.0,
+            sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+        )
+    })?;
+    let recorded = record();
+    // SAFETY: ends the capture begun above.
+    let graph = call("cuStreamEndCapture", unsafe {
+        result::stream::end_capture(stream.0)
+    })?;
+    if let Err(e) = recorded {
+        // SAFETY: destroyed once.
+        let _ = unsafe { result::graph::destroy(graph) };
+        return Err(e);
+    }
+    Ok(graph)
+}
+
+/// An instantiated CUDA graph.
+pub struct Graph {
+    graph: sys::CUgraph,
+    exec: sys::CUgraphExec,
+}
+
+impl Graph {
+    pub fn launch(&self, stream: &Stream) -> DriverResult<()> {
+        // SAFETY: both are live.
+        call("cuGraphLaunch", unsafe {
+            result::graph::launch(self.exec, stream.0)
+        })
+    }
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        // SAFETY: each destroyed once.
+        unsafe {
+            let _ = result::graph::exec_destroy(self.exec);
+            let _ = result::graph::destroy(self.graph);
+        }
+    }
+}
+
+/// Copies host bytes to device memory asynchronously on `stream`. The bytes must stay alive
+/// and unchanged until the stream reaches this copy.
+pub fn upload_async(dst: u64, data: &[u8], stream: &Stream) -> DriverResult<()> {
+    // SAFETY: the caller keeps `data` alive until the stream passes this point.
+    call("cuMemcpyHtoDAsync", unsafe {
+        result::memcpy_htod_async(dst, data, stream.0)
+    })
+}
+
+/// Fills `bytes` of device memory at `dst` with `value` on `stream`.
+pub fn fill_async(dst: u64, value: u8, bytes: usize, stream: &Stream) -> DriverResult<()> {
+    // SAFETY: the range is device memory of at least `bytes`.
+    call("cuMemsetD8Async", unsafe {
+        result::memset_d8_async(dst, value, bytes, stream.0)
+    })
+}
+
+/// Copies device memory to host bytes asynchronously on `stream`; `out` must stay alive until
+/// the stream reaches this copy.
+pub fn download_async(out: &mut [u8], src: u64, stream: &Stream) -> DriverResult<()> {
+    // SAFETY: the caller keeps `out` alive until the stream passes this point.
+    call("cuMemcpyDtoHAsync", unsafe {
+        result::memcpy_dtoh_async(out, src, stream.0)
+    })
+}

@@ -1,0 +1,359 @@
+//! The CUDA backend's commands as a user meets them: `tirc compile` (needs `tileiras`, found in
+//! the workspace's `.tools`, but no GPU), `tirc run` on a package or with `--backend cuda`, and
+//! `tirc doctor`.
+//!
+//! Every command runs with `CUDA_VISIBLE_DEVICES` empty, so the GPU is unavailable whether or
+//! not this machine has one, and with `TIR_CACHE_DIR` in a temporary directory, so the user's
+//! kernel cache is neither read nor filled.
+
+use backend_cuda::package;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// `tirc ARGS` with the kernel cache in `cache` and no visible GPU.
+fn tirc(cache: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tirc"))
+        .args(args)
+        .env("TIR_CACHE_DIR", cache)
+        .env("CUDA_VISIBLE_DEVICES", "")
+        .output()
+        .expect("tirc runs")
+}
+
+fn example(name: &str) -> String {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    root.join(name).display().to_string()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn assert_ok(out: &Output) -> String {
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(out));
+    assert!(stderr(out).is_empty(), "{}", stderr(out));
+    stdout(out)
+}
+
+/// A refusal: exit 1, nothing on stdout, one `error: ` line on stderr containing each needle.
+fn assert_refused(out: &Output, needles: &[&str]) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
+    assert_eq!(err.lines().count(), 1, "one line expected, got: {err}");
+    assert!(err.starts_with("error: "), "{err}");
+    for needle in needles {
+        assert!(err.contains(needle), "`{needle}` not in: {err}");
+    }
+    assert!(stdout(out).is_empty(), "{}", stdout(out));
+}
+
+/// The names in `dir`, sorted.
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+fn s(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// `tirc run ARGS --output-dir DIR/out` is refused with `needles` and creates no output dir.
+fn run_refused(cache: &Path, dir: &Path, args: &[&str], needles: &[&str]) {
+    let out_dir = dir.join("out");
+    let out_dir_s = s(&out_dir);
+    let mut all = vec!["run"];
+    all.extend(args);
+    all.extend(["--output-dir", &out_dir_s]);
+    assert_refused(&tirc(cache, &all), needles);
+    assert!(!out_dir.exists(), "a refused run created {out_dir_s}");
+}
+
+/// One compile from scratch for two architectures, one from the cache for one; then the ways a
+/// package can be run here (all refused: there is no GPU).
+#[test]
+fn compile_writes_packages_that_run_only_on_cuda() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cache = d.join("cache");
+    let mlp = example("mlp.tir");
+
+    // Two architectures, every kernel assembled by tileiras.
+    let both = d.join("mlp-both.tirpkg");
+    let summary = assert_ok(&tirc(
+        &cache,
+        &["compile", &mlp, "--arch", "sm_90,sm_100", "-o", &s(&both)],
+    ));
+    assert_eq!(summary.lines().count(), 1, "{summary}");
+    assert!(
+        summary.starts_with(&format!("{}: 2 kernels for sm_90, sm_100 from ", s(&both))),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("kernel cache: 0 hits, 4 misses"),
+        "{summary}"
+    );
+    let size = std::fs::metadata(&both).unwrap().len();
+    assert!(summary.contains(&format!(", {size} bytes (")), "{summary}");
+    let pkg = package::read(&both).unwrap();
+    let kernels = pkg.program.kernels.len();
+    assert_eq!(kernels, 2);
+    assert_eq!(pkg.abis.len(), kernels);
+    assert_eq!(
+        pkg.cubins.keys().collect::<Vec<_>>(),
+        ["sm_100", "sm_90"],
+        "one entry per architecture"
+    );
+    for cubins in pkg.cubins.values() {
+        assert_eq!(cubins.len(), kernels);
+        assert!(cubins.iter().all(|c| c.starts_with(b"\x7fELF")));
+    }
+    assert!(pkg.toolchain.starts_with("13.5"), "{}", pkg.toolchain);
+    assert_eq!(pkg.program.signature.dims, ["batch"]);
+
+    // One architecture: the same cubins, now from the cache (magic bytes, not the extension,
+    // make a package).
+    let one = d.join("mlp-sm90.bin");
+    let summary = assert_ok(&tirc(
+        &cache,
+        &["compile", &mlp, "--arch", "sm_90", "-o", &s(&one)],
+    ));
+    assert!(summary.contains("2 kernels for sm_90 from "), "{summary}");
+    assert!(
+        summary.contains("kernel cache: 2 hits, 0 misses"),
+        "{summary}"
+    );
+    let sm90 = package::read(&one).unwrap();
+    assert_eq!(sm90.cubins.len(), 1);
+    assert_eq!(sm90.cubins["sm_90"], pkg.cubins["sm_90"]);
+    assert_eq!(sm90.program, pkg.program);
+
+    // Running a package: the interface comes from the package and the GPU is asked for last.
+    run_refused(
+        &cache,
+        d,
+        &[&s(&one), "--random-inputs", "--seed", "3"],
+        &["mlp-sm90.bin: backend `cuda` is unavailable: "],
+    );
+    run_refused(
+        &cache,
+        d,
+        &[&s(&both), "--random-inputs", "--backend", "cuda"],
+        &["backend `cuda` is unavailable: "],
+    );
+    run_refused(
+        &cache,
+        d,
+        &[&s(&both), "--random-inputs", "--backend", "ref"],
+        &["a package runs only on backend `cuda`, not `ref`"],
+    );
+    run_refused(
+        &cache,
+        d,
+        &[&s(&both), "--random-inputs", "--check"],
+        &["--check", "backend `cuda`"],
+    );
+    run_refused(
+        &cache,
+        d,
+        &[&s(&both)],
+        &["no tensor for input `x` (f16[batch, 1024])"],
+    );
+    run_refused(
+        &cache,
+        d,
+        &[&s(&both), "--random-inputs", "--dim", "rows=3"],
+        &["the package has no symbolic dim `rows` (it has: batch)"],
+    );
+    run_refused(
+        &cache,
+        d,
+        &[&s(&both), "--random-inputs", "--input", "z=z.npy"],
+        &["the package has no input or parameter `z` (it has: x, w1, b1, w2, b2)"],
+    );
+
+    // A package is not a graph for the graph commands.
+    assert_refused(
+        &tirc(&cache, &["check", &s(&both)]),
+        &["a tir package, not a graph"],
+    );
+    // Nor is it a graph to compile; an existing output survives a refused compile.
+    let target = d.join("kept.tirpkg");
+    std::fs::write(&target, b"keep me").unwrap();
+    assert_refused(
+        &tirc(
+            &cache,
+            &["compile", &s(&both), "--arch", "sm_90", "-o", &s(&target)],
+        ),
+        &["a tir package, not a graph"],
+    );
+    assert_eq!(std::fs::read(&target).unwrap(), b"keep me");
+
+    // A flipped byte in a copy: corrupt, whatever the backend.
+    let mut bytes = std::fs::read(&one).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    let corrupt = d.join("corrupt.tirpkg");
+    std::fs::write(&corrupt, &bytes).unwrap();
+    run_refused(
+        &cache,
+        d,
+        &[&s(&corrupt), "--random-inputs"],
+        &["corrupt.tirpkg: corrupt package: checksum mismatch"],
+    );
+    assert_eq!(
+        entries(d),
+        [
+            "cache",
+            "corrupt.tirpkg",
+            "kept.tirpkg",
+            "mlp-both.tirpkg",
+            "mlp-sm90.bin"
+        ]
+    );
+}
+
+#[test]
+fn bad_compile_arguments_are_refused_before_compiling() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cache = d.join("cache");
+    let mlp = example("mlp.tir");
+    let target = d.join("out.tirpkg");
+    let t = s(&target);
+    let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
+        (
+            vec!["--arch", "sm90", "-o", &t],
+            vec!["`sm90` is not a GPU architecture (expected sm_NN or sm_NNN"],
+        ),
+        (
+            vec!["--arch", "sm_9", "-o", &t],
+            vec!["`sm_9` is not a GPU architecture"],
+        ),
+        (
+            vec!["--arch", "sm_90,compute_90", "-o", &t],
+            vec!["`compute_90` is not a GPU architecture"],
+        ),
+        (
+            vec!["--arch", "sm_1000", "-o", &t],
+            vec!["`sm_1000` is not a GPU architecture"],
+        ),
+        (
+            vec!["--arch", "sm_90a", "-o", &t],
+            vec!["`sm_90a` is not a GPU architecture"],
+        ),
+        (
+            vec!["--arch", "sm_90,", "-o", &t],
+            vec!["an empty architecture"],
+        ),
+        (vec!["--arch", "", "-o", &t], vec!["an empty architecture"]),
+        (
+            vec!["--arch", "sm_90,sm_100,sm_90", "-o", &t],
+            vec!["`sm_90` is given twice"],
+        ),
+        (
+            vec!["--arch", "sm_90", "--backend", "ref", "-o", &t],
+            vec!["tirc compile: backend `ref` has no ahead-of-time packages; use --backend cuda"],
+        ),
+        (
+            vec!["--arch", "sm_90", "--backend", "tpu", "-o", &t],
+            vec![
+                "unknown backend `tpu` (known: ref, cuda)",
+                "use --backend cuda",
+            ],
+        ),
+        (vec!["--arch", "sm_90"], vec!["not provided", "--output"]),
+        (vec!["-o", &t], vec!["not provided", "--arch"]),
+        (
+            vec!["--arch", "sm_90", "-o", &mlp],
+            vec!["that is the graph being compiled"],
+        ),
+    ];
+    for (args, needles) in cases {
+        let mut all = vec!["compile", mlp.as_str()];
+        all.extend(args);
+        assert_refused(&tirc(&cache, &all), &needles);
+    }
+    let missing = d.join("missing.tir");
+    assert_refused(
+        &tirc(
+            &cache,
+            &["compile", &s(&missing), "--arch", "sm_90", "-o", &t],
+        ),
+        &["missing.tir"],
+    );
+    // A well-formed architecture that tileiras does not know fails in the compile, one line.
+    assert_refused(
+        &tirc(&cache, &["compile", &mlp, "--arch", "sm_99", "-o", &t]),
+        &["backend `cuda` cannot compile this program", "sm_99"],
+    );
+    // Into a directory that does not exist, or onto a directory.
+    let nested = d.join("no/such/dir/out.tirpkg");
+    assert_refused(
+        &tirc(
+            &cache,
+            &["compile", &mlp, "--arch", "sm_90", "-o", &s(&nested)],
+        ),
+        &["out.tirpkg: its directory does not exist"],
+    );
+    assert_refused(
+        &tirc(&cache, &["compile", &mlp, "--arch", "sm_90", "-o", &s(d)]),
+        &["it is a directory"],
+    );
+    // Nothing was written but the kernel cache (filled by the two compiles that ran).
+    let left: Vec<String> = entries(d).into_iter().filter(|n| n != "cache").collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn running_a_graph_on_cuda_without_a_gpu_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cache = d.join("cache");
+    run_refused(
+        &cache,
+        d,
+        &[&example("mlp.tir"), "--backend", "cuda", "--random-inputs"],
+        &["mlp.tir: backend `cuda` is unavailable: "],
+    );
+    run_refused(
+        &cache,
+        d,
+        &[
+            &example("mlp.tir"),
+            "--backend",
+            "cuda",
+            "--random-inputs",
+            "--check",
+        ],
+        &["--check is the checking mode of backend `ref`"],
+    );
+    assert!(!cache.exists(), "no compile, so no cache");
+}
+
+#[test]
+fn doctor_reports_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let out = tirc(&cache, &["doctor"]);
+    let report = stdout(&out);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{report}{err}");
+    assert_eq!(
+        err,
+        "error: the CUDA backend is not usable here (see above)\n"
+    );
+    assert!(report.contains("toolchain: tileiras 13.5"), "{report}");
+    assert!(report.contains("\ngpu: unavailable: "), "{report}");
+    assert!(
+        report.contains(&format!("kernel cache: {} (", cache.display())),
+        "{report}"
+    );
+}

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The CUDA backend's conformance run on a GPU machine that has no Rust and no working Tile IR
+# toolchain (the device tool's machines).
+#
+#   bash scripts/gpu-conform.sh prepare      # here: build, compile every case's kernels for
+#                                            # sm_90 into a kernel cache, pack it (xz) with
+#                                            # the binaries in .device/
+#   bash scripts/gpu-conform.sh run [MODE..] # there: unpack, then tir-conform --backend cuda
+#                                            # per mode (sync, graph, async; default: all)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+case "${1:-}" in
+prepare)
+    bash scripts/install-tileiras.sh
+    cargo build --release --locked -q -p testsuite --bin tir-conform -p tirc
+    mkdir -p .device
+    export TIR_CACHE_DIR="$PWD/target/device-cache"
+    target/release/tir-conform --backend cuda --compile-only --arch sm_90
+    tar -C "$TIR_CACHE_DIR/.." -cJf .device/cache.tar.xz "$(basename "$TIR_CACHE_DIR")"
+    cp target/release/tir-conform target/release/tirc .device/
+    ;;
+run)
+    shift
+    mkdir -p /tmp/tir && tar -C /tmp/tir -xJf .device/cache.tar.xz
+    export TIR_CACHE_DIR=/tmp/tir/device-cache
+    out="${OUT:-.device/out}"
+    mkdir -p "$out"
+    # No toolchain there, so doctor reports it missing (and exits 1); the cache stands in.
+    .device/tirc doctor || true
+    status=0
+    for mode in "${@:-sync graph async}"; do
+        for m in $mode; do
+            echo "== tir-conform --backend cuda --mode $m"
+            .device/tir-conform --backend cuda --mode "$m" \
+                | tee "$out/conform-$m.log" | tail -25 || status=1
+        done
+    done
+    exit $status
+    ;;
+*)
+    echo "usage: scripts/gpu-conform.sh prepare | run [MODE...]" >&2
+    exit 1
+    ;;
+esac
