@@ -10,6 +10,7 @@ if [ -x .tools/cuda/nvidia/cu13/bin/tileiras ] \
 fi
 rm -rf .tools/cuda.partial
 python3 -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
+    --root-user-action=ignore \
     --target .tools/cuda.partial \
     "nvidia-cuda-tileiras==$VERSION" "nvidia-cuda-nvcc==$VERSION" "nvidia-nvvm==$VERSION"
 rm -rf .tools/cuda

@@ -73,7 +73,10 @@ fn list_names_the_cases_with_their_tolerance() {
 fn errors_are_one_line_with_exit_code_1() {
     let o = conform(&["--backend", "nope"]);
     assert_eq!(o.status.code(), Some(1));
-    assert_eq!(stderr(&o), "error: unknown backend `nope` (known: ref, cuda)\n");
+    assert_eq!(
+        stderr(&o),
+        "error: unknown backend `nope` (known: ref, cuda)\n"
+    );
     let o = conform(&[]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).starts_with("error: --backend NAME is required"));

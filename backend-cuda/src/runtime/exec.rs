@@ -709,6 +709,45 @@ impl CudaExecutable {
         Ok(RunOutputs { outputs })
     }
 
+    /// Times the kernels alone, for benchmarks: binds and uploads `sources` once, then runs the
+    /// program's launches `warmup + reps` times in the current mode (a graph replay in graph
+    /// mode), each after overwriting a 256 MiB scratch buffer (so that the L2 cache holds none of
+    /// the inputs) and between two events; returns the `reps` times in milliseconds. The outputs
+    /// of the last run are then returned as [`Executable::run`] would.
+    pub fn time_runs(
+        &mut self,
+        sources: &BTreeMap<String, HostTensor>,
+        warmup: usize,
+        reps: usize,
+    ) -> Result<(Vec<f64>, RunOutputs), BackendError> {
+        const FLUSH: usize = 256 << 20;
+        let placement = self.place(sources)?;
+        let uploads = self.source_bytes(sources, &placement);
+        let streams = self.streams.clone();
+        let main = &streams[0];
+        for (address, bytes) in &uploads {
+            driver::upload_async(*address, bytes, main).map_err(device_error)?;
+        }
+        let flush = DeviceMemory::alloc(FLUSH).map_err(device_error)?;
+        let (start, end) = (
+            Event::timed().map_err(device_error)?,
+            Event::timed().map_err(device_error)?,
+        );
+        let mut times = Vec::with_capacity(reps);
+        for rep in 0..warmup + reps {
+            driver::fill_async(flush.ptr, rep as u8, FLUSH, main).map_err(device_error)?;
+            start.record(main).map_err(device_error)?;
+            self.enqueue(&placement, &[])?;
+            end.record(main).map_err(device_error)?;
+            end.synchronize().map_err(device_error)?;
+            if rep >= warmup {
+                times.push(f64::from(start.elapsed_ms(&end).map_err(device_error)?));
+            }
+        }
+        main.synchronize().map_err(device_error)?;
+        Ok((times, self.outputs(&placement)?))
+    }
+
     /// Runs like [`Executable::run`] in the current mode, but returns at once: the future
     /// completes when the GPU has finished, and waiting for it does not block the thread (a
     /// helper thread waits on the GPU and wakes the task).

@@ -1,0 +1,219 @@
+//! The benchmark workloads: each a graph, how to run it, and what bounds it (bytes moved or
+//! floating-point operations), so a time becomes a fraction of the hardware's ceiling.
+
+use std::collections::BTreeMap;
+use tir_graph::models::{self, DecoderConfig};
+use tir_graph::{shape, DType, Graph, GraphBuilder, GraphError};
+
+type Result<T> = std::result::Result<T, GraphError>;
+
+/// What limits a workload.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bound {
+    /// Bytes that must cross device memory once (reads plus writes).
+    Memory { bytes: f64 },
+    /// Floating-point operations.
+    Compute { flops: f64 },
+}
+
+/// One benchmark.
+pub struct Workload {
+    /// `gemm_4096`, also the peers' key.
+    pub name: String,
+    pub graph: Graph,
+    /// Values of the symbolic dims.
+    pub dims: BTreeMap<String, u64>,
+    /// Inputs scaled into this magnitude, so deep models stay finite in f16.
+    pub scale: f64,
+    pub bound: Bound,
+    /// Run as a CUDA graph replay (else stream-chained launches).
+    pub graph_replay: bool,
+    /// The matmul path (`auto`, `generated`, `cublaslt`).
+    pub matmul: &'static str,
+    /// Whether the peers script has a PyTorch counterpart to time and check against.
+    pub peer: bool,
+}
+
+const F16: f64 = 2.0;
+
+fn workload(name: &str, graph: Graph, bound: Bound) -> Workload {
+    Workload {
+        name: name.to_string(),
+        graph,
+        dims: BTreeMap::new(),
+        scale: 1.0,
+        bound,
+        graph_replay: false,
+        matmul: "auto",
+        peer: true,
+    }
+}
+
+fn add(n: u64) -> Result<Graph> {
+    let g = GraphBuilder::new();
+    let x = g.input("x", DType::F16, shape![n])?;
+    let y = g.input("y", DType::F16, shape![n])?;
+    g.output("z", &(&x + &y)?)?;
+    g.finish()
+}
+
+fn rms_norm(rows: u64, cols: u64) -> Result<Graph> {
+    let g = GraphBuilder::new();
+    let x = g.input("x", DType::F16, shape![rows, cols])?;
+    let w = g.parameter("w", DType::F16, shape![cols])?;
+    g.output("y", &x.rms_norm(&w, 1e-6)?)?;
+    g.finish()
+}
+
+fn softmax(rows: u64, cols: u64) -> Result<Graph> {
+    let g = GraphBuilder::new();
+    let x = g.input("x", DType::F16, shape![rows, cols])?;
+    g.output("y", &x.softmax(1)?)?;
+    g.finish()
+}
+
+fn gemm(m: u64, k: u64, n: u64) -> Result<Graph> {
+    let g = GraphBuilder::new();
+    let a = g.input("a", DType::F16, shape![m, k])?;
+    let b = g.input("b", DType::F16, shape![k, n])?;
+    g.output("c", &a.matmul(&b)?)?;
+    g.finish()
+}
+
+fn mlp(tokens: u64, hidden: u64, ffn: u64) -> Result<Graph> {
+    let g = GraphBuilder::new();
+    let x = g.input("x", DType::F16, shape![tokens, hidden])?;
+    let w1 = g.parameter("w1", DType::F16, shape![hidden, ffn])?;
+    let w2 = g.parameter("w2", DType::F16, shape![ffn, hidden])?;
+    g.output("y", &x.matmul(&w1)?.gelu()?.matmul(&w2)?)?;
+    g.finish()
+}
+
+fn attention(batch: u64, heads: u64, seq: u64, head_dim: u64) -> Result<Graph> {
+    let g = GraphBuilder::new();
+    let qkv = |n: &str| g.input(n, DType::F16, shape![batch, heads, seq, head_dim]);
+    let (q, k, v) = (qkv("q")?, qkv("k")?, qkv("v")?);
+    g.output("o", &q.attention(&k, &v, true)?)?;
+    g.finish()
+}
+
+/// `n` dependent 16x16 matmuls: `n` kernels that cannot fuse, each of a few hundred flops.
+fn chain(n: usize) -> Result<Graph> {
+    let g = GraphBuilder::new();
+    let mut x = g.input("x", DType::F16, shape![16, 16])?;
+    let w = g.parameter("w", DType::F16, shape![16, 16])?;
+    for _ in 0..n {
+        x = x.matmul(&w)?;
+    }
+    g.output("y", &x)?;
+    g.finish()
+}
+
+/// Every workload of `bench/README.md`.
+pub fn all() -> Result<Vec<Workload>> {
+    let mut out = Vec::new();
+    let n = 1u64 << 28;
+    out.push(workload(
+        "add_2^28",
+        add(n)?,
+        Bound::Memory {
+            bytes: 3.0 * n as f64 * F16,
+        },
+    ));
+    let (rows, cols) = (16384u64, 4096u64);
+    let mut ln = workload(
+        "ln_gelu_16384x4096",
+        models::ln_gelu(cols)?,
+        Bound::Memory {
+            bytes: 3.0 * (rows * cols) as f64 * F16,
+        },
+    );
+    ln.dims.insert("tokens".into(), rows);
+    out.push(ln);
+    out.push(workload(
+        "rms_norm_16384x4096",
+        rms_norm(rows, cols)?,
+        Bound::Memory {
+            bytes: 2.0 * (rows * cols) as f64 * F16,
+        },
+    ));
+    for (r, c) in [(16384u64, 4096u64), (4096, 32768)] {
+        out.push(workload(
+            &format!("softmax_{r}x{c}"),
+            softmax(r, c)?,
+            Bound::Memory {
+                bytes: 2.0 * (r * c) as f64 * F16,
+            },
+        ));
+    }
+    for (m, k, n) in [
+        (4096u64, 4096u64, 4096u64),
+        (8192, 8192, 8192),
+        (2048, 4096, 16384),
+    ] {
+        out.push(workload(
+            &format!("gemm_{m}x{k}x{n}"),
+            gemm(m, k, n)?,
+            Bound::Compute {
+                flops: 2.0 * (m * k * n) as f64,
+            },
+        ));
+    }
+    let mut mlp = workload(
+        "mlp_2048x4096x16384",
+        mlp(2048, 4096, 16384)?,
+        Bound::Compute {
+            flops: 2.0 * 2.0 * (2048u64 * 4096 * 16384) as f64,
+        },
+    );
+    mlp.scale = 0.1;
+    out.push(mlp);
+    let (b, h, s, d) = (4u64, 32u64, 2048u64, 128u64);
+    let mut att = workload(
+        "attention_b4_h32_s2048_d128_causal",
+        attention(b, h, s, d)?,
+        // Two matmuls over the causal half: 2 * 2 * b * h * s * s * d / 2.
+        Bound::Compute {
+            flops: 2.0 * (b * h * s * s * d) as f64,
+        },
+    );
+    att.scale = 0.5;
+    out.push(att);
+    let cfg = DecoderConfig {
+        hidden: 4096,
+        heads: 32,
+        context: 2048,
+        ffn: 11008,
+    };
+    let weights = 4.0 * (cfg.hidden * cfg.hidden) as f64 + 3.0 * (cfg.hidden * cfg.ffn) as f64;
+    let kv = 2.0 * (cfg.context * cfg.hidden) as f64;
+    let mut decoder = workload(
+        "decoder_step_h4096_ctx2048",
+        models::decoder_block(&cfg)?,
+        Bound::Memory {
+            bytes: (weights + kv) * F16,
+        },
+    );
+    decoder.scale = 0.02;
+    decoder.graph_replay = true;
+    decoder.peer = false;
+    out.push(decoder);
+    for n in [1usize, 10, 100, 1000] {
+        for replay in [false, true] {
+            let mode = if replay { "graph" } else { "stream" };
+            let mut w = workload(
+                &format!("chain_{n}_{mode}"),
+                chain(n)?,
+                Bound::Compute {
+                    flops: 2.0 * 16.0 * 16.0 * 16.0 * n as f64,
+                },
+            );
+            w.graph_replay = replay;
+            w.matmul = "generated";
+            w.scale = 0.05;
+            out.push(w);
+        }
+    }
+    Ok(out)
+}
