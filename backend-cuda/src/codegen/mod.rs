@@ -168,9 +168,21 @@ pub fn generate(kernel: &TileKernel) -> Result<Generated, CodegenError> {
     })
 }
 
-/// A symbol made of the kernel's name: letters, digits and `_`.
+/// A symbol made of the kernel's name without its position (`k3_matmul` → `tir_matmul`):
+/// letters, digits and `_`. Each cubin holds one entry, so names need not be unique, and
+/// kernels that differ only in position then share their bytecode and their cache entry.
 fn entry_name(name: &str) -> String {
-    let clean: String = name
+    let kind = match name.split_once('_') {
+        Some((index, kind))
+            if index.len() > 1
+                && index.starts_with('k')
+                && index[1..].chars().all(|c| c.is_ascii_digit()) =>
+        {
+            kind
+        }
+        _ => name,
+    };
+    let clean: String = kind
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect();
@@ -904,5 +916,18 @@ fn padding_value(padding: f64, dtype: DType) -> Option<PaddingValue> {
         Some(PaddingValue::NegZero)
     } else {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::entry_name;
+
+    #[test]
+    fn entry_names_drop_the_kernel_position() {
+        assert_eq!(entry_name("k3_matmul"), "tir_matmul");
+        assert_eq!(entry_name("k12_row_reduction"), "tir_row_reduction");
+        assert_eq!(entry_name("kv_update"), "tir_kv_update");
+        assert_eq!(entry_name("odd-name"), "tir_odd_name");
     }
 }

@@ -1,6 +1,6 @@
 // kernel k0_elementwise
 cuda_tile.module @tir {
-  entry @tir_k0_elementwise(%0: tile<ptr<f16>>, %1: tile<ptr<f16>>, %2: tile<ptr<f16>>, %3: tile<i64>, %4: tile<i64>, %5: tile<i64>) {
+  entry @tir_elementwise(%0: tile<ptr<f16>>, %1: tile<ptr<f16>>, %2: tile<ptr<f16>>, %3: tile<i64>, %4: tile<i64>, %5: tile<i64>) {
     %6, %7, %8 = get_tile_block_id : tile<i32>
     %9 = exti %6 unsigned : tile<i32> -> tile<i64>
     %10 = divi %9, %5 signed : tile<i64>

@@ -1,6 +1,6 @@
 // kernel k0_gather
 cuda_tile.module @tir {
-  entry @tir_k0_gather(%0: tile<ptr<i64>>, %1: tile<ptr<f32>>, %2: tile<ptr<f32>>, %3: tile<i64>, %4: tile<i64>) {
+  entry @tir_gather(%0: tile<ptr<i64>>, %1: tile<ptr<f32>>, %2: tile<ptr<f32>>, %3: tile<i64>, %4: tile<i64>) {
     %5, %6, %7 = get_tile_block_id : tile<i32>
     %8 = exti %5 unsigned : tile<i32> -> tile<i64>
     %9 = divi %8, %4 signed : tile<i64>

@@ -1,6 +1,6 @@
 // kernel k0_state_update
 cuda_tile.module @tir {
-  entry @tir_k0_state_update(%0: tile<ptr<i64>>, %1: tile<ptr<f16>>, %2: tile<ptr<f16>>, %3: tile<i64>, %4: tile<i64>, %5: tile<i64>) {
+  entry @tir_state_update(%0: tile<ptr<i64>>, %1: tile<ptr<f16>>, %2: tile<ptr<f16>>, %3: tile<i64>, %4: tile<i64>, %5: tile<i64>) {
     %6, %7, %8 = get_tile_block_id : tile<i32>
     %9 = exti %6 unsigned : tile<i32> -> tile<i64>
     %10 = muli %4, %5 : tile<i64>
@@ -33,7 +33,7 @@ cuda_tile.module @tir {
 
 // kernel k1_reduction
 cuda_tile.module @tir {
-  entry @tir_k1_reduction(%0: tile<ptr<f16>>, %1: tile<ptr<f16>>, %2: tile<i64>, %3: tile<i64>) {
+  entry @tir_reduction(%0: tile<ptr<f16>>, %1: tile<ptr<f16>>, %2: tile<i64>, %3: tile<i64>) {
     %4, %5, %6 = get_tile_block_id : tile<i32>
     %7 = exti %4 unsigned : tile<i32> -> tile<i64>
     %8 = divi %7, %3 signed : tile<i64>

@@ -1,6 +1,6 @@
 // kernel k0_row_reduction
 cuda_tile.module @tir {
-  entry @tir_k0_row_reduction(%0: tile<ptr<f32>>, %1: tile<ptr<f32>>, %2: tile<i64>, %3: tile<i64>) {
+  entry @tir_row_reduction(%0: tile<ptr<f32>>, %1: tile<ptr<f32>>, %2: tile<i64>, %3: tile<i64>) {
     %4, %5, %6 = get_tile_block_id : tile<i32>
     %7 = exti %4 unsigned : tile<i32> -> tile<i64>
     %8 = divi %7, %3 signed : tile<i64>
