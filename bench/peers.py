@@ -1,0 +1,228 @@
+"""PyTorch peers for tir-bench, run in the same device call.
+
+    python3 bench/peers.py DIR --commit SHA --compile-json FILE --results bench/RESULTS.md
+
+Reads tir's times (DIR/tir.json) and each workload's inputs and outputs (DIR/NAME/in_*.npy,
+out_*.npy), times PyTorch eager and torch.compile on the same inputs with CUDA events (warm-up,
+then the median of repetitions, each after overwriting 256 MiB so L2 holds no input), checks
+tir's output against eager's, measures the device-to-device copy bandwidth, prints a table and
+writes RESULTS.md. A workload whose output does not match is reported as wrong, without ratios.
+"""
+
+import argparse
+import datetime
+import json
+import math
+import os
+import statistics
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+FLUSH = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+# H100 SXM dense fp16 tensor-core peak, the compute ceiling (TFLOP/s).
+PEAK_TFLOPS = 989.4
+
+
+def timed(fn, reps, warmup=3):
+    """Median milliseconds of `fn` over `reps` runs after `warmup`, each after an L2 flush."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for i in range(warmup + reps):
+        FLUSH.fill_(i & 0xFF)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        if i >= warmup:
+            times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def load(path):
+    return torch.from_numpy(np.load(path)).cuda()
+
+
+def copy_bandwidth():
+    """Device-to-device copy of 1 GiB: bytes read plus written per second (TB/s)."""
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    ms = timed(lambda: dst.copy_(src), 20)
+    return 2 * src.numel() / (ms * 1e-3) / 1e12
+
+
+def chain(n):
+    def f(x, w):
+        for _ in range(n):
+            x = x @ w
+        return x
+    return f
+
+
+def peer_fn(name):
+    """The eager function of a workload, and the tir output's name."""
+    if name.startswith("add"):
+        return (lambda x, y: x + y), ["x", "y"], "z"
+    if name.startswith("ln_gelu"):
+        def f(x, residual, gamma, beta):
+            h = F.layer_norm(x + residual, (x.shape[-1],), gamma, beta, 1e-5)
+            return F.gelu(h)
+        return f, ["x", "residual", "gamma", "beta"], "y"
+    if name.startswith("rms_norm"):
+        return (lambda x, w: F.rms_norm(x, (x.shape[-1],), w, 1e-6)), ["x", "w"], "y"
+    if name.startswith("softmax"):
+        return (lambda x: torch.softmax(x, dim=1)), ["x"], "y"
+    if name.startswith("gemm"):
+        return (lambda a, b: a @ b), ["a", "b"], "c"
+    if name.startswith("mlp"):
+        return (lambda x, w1, w2: F.gelu(x @ w1) @ w2), ["x", "w1", "w2"], "y"
+    if name.startswith("attention"):
+        return (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)), \
+            ["q", "k", "v"], "o"
+    if name.startswith("chain"):
+        return chain(int(name.split("_")[1])), ["x", "w"], "y"
+    return None
+
+
+def graph_of(fn, args):
+    """`fn(*args)` captured as a CUDA graph; returns its replay."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn(*args)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn(*args)
+    return graph.replay
+
+
+def check(tir, ref):
+    """Largest error of tir's output relative to the largest magnitude of eager's."""
+    tir, ref = tir.float(), ref.float()
+    if tir.shape != ref.shape:
+        return math.inf
+    if not torch.isfinite(ref).all():
+        return 0.0 if torch.equal(torch.isnan(tir), torch.isnan(ref)) else math.inf
+    scale = ref.abs().max().item() or 1.0
+    return (tir - ref).abs().max().item() / scale
+
+
+def run_peer(entry, folder):
+    name = entry["name"]
+    fn, arg_names, out_name = peer_fn(name)
+    args = [load(os.path.join(folder, f"in_{a}.npy")) for a in arg_names]
+    tir_out = load(os.path.join(folder, f"out_{out_name}.npy"))
+    with torch.no_grad():
+        ref = fn(*args)
+        row = {"error": check(tir_out, ref)}
+        reps = entry["reps"]
+        if name.startswith("chain") and entry["mode"] == "graph":
+            row["eager_ms"] = timed(graph_of(fn, args), reps)
+            return row
+        row["eager_ms"] = timed(lambda: fn(*args), reps)
+        if not name.startswith("chain") and not name.startswith("attention"):
+            compiled = torch.compile(fn)
+            compiled(*args)
+            row["compile_ms"] = timed(lambda: compiled(*args), reps)
+    return row
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("dir")
+    p.add_argument("--commit", required=True)
+    p.add_argument("--compile-json")
+    p.add_argument("--results", required=True)
+    a = p.parse_args()
+    entries = json.load(open(os.path.join(a.dir, "tir.json")))
+    bandwidth = copy_bandwidth()
+    rows = []
+    for e in entries:
+        row = dict(e)
+        if "error" in e:
+            rows.append(row)
+            continue
+        folder = os.path.join(a.dir, e["name"])
+        if e["peer"] and peer_fn(e["name"]):
+            try:
+                row.update(run_peer(e, folder))
+            except Exception as exc:  # a peer that fails is reported, not fatal
+                row["peer_error"] = str(exc).splitlines()[0][:200]
+        rows.append(row)
+    compile_times = json.load(open(a.compile_json)) if a.compile_json else None
+    text = report(rows, bandwidth, a.commit, compile_times)
+    print(text)
+    with open(a.results, "w") as f:
+        f.write(text)
+
+
+def fmt(x, digits=3):
+    return "-" if x is None else f"{x:.{digits}g}"
+
+
+def report(rows, bandwidth, commit, compile_times):
+    device = torch.cuda.get_device_name()
+    date = datetime.date.today().isoformat()
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Device: {device} (driver {torch.cuda.driver_version() if hasattr(torch.cuda, 'driver_version') else 'n/a'}, "
+        f"torch {torch.__version__}); date {date}; tir commit {commit}.",
+        f"Measured device-to-device copy bandwidth: {bandwidth:.2f} TB/s (read + write).",
+        "",
+        "Times are medians of CUDA-event timings after warm-up, each repetition after overwriting",
+        "256 MiB so that L2 holds no input. tir's outputs are checked against PyTorch eager before",
+        "anything is reported (`err`: largest error relative to the largest output magnitude).",
+        "Ratios are peer time / tir time (above 1: tir is faster).",
+        "",
+        "| workload | tir ms | eager ms | compile ms | tir/eager | tir/compile | ceiling | err | kernels |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        if "error" in r and isinstance(r["error"], str):
+            lines.append(f"| {r['name']} | failed: {r['error']} | | | | | | | |")
+            continue
+        t = r["median_ms"]
+        bound = r["bound"]
+        if "memory" in bound:
+            tbs = bound["memory"]["bytes"] / (t * 1e-3) / 1e12
+            ceiling = f"{tbs:.2f} TB/s = {100 * tbs / bandwidth:.0f}% of copy"
+        else:
+            tf = bound["compute"]["flops"] / (t * 1e-3) / 1e12
+            ceiling = f"{tf:.1f} TFLOP/s = {100 * tf / PEAK_TFLOPS:.0f}% of peak"
+        err = r.get("error")
+        wrong = err is not None and err > 2e-2
+        eager, comp = r.get("eager_ms"), r.get("compile_ms")
+        ratio = (lambda p: "-" if p is None or wrong else f"{p / t:.2f}x")
+        lines.append(
+            f"| {r['name']} ({r['mode']}) | {fmt(t)} | {fmt(eager)} | {fmt(comp)} | "
+            f"{ratio(eager)} | {ratio(comp)} | {ceiling} | "
+            f"{'WRONG ' if wrong else ''}{fmt(err, 2) if err is not None else r.get('peer_error', '-')} | "
+            f"{r['kernels']} |"
+        )
+    chains = [r for r in rows if r["name"].startswith("chain") and "median_ms" in r]
+    if chains:
+        lines += ["", "Launch overhead (a chain of N dependent 16x16 matmuls, µs per kernel):", "",
+                  "| N | tir stream | tir graph | torch eager | torch graph |", "| --- | --- | --- | --- | --- |"]
+        for n in sorted({int(r["name"].split("_")[1]) for r in chains}):
+            def per(mode, key):
+                for r in chains:
+                    if r["name"] == f"chain_{n}_{mode}" and r.get(key) is not None:
+                        return fmt(1e3 * r[key] / n)
+                return "-"
+            lines.append(f"| {n} | {per('stream', 'median_ms')} | {per('graph', 'median_ms')} | "
+                         f"{per('stream', 'eager_ms')} | {per('graph', 'eager_ms')} |")
+    if compile_times:
+        lines += ["", "Compile times (measured on the 2-core development machine, not the GPU machine):", "",
+                  f"- decoder block, cold kernel cache: {compile_times['decoder_cold_s']:.2f} s;"
+                  f" warm (every kernel a cache hit): {1e3 * compile_times['decoder_warm_s']:.1f} ms",
+                  f"- optimizer on a {compile_times['optimizer_nodes']}-node graph: {compile_times['optimizer_s']:.2f} s"]
+    lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
