@@ -6,8 +6,9 @@
 //! from the cache after its checksum verified.
 
 use crate::cache::{cache_key, KernelCache, Lookup};
-use crate::codegen::{generate, KernelAbi};
+use crate::codegen::{generate, KernelAbi, KernelHints};
 use crate::toolchain::{Toolchain, ToolchainError, INSTALL_HINT};
+use crate::tuning::Tuning;
 use cutile_ir::bytecode::BytecodeVersion;
 use rayon::prelude::*;
 use std::collections::BTreeMap;
@@ -40,13 +41,14 @@ fn unsupported(reason: String) -> BackendError {
     }
 }
 
-/// The Tile IR bytecode of one kernel in bytecode version `version`, and its ABI.
+/// The Tile IR bytecode of one kernel with `hints` in bytecode version `version`, and its ABI.
 pub fn kernel_bytecode(
     kernel: &TileKernel,
+    hints: &KernelHints,
     version: BytecodeVersion,
 ) -> Result<(Vec<u8>, KernelAbi), BackendError> {
     let generated =
-        generate(kernel).map_err(|e| unsupported(format!("kernel {}: {e}", kernel.name)))?;
+        generate(kernel, hints).map_err(|e| unsupported(format!("kernel {}: {e}", kernel.name)))?;
     let bytes = cutile_ir::bytecode::write_bytecode_version(&generated.module, version)
         .map_err(|e| unsupported(format!("kernel {}: writing bytecode: {e}", kernel.name)))?;
     Ok((bytes, generated.abi))
@@ -160,13 +162,16 @@ pub struct KernelCompiler {
     pub toolchain: Option<Toolchain>,
     pub stamp: ToolchainStamp,
     pub cache: Option<KernelCache>,
+    /// The hints each kernel is compiled with.
+    pub tuning: Tuning,
 }
 
 impl KernelCompiler {
     /// The located toolchain (see [`Toolchain::locate`]) and the cache the environment names
     /// (see [`crate::cache::CacheConfig::from_env`]); without a toolchain, the cache alone when
-    /// it records the toolchain that filled it.
+    /// it records the toolchain that filled it; the tuning `$TIR_TUNE` names.
     pub fn from_env() -> Result<KernelCompiler, String> {
+        let tuning = Tuning::from_env()?;
         let config = crate::cache::CacheConfig::from_env().map_err(|e| e.to_string())?;
         let (toolchain, stamp) = match Toolchain::locate() {
             Ok(t) => {
@@ -184,6 +189,7 @@ impl KernelCompiler {
             toolchain,
             stamp,
             cache: Some(KernelCache::new(config)),
+            tuning,
         })
     }
 
@@ -208,7 +214,8 @@ fn compile_kernels(
         .kernels
         .par_iter()
         .map(|kernel| {
-            let (bytecode, abi) = kernel_bytecode(kernel, compiler.stamp.bytecode)?;
+            let hints = compiler.tuning.hints_for(kernel);
+            let (bytecode, abi) = kernel_bytecode(kernel, &hints, compiler.stamp.bytecode)?;
             let cubins = archs
                 .iter()
                 .map(|arch| cubin(&bytecode, arch, &kernel.name, compiler, &used))

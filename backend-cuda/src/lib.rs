@@ -9,6 +9,7 @@ pub mod compile;
 pub mod package;
 pub mod runtime;
 pub mod toolchain;
+pub mod tuning;
 
 pub use compile::{CacheUse, CompiledKernels, KernelCompiler};
 pub use runtime::{block_on, CudaExecutable, ExecMode, Gpu, MatmulPath, MatmulPolicy, RunFuture};
@@ -17,22 +18,14 @@ pub use toolchain::{Toolchain, ToolchainError};
 use std::cell::OnceCell;
 use std::rc::Rc;
 use tir_graph::DType;
-use tir_lower::{Backend, BackendError, Capabilities, Executable, Program, Target, TileShapes};
+use tir_lower::{Backend, BackendError, Capabilities, Executable, Program, Target};
 
-/// What lowering aims at for NVIDIA GPUs: tiles of a few thousand elements per tile block
-/// and 128x128 matmul tiles with a K step of 64 (the shapes cuTile's GEMM uses on sm_90).
+/// What lowering aims at for NVIDIA GPUs: the tile shapes of [`tuning::Tuning`] (the
+/// defaults, or `$TIR_TUNE`'s; a `$TIR_TUNE` that cannot be read is reported when kernels are
+/// compiled, and lowering meanwhile uses the defaults).
 pub fn gpu_target() -> Target {
     Target {
-        tiles: TileShapes {
-            elementwise: 1024,
-            row_elements: 8192,
-            matmul_m: 128,
-            matmul_n: 128,
-            matmul_k: 64,
-            int_matmul: 32,
-            reduction_out: 64,
-            reduction_chunk: 256,
-        },
+        tiles: tuning::Tuning::from_env().unwrap_or_default().tiles,
         ..Target::default()
     }
 }

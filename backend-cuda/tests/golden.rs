@@ -3,6 +3,7 @@
 //! them), and every one of them accepted by `tileiras` for sm_90 and sm_100.
 
 use backend_cuda::codegen::generate;
+use backend_cuda::tuning::Tuning;
 use backend_cuda::{gpu_target, Toolchain};
 use std::path::PathBuf;
 use tir_lower::compile_graph;
@@ -74,7 +75,8 @@ fn emitted(name: &str, source: &str) -> (String, Vec<cutile_ir::Module>) {
     let mut mlir = String::new();
     let mut modules = Vec::new();
     for kernel in &compiled.program.kernels {
-        let generated = generate(kernel).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let hints = Tuning::default().hints_for(kernel);
+        let generated = generate(kernel, &hints).unwrap_or_else(|e| panic!("{name}: {e}"));
         mlir.push_str(&format!("// kernel {}\n", kernel.name));
         mlir.push_str(&generated.module.to_mlir_text());
         mlir.push('\n');

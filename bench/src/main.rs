@@ -42,6 +42,9 @@ enum Command {
         out: PathBuf,
         #[arg(long, default_value = "sm_90")]
         arch: String,
+        /// Only workloads whose name contains this (and no compile-time measurements).
+        #[arg(long)]
+        filter: Option<String>,
     },
     /// Time every workload on the GPU.
     Run {
@@ -51,13 +54,22 @@ enum Command {
         #[arg(long)]
         filter: Option<String>,
     },
+    /// Print the Tile IR (MLIR text) of each kernel of the workloads whose name contains FILTER.
+    Mlir {
+        #[arg(long)]
+        filter: String,
+        /// Also write each kernel's bytecode as DIR/WORKLOAD.KERNEL.tileirbc.
+        #[arg(long, value_name = "DIR")]
+        bytecode: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let done = match cli.command {
-        Command::Compile { out, arch } => compile(&out, &arch),
+        Command::Compile { out, arch, filter } => compile(&out, &arch, filter.as_deref()),
         Command::Run { out, filter } => run(&out, filter.as_deref()),
+        Command::Mlir { filter, bytecode } => print_mlir(&filter, bytecode.as_deref()),
     };
     match done {
         Ok(()) => ExitCode::SUCCESS,
@@ -84,12 +96,18 @@ fn compile_one(backend: &CudaBackend, graph: &Graph, arch: &str) -> Result<f64, 
     Ok(start.elapsed().as_secs_f64())
 }
 
-fn compile(out: &Path, arch: &str) -> Result<(), String> {
+fn compile(out: &Path, arch: &str, filter: Option<&str>) -> Result<(), String> {
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     let backend = CudaBackend::new();
     for w in workloads::all().map_err(|e| e.to_string())? {
+        if filter.is_some_and(|f| !w.name.contains(f)) {
+            continue;
+        }
         let seconds = compile_one(&backend, &w.graph, arch)?;
         println!("{:<40} compiled in {seconds:.2} s", w.name);
+    }
+    if filter.is_some() {
+        return Ok(());
     }
     // Compile time of the decoder block: cold (an empty cache of its own) and warm (hits).
     let decoder = tir_graph::models::decoder_block(&tir_graph::models::DecoderConfig {
@@ -127,6 +145,34 @@ fn compile(out: &Path, arch: &str) -> Result<(), String> {
     });
     println!("{report}");
     write_json(&out.join("compile.json"), &report)
+}
+
+fn print_mlir(filter: &str, bytecode: Option<&Path>) -> Result<(), String> {
+    let target = backend_cuda::gpu_target();
+    let tuning = backend_cuda::tuning::Tuning::from_env()?;
+    for w in workloads::all().map_err(|e| e.to_string())? {
+        if !w.name.contains(filter) {
+            continue;
+        }
+        let compiled =
+            compile_graph(&w.graph, &target, &Limits::default()).map_err(|e| e.to_string())?;
+        for kernel in &compiled.program.kernels {
+            let hints = tuning.hints_for(kernel);
+            let generated =
+                backend_cuda::codegen::generate(kernel, &hints).map_err(|e| e.to_string())?;
+            println!("// {} kernel {}", w.name, kernel.name);
+            println!("{}", generated.module.to_mlir_text());
+            if let Some(dir) = bytecode {
+                let compiler = backend_cuda::KernelCompiler::from_env()?;
+                let (bytes, _) =
+                    backend_cuda::compile::kernel_bytecode(kernel, &hints, compiler.stamp.bytecode)
+                        .map_err(|e| e.to_string())?;
+                let path = dir.join(format!("{}.{}.tileirbc", w.name, kernel.name));
+                std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn median(xs: &[f64]) -> f64 {

@@ -152,13 +152,22 @@ pub fn all() -> Result<Vec<Workload>> {
         (8192, 8192, 8192),
         (2048, 4096, 16384),
     ] {
+        let bound = Bound::Compute {
+            flops: 2.0 * (m * k * n) as f64,
+        };
         out.push(workload(
             &format!("gemm_{m}x{k}x{n}"),
             gemm(m, k, n)?,
-            Bound::Compute {
-                flops: 2.0 * (m * k * n) as f64,
-            },
+            bound,
         ));
+        // The same GEMM through tir's own kernel rather than cuBLASLt.
+        let mut generated = workload(
+            &format!("gemm_{m}x{k}x{n}_generated"),
+            gemm(m, k, n)?,
+            bound,
+        );
+        generated.matmul = "generated";
+        out.push(generated);
     }
     let mut mlp = workload(
         "mlp_2048x4096x16384",

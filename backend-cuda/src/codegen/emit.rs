@@ -283,6 +283,23 @@ impl Emitter {
         self.same(opcode, a, b, vec![("rounding_mode", i32_attr(0))])
     }
 
+    /// `a / b` in `f32` by the hardware's approximate reciprocal (about 2 ulp of `f32`): for
+    /// values that round to a 16-bit float after, or feed an approximation already coarser.
+    pub fn div_approx(&mut self, a: Value, b: Value) -> Value {
+        self.same(Opcode::DivF, a, b, vec![("rounding_mode", i32_attr(4))])
+    }
+
+    /// `a * b + c` rounded once.
+    pub fn fma(&mut self, a: Value, b: Value, c: Value) -> Value {
+        let t = self.ty(a);
+        self.op1(
+            Opcode::Fma,
+            &[a, b, c],
+            vec![("rounding_mode", i32_attr(0))],
+            t,
+        )
+    }
+
     /// NaN-propagating max/min of floats.
     pub fn float_extreme(&mut self, max: bool, a: Value, b: Value) -> Value {
         let opcode = if max { Opcode::MaxF } else { Opcode::MinF };

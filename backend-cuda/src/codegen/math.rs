@@ -88,7 +88,11 @@ impl Emitter {
         let one = self.like(x, 1.0);
         let px = self.float_op(Opcode::MulF, p, ax);
         let den = self.float_op(Opcode::AddF, one, px);
-        let t = self.recip(den);
+        let t = if self.elem(x) == ScalarType::F32 {
+            self.div_approx(one, den)
+        } else {
+            self.recip(den)
+        };
         let coeffs = [
             1.061_405_429,
             -1.453_152_027,
@@ -98,9 +102,8 @@ impl Emitter {
         ];
         let mut poly = self.like(x, coeffs[0]);
         for &c in &coeffs[1..] {
-            let pt = self.float_op(Opcode::MulF, poly, t);
             let cc = self.like(x, c);
-            poly = self.float_op(Opcode::AddF, pt, cc);
+            poly = self.fma(poly, t, cc);
         }
         poly = self.float_op(Opcode::MulF, poly, t);
         let x2 = self.float_op(Opcode::MulF, ax, ax);
@@ -394,6 +397,8 @@ pub fn binary(e: &mut Emitter, op: BinaryOp, dtype: DType, a: Value, b: Value) -
                 BinaryOp::Add => e.float_op(Opcode::AddF, a, b),
                 BinaryOp::Sub => e.float_op(Opcode::SubF, a, b),
                 BinaryOp::Mul => e.float_op(Opcode::MulF, a, b),
+                // 16-bit quotients round far coarser than the approximation's error.
+                BinaryOp::Div if matches!(dtype, DType::F16 | DType::BF16) => e.div_approx(a, b),
                 BinaryOp::Div => e.float_op(Opcode::DivF, a, b),
                 BinaryOp::Pow => e.same(Opcode::Pow, a, b, vec![]),
                 BinaryOp::Maximum => e.float_extreme(true, a, b),

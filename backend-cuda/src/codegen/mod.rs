@@ -12,13 +12,14 @@
 
 mod emit;
 mod math;
+mod order;
 
 use crate::codegen::emit::{mem_scalar, ptr_tile, reg_scalar, segments_attr, tile, Emitter, Pred};
 use cutile_ir::builder::build_single_block_region;
 use cutile_ir::bytecode::Opcode;
 use cutile_ir::ir::{
-    Attribute, FuncType, Location, Module, PaddingValue, PartitionViewType, ScalarType,
-    TensorViewType, Type, Value, DYNAMIC,
+    Attribute, DivBy, FuncType, Location, Module, OptimizationHints, PaddingValue,
+    PartitionViewType, ScalarType, TensorViewType, Type, Value, DYNAMIC,
 };
 use cutile_ir::OpBuilder;
 use serde::{Deserialize, Serialize};
@@ -35,6 +36,10 @@ pub enum CodegenError {
     Malformed(String),
 }
 
+/// The alignment in bytes of every tensor parameter's base address: kernels assume it, and
+/// the runtime checks it before each launch.
+pub const PARAM_ALIGN: u64 = 16;
+
 /// How the host passes arguments to a generated entry, in order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KernelAbi {
@@ -46,6 +51,40 @@ pub struct KernelAbi {
     pub dims: Vec<String>,
     /// Then, when true, each grid extent as `i64`.
     pub grid_extents: bool,
+}
+
+/// Tuning choices for one kernel. They change speed, never results; `None` leaves the choice
+/// to the compiler. `occupancy` and `num_ctas` are `tileiras` hints, carried on the entry as
+/// its `optimization_hints` for every architecture (the `default` dictionary).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct KernelHints {
+    /// Tile blocks the compiler should fit on one SM at once (1..=32).
+    pub occupancy: Option<u8>,
+    /// CTAs per cluster (1, 2, 4, 8, 16): a cluster shares operand loads across its CTAs.
+    pub num_ctas: Option<u8>,
+    /// For grids of two or more axes: tile blocks walk the last two axes in groups of this
+    /// many rows (each group column by column), so blocks running together share operand
+    /// tiles in L2.
+    pub group_rows: Option<u8>,
+    /// Whether tile loads and stores may use the tensor memory accelerator (TMA) rather than
+    /// vectorized loads by threads; a `tileiras` hint on each access.
+    pub allow_tma: Option<bool>,
+}
+
+impl KernelHints {
+    fn attribute(&self) -> Attribute {
+        let mut values = Vec::new();
+        let int = |v: u8| Attribute::Integer(v as i64, Type::Scalar(ScalarType::I32));
+        if let Some(n) = self.num_ctas {
+            values.push(("num_cta_in_cga".to_string(), int(n)));
+        }
+        if let Some(n) = self.occupancy {
+            values.push(("occupancy".to_string(), int(n)));
+        }
+        Attribute::OptimizationHints(OptimizationHints {
+            entries: vec![("default".to_string(), values)],
+        })
+    }
 }
 
 /// A translated kernel.
@@ -79,6 +118,7 @@ struct Translator<'k> {
     dims: HashMap<String, Value>,
     extents: Vec<Value>,
     block_id: Option<Value>,
+    hints: KernelHints,
 }
 
 type Res<T> = Result<T, CodegenError>;
@@ -109,8 +149,9 @@ fn body_dims(kernel: &TileKernel) -> Vec<String> {
     dims.into_iter().collect()
 }
 
-/// Translates `kernel` into a Tile IR module with one entry (see the module doc).
-pub fn generate(kernel: &TileKernel) -> Result<Generated, CodegenError> {
+/// Translates `kernel` into a Tile IR module with one entry (see the module doc) that carries
+/// `hints`.
+pub fn generate(kernel: &TileKernel, hints: &KernelHints) -> Result<Generated, CodegenError> {
     let dims = body_dims(kernel);
     let grid_extents = kernel.grid.len() > 1;
     let mut arg_types: Vec<Type> = kernel
@@ -140,12 +181,14 @@ pub fn generate(kernel: &TileKernel) -> Result<Generated, CodegenError> {
             .collect(),
         extents: args[n + dims.len()..].to_vec(),
         block_id: None,
+        hints: *hints,
     };
+    t.assume_aligned_params();
     t.block(&kernel.body)?;
     t.e.op(Opcode::Return, &[], vec![], vec![]);
     let entry = entry_name(&kernel.name);
     let mut module = t.e.module;
-    let (op, _) = OpBuilder::new(Opcode::Entry, Location::Unknown)
+    let mut builder = OpBuilder::new(Opcode::Entry, Location::Unknown)
         .attr("sym_name", Attribute::String(entry.clone()))
         .attr(
             "function_type",
@@ -153,9 +196,11 @@ pub fn generate(kernel: &TileKernel) -> Result<Generated, CodegenError> {
                 inputs: arg_types,
                 results: vec![],
             })),
-        )
-        .region(region)
-        .build(&mut module);
+        );
+    if hints.occupancy.is_some() || hints.num_ctas.is_some() {
+        builder = builder.attr("optimization_hints", hints.attribute());
+    }
+    let (op, _) = builder.region(region).build(&mut module);
     module.functions.push(op);
     Ok(Generated {
         module,
@@ -168,11 +213,9 @@ pub fn generate(kernel: &TileKernel) -> Result<Generated, CodegenError> {
     })
 }
 
-/// A symbol made of the kernel's name without its position (`k3_matmul` → `tir_matmul`):
-/// letters, digits and `_`. Each cubin holds one entry, so names need not be unique, and
-/// kernels that differ only in position then share their bytecode and their cache entry.
-fn entry_name(name: &str) -> String {
-    let kind = match name.split_once('_') {
+/// The kind of a kernel named `k3_matmul` (`matmul`): its name without its position.
+pub fn kernel_kind(name: &str) -> &str {
+    match name.split_once('_') {
         Some((index, kind))
             if index.len() > 1
                 && index.starts_with('k')
@@ -181,8 +224,14 @@ fn entry_name(name: &str) -> String {
             kind
         }
         _ => name,
-    };
-    let clean: String = kind
+    }
+}
+
+/// A symbol made of the kernel's kind (`k3_matmul` → `tir_matmul`): letters, digits and `_`.
+/// Each cubin holds one entry, so names need not be unique, and kernels that differ only in
+/// position then share their bytecode and their cache entry.
+fn entry_name(name: &str) -> String {
+    let clean: String = kernel_kind(name)
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect();
@@ -190,6 +239,22 @@ fn entry_name(name: &str) -> String {
 }
 
 impl Translator<'_> {
+    /// Tells the compiler every parameter's base is [`PARAM_ALIGN`]-byte aligned (the runtime
+    /// guarantees it), which vectorized and TMA loads need.
+    fn assume_aligned_params(&mut self) {
+        for p in &mut self.params {
+            let ty = self.e.ty(*p);
+            let predicate = Attribute::DivBy(DivBy {
+                divisor: PARAM_ALIGN,
+                every: None,
+                along: None,
+            });
+            *p = self
+                .e
+                .op1(Opcode::Assume, &[*p], vec![("predicate", predicate)], ty);
+        }
+    }
+
     fn get(&self, id: ValueId) -> Res<Value> {
         self.values.get(&id).copied().ok_or_else(|| {
             malformed(format!(
@@ -247,9 +312,18 @@ impl Translator<'_> {
 
     fn program_id(&mut self, axis: usize) -> Res<Value> {
         let flat = self.block_id();
-        if self.extents.is_empty() {
+        let rank = self.extents.len();
+        if rank == 0 {
             return Ok(flat);
         }
+        if let Some(group) = self.hints.group_rows.filter(|_| axis + 2 >= rank) {
+            return Ok(self.grouped_program_id(axis, i64::from(group)));
+        }
+        Ok(self.row_major_program_id(flat, axis))
+    }
+
+    /// Axis `axis` of the flat id `flat` over the grid's extents, row-major.
+    fn row_major_program_id(&mut self, flat: Value, axis: usize) -> Value {
         let mut inner: Option<Value> = None;
         for k in axis + 1..self.extents.len() {
             let ext = self.extents[k];
@@ -262,11 +336,25 @@ impl Translator<'_> {
             None => flat,
             Some(i) => self.e.divi(flat, i, true),
         };
-        Ok(if axis == 0 {
+        if axis == 0 {
             q
         } else {
             self.e.signed_op(Opcode::RemI, q, self.extents[axis], true)
-        })
+        }
+    }
+
+    /// Axis `axis` (one of the last two) when the last two axes are walked in groups of
+    /// `group` rows ([`order::grouped`]).
+    fn grouped_program_id(&mut self, axis: usize, group: i64) -> Value {
+        let flat = self.block_id();
+        let rank = self.extents.len();
+        let (rows, cols) = (self.extents[rank - 2], self.extents[rank - 1]);
+        let (row, col) = order::grouped(&mut self.e, flat, rows, cols, group);
+        if axis == rank - 2 {
+            row
+        } else {
+            col
+        }
     }
 
     fn index_arith(&mut self, op: IndexOp, a: Value, b: Value) -> Value {
@@ -534,14 +622,19 @@ impl Translator<'_> {
         if let Some(tv) = view.tensor_view {
             return Ok(tv);
         }
-        // Tile IR wants positive constant strides: a stride-0 axis has one element to read.
-        let one = (view.base, Some(1));
+        // Tile IR wants positive constant strides: a stride-0 axis has one element to read,
+        // so its stride is never stepped; it is the next inner axis's span (when static), which
+        // keeps every row as aligned as the innermost one for vectorized and TMA loads.
         let mut extents = view.shape.clone();
         let mut strides = view.strides.clone();
-        for k in 0..extents.len() {
+        for k in (0..extents.len()).rev() {
             if strides[k].1 == Some(0) {
-                strides[k] = one;
-                extents[k] = one;
+                let span = match (strides.get(k + 1), extents.get(k + 1)) {
+                    (Some(&(_, Some(s))), Some(&(_, Some(e)))) => (s * e).max(1),
+                    _ => 1,
+                };
+                strides[k] = (self.e.index_const(span), Some(span));
+                extents[k] = (view.base, Some(1));
             }
         }
         let statics = |xs: &[(Value, Option<i64>)]| -> Vec<i64> {
@@ -599,6 +692,23 @@ impl Translator<'_> {
         ))
     }
 
+    /// The attributes of a tile load or store: `attrs`, and the kernel's TMA hint if it has one.
+    fn view_access_attrs<'a>(
+        &self,
+        mut attrs: Vec<(&'a str, Attribute)>,
+    ) -> Vec<(&'a str, Attribute)> {
+        if let Some(allow) = self.hints.allow_tma {
+            let hint = vec![("allow_tma".to_string(), Attribute::Bool(allow))];
+            attrs.push((
+                "optimization_hints",
+                Attribute::OptimizationHints(OptimizationHints {
+                    entries: vec![("default".to_string(), hint)],
+                }),
+            ));
+        }
+        attrs
+    }
+
     /// A tile of `dtype` read from memory (of `mem_scalar(dtype)`) to its register type.
     fn loaded_value(&mut self, v: Value, dtype: DType) -> Value {
         if dtype == DType::Bool {
@@ -618,17 +728,21 @@ impl Translator<'_> {
     }
 
     /// Whether element `t` of the tile at `coords` is inside the view along each of `axes`.
+    /// Each axis's test runs on a tile that spans that axis only and is broadcast after, so
+    /// the index arithmetic costs the tile's edge lengths rather than its size.
     fn in_bounds(&mut self, view: &View, coords: &[Value], shape: &[i64], axes: &[usize]) -> Value {
         let mut mask: Option<Value> = None;
         for &k in axes {
-            let c = coords[k];
+            let mut along = vec![1; shape.len()];
+            along[k] = shape[k];
             let size = self.e.index_const(shape[k]);
-            let start = self.e.muli(c, size);
-            let start = self.e.splat(start, shape);
-            let pos = self.e.iota(shape, k);
+            let start = self.e.muli(coords[k], size);
+            let start = self.e.splat(start, &along);
+            let pos = self.e.iota(&along, k);
             let pos = self.e.addi(start, pos);
-            let extent = self.e.splat(view.shape[k].0, shape);
+            let extent = self.e.splat(view.shape[k].0, &along);
             let inside = self.e.cmpi(Pred::Lt, pos, extent, true);
+            let inside = self.e.broadcast(inside, shape);
             mask = Some(match mask {
                 None => inside,
                 Some(m) => self.e.same(Opcode::AndI, m, inside, vec![]),
@@ -672,13 +786,13 @@ impl Translator<'_> {
         let out = self.e.op(
             Opcode::LoadViewTko,
             &operands,
-            vec![
+            self.view_access_attrs(vec![
                 ("memory_ordering_semantics", Attribute::i32(0)),
                 (
                     "operandSegmentSizes",
                     segments_attr(&[1, coords.len() as i64, token.is_some() as i64]),
                 ),
-            ],
+            ]),
             vec![tile(mem, &loaded), Type::Token],
         );
         let v = self.loaded_value(out[0], dtype);
@@ -758,13 +872,13 @@ impl Translator<'_> {
         Ok(self.e.op1(
             Opcode::StoreViewTko,
             &operands,
-            vec![
+            self.view_access_attrs(vec![
                 ("memory_ordering_semantics", Attribute::i32(0)),
                 (
                     "operandSegmentSizes",
                     segments_attr(&[1, 1, coords.len() as i64, 1]),
                 ),
-            ],
+            ]),
             Type::Token,
         ))
     }

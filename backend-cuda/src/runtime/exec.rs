@@ -15,7 +15,7 @@
 
 use super::blas::{Blas, MatmulShape};
 use super::driver::{self, DeviceMemory, Event, Gpu, Graph, GraphBuilder, Kernel, Node, Stream};
-use crate::codegen::KernelAbi;
+use crate::codegen::{KernelAbi, PARAM_ALIGN};
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
@@ -429,6 +429,12 @@ impl CudaExecutable {
                     )
                 })?;
             let mut args: Vec<u64> = kernel.params.iter().map(|p| addresses[p.buffer]).collect();
+            if let Some(p) = args.iter().position(|a| a % PARAM_ALIGN != 0) {
+                return Err(kernel_error(
+                    kernel,
+                    format!("parameter {p} is not {PARAM_ALIGN}-byte aligned"),
+                ));
+            }
             args.extend(abi.dims.iter().map(|d| dims.get(d).copied().unwrap_or(0)));
             if abi.grid_extents {
                 args.extend(extents.iter().map(|&e| e as u64));

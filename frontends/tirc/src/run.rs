@@ -244,7 +244,7 @@ enum Maker<'a> {
         package: &'a Package,
         /// Holds the GPU (opened on first use) for as long as the maker lives, so that an
         /// executable made here (declared after the maker) is dropped while its context is alive.
-        backend: CudaBackend,
+        backend: Box<CudaBackend>,
     },
 }
 
@@ -319,7 +319,7 @@ fn maker<'a>(
         Subject::Package(package) => match args.backend.as_deref() {
             None | Some(PACKAGE_BACKEND) => Maker::Load {
                 package,
-                backend: CudaBackend::new(),
+                backend: Box::new(CudaBackend::new()),
             },
             Some(name) => {
                 return Err(RunError::PackageBackend {

@@ -55,13 +55,70 @@ impl KernelLowering<'_> {
         if let Some(&(v, _)) = self.memo.get(&key) {
             return Ok(v);
         }
-        let v = if self.members.contains(&node) {
+        let v = if let Some(reduced) = self.row_invariant_space(node, ix, space) {
+            let r = self.value(node, ix, reduced)?;
+            let ty = Type::tile(self.g.ty(node).dtype, &self.tile_shape(space));
+            self.b.emit(TileOp::Broadcast { x: r }, ty)
+        } else if self.members.contains(&node) {
             self.compute(node, ix, space)?
         } else {
             self.load(node, ix, space, 0.0)?
         };
         self.memo.insert(key, (v, self.b.depth()));
         Ok(v)
+    }
+
+    /// The one-element-per-row space, when `node` is an elementwise member asked for over
+    /// whole rows whose value at `ix` is the same all along the row (it depends on the row
+    /// axis through reductions only, like a norm's `rsqrt(var + eps)`): it is then computed
+    /// once per row and broadcast, not once per element.
+    fn row_invariant_space(&self, node: NodeId, ix: &[Ix], space: SpaceId) -> Option<SpaceId> {
+        let rows = self.rows?;
+        let elementwise = matches!(
+            self.g.node(node).op,
+            Op::Unary(_) | Op::Cast { .. } | Op::Binary(_) | Op::Select
+        );
+        (space == rows.full
+            && self.members.contains(&node)
+            && elementwise
+            && self.row_invariant(node, ix, rows.axis, &mut HashMap::new()))
+        .then_some(rows.reduced)
+    }
+
+    /// Whether `node` at `ix` does not vary along `axis` (see [`Self::row_invariant_space`]).
+    fn row_invariant(
+        &self,
+        node: NodeId,
+        ix: &[Ix],
+        axis: usize,
+        seen: &mut HashMap<(NodeId, Vec<Ix>), bool>,
+    ) -> bool {
+        let mentions_axis = ix.iter().any(|i| match i {
+            Ix::Lin { terms, .. } => terms.iter().any(|&(a, c)| a == axis && c != 0),
+            Ix::Dyn(_) => true,
+        });
+        if mentions_axis {
+            return false;
+        }
+        if !self.members.contains(&node) {
+            return true;
+        }
+        if let Some(&known) = seen.get(&(node, ix.to_vec())) {
+            return known;
+        }
+        let g = self.g;
+        let invariant = match g.node(node).op {
+            Op::Reduce { .. } => true,
+            Op::Unary(_) | Op::Cast { .. } | Op::Binary(_) | Op::Select => {
+                g.operands(node).iter().all(|&o| {
+                    let inner = broadcast_ix(&g.ty(o).shape, &g.ty(node).shape, ix);
+                    self.row_invariant(o, &inner, axis, seen)
+                })
+            }
+            _ => false,
+        };
+        seen.insert((node, ix.to_vec()), invariant);
+        invariant
     }
 
     /// Closes the innermost block, forgetting the values it defined.

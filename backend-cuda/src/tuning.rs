@@ -1,0 +1,176 @@
+//! Tuning: the tile shapes lowering uses for the GPU and the entry hints each kernel is
+//! compiled with.
+//!
+//! The defaults are the choices measured best on an H100 (`bench/RESULTS.md` has the search):
+//! 128x128 matmul tiles with a K step of 64 walked in groups of 8 tile rows; row reductions one
+//! 4096-element row per tile block with an occupancy of 4 (one row per block and a register
+//! budget that fits four blocks per SM: 2.2x to 7x faster than two rows per block without the
+//! hint).
+//! `TIR_TUNE` overrides them for a search, as a comma-separated list of `key=value`: a tile
+//! size (`elementwise`, `row_elements`, `matmul_m`, `matmul_n`, `matmul_k`) or a hint for every
+//! kernel of one kind (`row_reduction.occupancy=4`, `matmul.num_ctas=2`, `matmul.group_rows=8`, `row_reduction.tma=0`). Hints change speed,
+//! never results.
+
+use crate::codegen::{kernel_kind, KernelHints};
+use std::collections::BTreeMap;
+use tir_lower::tile::TileKernel;
+use tir_lower::TileShapes;
+
+/// The environment variable that overrides the defaults.
+pub const TUNE_ENV: &str = "TIR_TUNE";
+
+/// Tile shapes, and hints per kernel kind (`matmul`, `row_reduction`, ...).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tuning {
+    pub tiles: TileShapes,
+    pub hints: BTreeMap<String, KernelHints>,
+}
+
+impl Default for Tuning {
+    fn default() -> Tuning {
+        Tuning {
+            tiles: TileShapes {
+                elementwise: 1024,
+                row_elements: 4096,
+                matmul_m: 128,
+                matmul_n: 128,
+                matmul_k: 64,
+                int_matmul: 32,
+                reduction_out: 64,
+                reduction_chunk: 256,
+            },
+            hints: BTreeMap::from([
+                (
+                    "matmul".to_string(),
+                    KernelHints {
+                        group_rows: Some(8),
+                        ..KernelHints::default()
+                    },
+                ),
+                (
+                    "row_reduction".to_string(),
+                    KernelHints {
+                        occupancy: Some(4),
+                        ..KernelHints::default()
+                    },
+                ),
+            ]),
+        }
+    }
+}
+
+impl Tuning {
+    /// The defaults with `$TIR_TUNE` applied; an error names the entry it cannot read.
+    pub fn from_env() -> Result<Tuning, String> {
+        let mut tuning = Tuning::default();
+        if let Ok(spec) = std::env::var(TUNE_ENV) {
+            tuning
+                .apply(&spec)
+                .map_err(|e| format!("{TUNE_ENV}: {e}"))?;
+        }
+        Ok(tuning)
+    }
+
+    /// Applies a `key=value,...` list (see the module doc).
+    pub fn apply(&mut self, spec: &str) -> Result<(), String> {
+        for entry in spec.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            let (key, value) = entry
+                .split_once('=')
+                .ok_or_else(|| format!("`{entry}` is not key=value"))?;
+            let number: u64 = value
+                .parse()
+                .map_err(|_| format!("`{entry}`: `{value}` is not a whole number"))?;
+            self.set(key, number)
+                .map_err(|reason| format!("`{entry}`: {reason}"))?;
+        }
+        Ok(())
+    }
+
+    fn set(&mut self, key: &str, value: u64) -> Result<(), String> {
+        if let Some((kind, hint)) = key.split_once('.') {
+            let hints = self.hints.entry(kind.to_string()).or_default();
+            let small = |allowed: &[u64]| -> Result<Option<u8>, String> {
+                if allowed.contains(&value) {
+                    Ok(Some(value as u8))
+                } else {
+                    Err(format!("{hint} must be one of {allowed:?}"))
+                }
+            };
+            match hint {
+                "occupancy" => hints.occupancy = small(&(1..=32).collect::<Vec<_>>())?,
+                "num_ctas" => hints.num_ctas = small(&[1, 2, 4, 8, 16])?,
+                "group_rows" => hints.group_rows = small(&[1, 2, 4, 8, 16, 32])?,
+                "tma" => hints.allow_tma = small(&[0, 1])?.map(|v| v == 1),
+                _ => {
+                    return Err(format!(
+                        "unknown hint `{hint}` (occupancy, num_ctas, group_rows, tma)"
+                    ))
+                }
+            }
+            return Ok(());
+        }
+        if !value.is_power_of_two() {
+            return Err("tile sizes are powers of two".into());
+        }
+        let t = &mut self.tiles;
+        let slot = match key {
+            "elementwise" => &mut t.elementwise,
+            "row_elements" => &mut t.row_elements,
+            "matmul_m" => &mut t.matmul_m,
+            "matmul_n" => &mut t.matmul_n,
+            "matmul_k" => &mut t.matmul_k,
+            _ => {
+                return Err(format!(
+                    "unknown key `{key}` (elementwise, row_elements, matmul_m, matmul_n, \
+                     matmul_k, KIND.occupancy, KIND.num_ctas, KIND.group_rows, KIND.tma)"
+                ))
+            }
+        };
+        *slot = value;
+        Ok(())
+    }
+
+    /// The hints `kernel` is compiled with: those of its kind.
+    pub fn hints_for(&self, kernel: &TileKernel) -> KernelHints {
+        self.hints
+            .get(kernel_kind(&kernel.name))
+            .copied()
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn applies_tiles_and_hints() {
+        let mut t = Tuning::default();
+        t.apply(
+            "row_elements=4096, matmul.num_ctas=2,row_reduction.occupancy=4,row_reduction.tma=0",
+        )
+        .unwrap();
+        assert_eq!(t.hints["row_reduction"].allow_tma, Some(false));
+        assert_eq!(t.tiles.row_elements, 4096);
+        assert_eq!(t.hints["matmul"].num_ctas, Some(2));
+        assert_eq!(t.hints["row_reduction"].occupancy, Some(4));
+        assert_eq!(t.hints["row_reduction"].num_ctas, None);
+        assert_eq!(t.hints["matmul"].group_rows, Some(8), "defaults are kept");
+    }
+
+    #[test]
+    fn names_what_it_cannot_read() {
+        for (spec, needle) in [
+            ("row_elements", "is not key=value"),
+            ("row_elements=x", "not a whole number"),
+            ("row_elements=3000", "powers of two"),
+            ("tiles=4", "unknown key `tiles`"),
+            ("matmul.num_ctas=3", "num_ctas must be one of"),
+            ("matmul.occupancy=0", "occupancy must be one of"),
+            ("matmul.warps=4", "unknown hint `warps`"),
+        ] {
+            let err = Tuning::default().apply(spec).unwrap_err();
+            assert!(err.contains(needle), "{spec}: {err}");
+        }
+    }
+}
