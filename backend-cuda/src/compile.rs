@@ -97,34 +97,59 @@ fn cubin(
 }
 
 /// The toolchain release and bytecode version kernels are compiled with: enough to generate
-/// bytecode and compute cache keys without `tileiras` itself.
+/// bytecode and compute cache keys without `tileiras` itself. Recorded in the cache directory
+/// with the fingerprint of the `tileiras` that reported them, so that a later process finding
+/// the same binary skips asking it again (two process launches, most of a warm compile).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ToolchainStamp {
     pub version: String,
     pub bytecode: BytecodeVersion,
+    /// The binary's size, modification time and path, when known.
+    pub fingerprint: Option<String>,
 }
 
 /// The file in a cache directory naming the toolchain that filled it.
 const STAMP_FILE: &str = "toolchain";
+
+/// `SIZE MTIME-NANOS PATH` of a file, or `None` when its metadata cannot be read.
+fn fingerprint(path: &Path) -> Option<String> {
+    let meta = std::fs::metadata(path).ok()?;
+    let modified = meta
+        .modified()
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?;
+    Some(format!(
+        "{} {} {}",
+        meta.len(),
+        modified.as_nanos(),
+        path.display()
+    ))
+}
 
 impl ToolchainStamp {
     fn of(toolchain: &Toolchain) -> ToolchainStamp {
         ToolchainStamp {
             version: toolchain.version.clone(),
             bytecode: toolchain.bytecode,
+            fingerprint: fingerprint(&toolchain.tileiras),
         }
     }
 
-    /// `13.5.37 13.5`.
+    /// `13.5.37 13.5`, then the fingerprint if there is one.
     fn to_line(&self) -> String {
-        format!(
-            "{} {}.{}\n",
+        let mut line = format!(
+            "{} {}.{}",
             self.version, self.bytecode.major, self.bytecode.minor
-        )
+        );
+        if let Some(f) = &self.fingerprint {
+            line = format!("{line} {f}");
+        }
+        line + "\n"
     }
 
     fn parse(line: &str) -> Option<ToolchainStamp> {
-        let mut words = line.split_whitespace();
+        let mut words = line.trim_end_matches('\n').splitn(3, ' ');
         let version = words.next()?.to_string();
         let (major, minor) = words.next()?.split_once('.')?;
         let bytecode = BytecodeVersion {
@@ -132,13 +157,28 @@ impl ToolchainStamp {
             minor: minor.parse().ok()?,
             tag: 0,
         };
+        let fingerprint = words.next().map(str::to_string);
         BytecodeVersion::SUPPORTED
             .contains(&bytecode)
-            .then_some(ToolchainStamp { version, bytecode })
+            .then_some(ToolchainStamp {
+                version,
+                bytecode,
+                fingerprint,
+            })
     }
 
     fn read(dir: &Path) -> Option<ToolchainStamp> {
         ToolchainStamp::parse(&std::fs::read_to_string(dir.join(STAMP_FILE)).ok()?)
+    }
+
+    /// The toolchain at `tileiras` when this stamp was made from that very binary.
+    fn toolchain_at(&self, tileiras: &Path) -> Option<Toolchain> {
+        let same = self.fingerprint.is_some() && self.fingerprint == fingerprint(tileiras);
+        same.then(|| Toolchain {
+            tileiras: tileiras.to_path_buf(),
+            version: self.version.clone(),
+            bytecode: self.bytecode,
+        })
     }
 
     /// Records the stamp in `dir` (atomically; a cache that cannot be written only costs time).
@@ -169,21 +209,27 @@ pub struct KernelCompiler {
 impl KernelCompiler {
     /// The located toolchain (see [`Toolchain::locate`]) and the cache the environment names
     /// (see [`crate::cache::CacheConfig::from_env`]); without a toolchain, the cache alone when
-    /// it records the toolchain that filled it; the tuning `$TIR_TUNE` names.
+    /// it records the toolchain that filled it; the tuning `$TIR_TUNE` names. The toolchain's
+    /// versions come from the cache's stamp when it was made from the same binary.
     pub fn from_env() -> Result<KernelCompiler, String> {
         let tuning = Tuning::from_env()?;
         let config = crate::cache::CacheConfig::from_env().map_err(|e| e.to_string())?;
-        let (toolchain, stamp) = match Toolchain::locate() {
-            Ok(t) => {
+        let recorded = ToolchainStamp::read(&config.dir);
+        let found = Toolchain::find();
+        let reused = match (&found, &recorded) {
+            (Some(path), Some(stamp)) => stamp.toolchain_at(path).map(|t| (t, stamp.clone())),
+            _ => None,
+        };
+        let (toolchain, stamp) = match (reused, found, recorded) {
+            (Some((t, stamp)), _, _) => (Some(t), stamp),
+            (None, Some(path), _) => {
+                let t = Toolchain::at(&path).map_err(|e| e.to_string())?;
                 let stamp = ToolchainStamp::of(&t);
                 stamp.write(&config.dir);
                 (Some(t), stamp)
             }
-            Err(ToolchainError::NotFound) => match ToolchainStamp::read(&config.dir) {
-                Some(stamp) => (None, stamp),
-                None => return Err(ToolchainError::NotFound.to_string()),
-            },
-            Err(e) => return Err(e.to_string()),
+            (None, None, Some(stamp)) => (None, stamp),
+            (None, None, None) => return Err(ToolchainError::NotFound.to_string()),
         };
         Ok(KernelCompiler {
             toolchain,
@@ -241,4 +287,56 @@ fn compile_kernels(
         },
         used,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stamp_of(binary: &Path) -> ToolchainStamp {
+        ToolchainStamp::of(&Toolchain {
+            tileiras: binary.to_path_buf(),
+            version: "13.5.37".into(),
+            bytecode: BytecodeVersion::SUPPORTED[0],
+        })
+    }
+
+    #[test]
+    fn a_stamp_vouches_for_the_binary_it_was_made_from_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let binary = dir.path().join("tile ir/tileiras");
+        std::fs::create_dir_all(binary.parent().unwrap()).unwrap();
+        std::fs::write(&binary, b"v1").unwrap();
+        let stamp = stamp_of(&binary);
+        stamp.write(dir.path());
+        let read = ToolchainStamp::read(dir.path()).expect("the stamp reads back");
+        assert_eq!(read, stamp, "a path with a space survives");
+        let t = read.toolchain_at(&binary).expect("same binary");
+        assert_eq!(
+            (t.version.as_str(), t.bytecode),
+            ("13.5.37", stamp.bytecode)
+        );
+        std::fs::write(&binary, b"version 2").unwrap();
+        assert!(
+            read.toolchain_at(&binary).is_none(),
+            "a changed binary is asked again"
+        );
+        let elsewhere = dir.path().join("tileiras");
+        std::fs::write(&elsewhere, b"v1").unwrap();
+        assert!(
+            read.toolchain_at(&elsewhere).is_none(),
+            "another binary is asked"
+        );
+    }
+
+    #[test]
+    fn a_stamp_without_fingerprint_vouches_for_nothing() {
+        let read = ToolchainStamp::parse("13.5.37 13.5\n").expect("the old form reads");
+        assert_eq!(read.fingerprint, None);
+        assert!(read.toolchain_at(Path::new("/bin/sh")).is_none());
+        assert!(
+            ToolchainStamp::parse("13.5.37 99.1\n").is_none(),
+            "unknown bytecode"
+        );
+    }
 }

@@ -80,11 +80,12 @@ fn search_path(tileiras: &Path) -> std::ffi::OsString {
 impl Toolchain {
     /// Finds `tileiras` (see the module doc) and asks it for its versions.
     pub fn locate() -> Result<Toolchain, ToolchainError> {
-        let tileiras = candidates()
-            .into_iter()
-            .find(|p| p.is_file())
-            .ok_or(ToolchainError::NotFound)?;
-        Toolchain::at(&tileiras)
+        Toolchain::at(&Toolchain::find().ok_or(ToolchainError::NotFound)?)
+    }
+
+    /// The `tileiras` binary the module doc's search finds, without running it.
+    pub fn find() -> Option<PathBuf> {
+        candidates().into_iter().find(|p| p.is_file())
     }
 
     /// The toolchain whose `tileiras` is `path`.
