@@ -4,7 +4,7 @@
 #
 #   bash scripts/gpu-conform.sh prepare      # here: build, compile every case's kernels for
 #                                            # sm_90 into a kernel cache, pack it (xz) with
-#                                            # the binaries in .device/
+#                                            # the binaries in .device/conform/
 #   bash scripts/gpu-conform.sh run [MODE..] # there: unpack, then tir-conform --backend cuda
 #                                            # per mode (sync, graph, async; default: all)
 set -euo pipefail
@@ -13,25 +13,25 @@ case "${1:-}" in
 prepare)
     bash scripts/install-tileiras.sh
     cargo build --release --locked -q -p testsuite --bin tir-conform -p tirc
-    mkdir -p .device
-    export TIR_CACHE_DIR="$PWD/target/device-cache"
+    mkdir -p .device/conform
+    export TIR_CACHE_DIR="$PWD/target/conform-cache"
     target/release/tir-conform --backend cuda --compile-only --arch sm_90
-    tar -C "$TIR_CACHE_DIR/.." -cJf .device/cache.tar.xz "$(basename "$TIR_CACHE_DIR")"
-    cp target/release/tir-conform target/release/tirc .device/
+    tar -C "$TIR_CACHE_DIR/.." -cJf .device/conform/cache.tar.xz "$(basename "$TIR_CACHE_DIR")"
+    cp target/release/tir-conform target/release/tirc .device/conform/
     ;;
 run)
     shift
-    mkdir -p /tmp/tir && tar -C /tmp/tir -xJf .device/cache.tar.xz
-    export TIR_CACHE_DIR=/tmp/tir/device-cache
+    mkdir -p /tmp/tir && tar -C /tmp/tir -xJf .device/conform/cache.tar.xz
+    export TIR_CACHE_DIR=/tmp/tir/conform-cache
     out="${OUT:-.device/out}"
     mkdir -p "$out"
     # No toolchain there, so doctor reports it missing (and exits 1); the cache stands in.
-    .device/tirc doctor || true
+    .device/conform/tirc doctor || true
     status=0
     for mode in "${@:-sync graph async}"; do
         for m in $mode; do
             echo "== tir-conform --backend cuda --mode $m"
-            .device/tir-conform --backend cuda --mode "$m" \
+            .device/conform/tir-conform --backend cuda --mode "$m" \
                 | tee "$out/conform-$m.log" | tail -25 || status=1
         done
     done

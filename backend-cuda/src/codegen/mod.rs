@@ -69,6 +69,9 @@ pub struct KernelHints {
     /// Whether tile loads and stores may use the tensor memory accelerator (TMA) rather than
     /// vectorized loads by threads; a `tileiras` hint on each access.
     pub allow_tma: Option<bool>,
+    /// The latency (1..=10) `tileiras` should plan tile loads for: higher values pipeline
+    /// loads deeper ahead of their use.
+    pub load_latency: Option<u8>,
 }
 
 impl KernelHints {
@@ -692,17 +695,26 @@ impl Translator<'_> {
         ))
     }
 
-    /// The attributes of a tile load or store: `attrs`, and the kernel's TMA hint if it has one.
+    /// The attributes of a tile load (`load`) or store: `attrs`, and the kernel's hints for
+    /// such accesses if it has any.
     fn view_access_attrs<'a>(
         &self,
+        load: bool,
         mut attrs: Vec<(&'a str, Attribute)>,
     ) -> Vec<(&'a str, Attribute)> {
+        let mut hints = Vec::new();
         if let Some(allow) = self.hints.allow_tma {
-            let hint = vec![("allow_tma".to_string(), Attribute::Bool(allow))];
+            hints.push(("allow_tma".to_string(), Attribute::Bool(allow)));
+        }
+        if let Some(latency) = self.hints.load_latency.filter(|_| load) {
+            let value = Attribute::Integer(i64::from(latency), Type::Scalar(ScalarType::I32));
+            hints.push(("latency".to_string(), value));
+        }
+        if !hints.is_empty() {
             attrs.push((
                 "optimization_hints",
                 Attribute::OptimizationHints(OptimizationHints {
-                    entries: vec![("default".to_string(), hint)],
+                    entries: vec![("default".to_string(), hints)],
                 }),
             ));
         }
@@ -786,13 +798,16 @@ impl Translator<'_> {
         let out = self.e.op(
             Opcode::LoadViewTko,
             &operands,
-            self.view_access_attrs(vec![
-                ("memory_ordering_semantics", Attribute::i32(0)),
-                (
-                    "operandSegmentSizes",
-                    segments_attr(&[1, coords.len() as i64, token.is_some() as i64]),
-                ),
-            ]),
+            self.view_access_attrs(
+                true,
+                vec![
+                    ("memory_ordering_semantics", Attribute::i32(0)),
+                    (
+                        "operandSegmentSizes",
+                        segments_attr(&[1, coords.len() as i64, token.is_some() as i64]),
+                    ),
+                ],
+            ),
             vec![tile(mem, &loaded), Type::Token],
         );
         let v = self.loaded_value(out[0], dtype);
@@ -872,13 +887,16 @@ impl Translator<'_> {
         Ok(self.e.op1(
             Opcode::StoreViewTko,
             &operands,
-            self.view_access_attrs(vec![
-                ("memory_ordering_semantics", Attribute::i32(0)),
-                (
-                    "operandSegmentSizes",
-                    segments_attr(&[1, 1, coords.len() as i64, 1]),
-                ),
-            ]),
+            self.view_access_attrs(
+                false,
+                vec![
+                    ("memory_ordering_semantics", Attribute::i32(0)),
+                    (
+                        "operandSegmentSizes",
+                        segments_attr(&[1, 1, coords.len() as i64, 1]),
+                    ),
+                ],
+            ),
             Type::Token,
         ))
     }
