@@ -283,8 +283,9 @@ impl Emitter {
         self.same(opcode, a, b, vec![("rounding_mode", i32_attr(0))])
     }
 
-    /// `a / b` in `f32` by the hardware's approximate reciprocal (about 2 ulp of `f32`): for
-    /// values that round to a 16-bit float after, or feed an approximation already coarser.
+    /// `a / b` in `f32` by the hardware's approximate reciprocal (about 2 ulp of `f32`; a
+    /// divisor of magnitude 2^126 or more gives 0): for values that round to f16 after, or feed
+    /// an approximation already coarser.
     pub fn div_approx(&mut self, a: Value, b: Value) -> Value {
         self.same(Opcode::DivF, a, b, vec![("rounding_mode", i32_attr(4))])
     }

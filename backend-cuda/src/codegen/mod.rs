@@ -2,13 +2,15 @@
 //! entry, ready for `tileiras`.
 //!
 //! Takes a kernel that passes the tile IR verifier. Guarantees a module whose entry follows
-//! [`KernelAbi`]: one `ptr` argument per tensor parameter (the buffer's base), then one `i64`
-//! per symbolic dim the body reads, then (for grids of two or more axes) one `i64` per grid
-//! extent. The launch grid is one-dimensional (the product of the extents, at most 2^31 - 1);
-//! the entry recovers each axis's program id by division. Views become `make_tensor_view`
-//! (static shapes and strides where the tile IR has constants), tile loads and stores become
-//! partition-view loads and stores, token-ordered for mutable parameters only; gathers become
-//! masked pointer loads; tiles of 16-bit floats compute in `f32` and round after each op.
+//! [`KernelAbi`]: one `ptr` argument per tensor parameter (the buffer's base, assumed
+//! [`PARAM_ALIGN`]-byte aligned), then one `i64` per symbolic dim the body reads, then (for
+//! grids of two or more axes) one `i64` per grid extent. The launch grid is one-dimensional
+//! (the product of the extents, at most 2^31 - 1); the entry recovers each axis's program id by
+//! division, row-major or in groups of rows ([`KernelHints::group_rows`]). Views become
+//! `make_tensor_view` (static shapes and strides where the tile IR has constants), tile loads
+//! and stores become partition-view loads and stores, token-ordered for mutable parameters only;
+//! gathers become masked pointer loads; tiles of 16-bit floats compute in `f32` and round after
+//! each op.
 
 mod emit;
 mod math;
