@@ -4,7 +4,7 @@
 //! The defaults are the choices measured best on an H100 (`bench/RESULTS.md` has the search):
 //! 128x128 matmul tiles with a K step of 64, walked in groups of 8 tile rows; row reductions one
 //! 4096-element row per tile block at occupancy 4 (a register budget that fits four blocks per
-//! SM: 1.7x to 2.9x faster than two rows per block without the hint).
+//! SM: 1.7x to 2.9x faster than two rows per block without the hint), longer rows without it.
 //!
 //! `TIR_TUNE` overrides them for a search, as a comma-separated list of `key=value`: a tile
 //! size (`elementwise`, `row_elements`, `matmul_m`, `matmul_n`, `matmul_k`) or a hint for every
@@ -13,7 +13,7 @@
 
 use crate::codegen::{kernel_kind, KernelHints};
 use std::collections::BTreeMap;
-use tir_lower::tile::TileKernel;
+use tir_lower::tile::{TileKernel, Type};
 use tir_lower::TileShapes;
 
 /// The environment variable that overrides the defaults.
@@ -132,13 +132,30 @@ impl Tuning {
         Ok(())
     }
 
-    /// The hints `kernel` is compiled with: those of its kind.
+    /// The hints `kernel` is compiled with: those of its kind, except that a row reduction
+    /// whose rows exceed the row budget gets no occupancy hint (a budget of registers made for
+    /// 4096-element rows spills longer ones: 1184 bytes a thread for 32768).
     pub fn hints_for(&self, kernel: &TileKernel) -> KernelHints {
-        self.hints
-            .get(kernel_kind(&kernel.name))
-            .copied()
-            .unwrap_or_default()
+        let kind = kernel_kind(&kernel.name);
+        let mut hints = self.hints.get(kind).copied().unwrap_or_default();
+        if kind == "row_reduction" && largest_tile(kernel) > self.tiles.row_elements {
+            hints.occupancy = None;
+        }
+        hints
     }
+}
+
+/// The element count of the largest tile `kernel` computes.
+fn largest_tile(kernel: &TileKernel) -> u64 {
+    let mut largest = 0;
+    kernel.walk(&mut |stmt| {
+        for (_, ty) in &stmt.defs {
+            if let Type::Tile { shape, .. } = ty {
+                largest = largest.max(shape.iter().product());
+            }
+        }
+    });
+    largest
 }
 
 #[cfg(test)]
@@ -158,6 +175,31 @@ mod tests {
         assert_eq!(t.hints["row_reduction"].occupancy, Some(4));
         assert_eq!(t.hints["row_reduction"].num_ctas, None);
         assert_eq!(t.hints["matmul"].group_rows, Some(8), "defaults are kept");
+    }
+
+    /// The hints of the row kernel of a softmax over rows of `cols` f16 elements.
+    fn softmax_hints(cols: u64) -> KernelHints {
+        use tir_graph::{shape, DType, GraphBuilder};
+        let g = GraphBuilder::new();
+        let x = g.input("x", DType::F16, shape![8, cols]).unwrap();
+        g.output("y", &x.softmax(1).unwrap()).unwrap();
+        let graph = g.finish().unwrap();
+        let tuning = Tuning::default();
+        let target = tir_lower::Target {
+            tiles: tuning.tiles.clone(),
+            ..tir_lower::Target::default()
+        };
+        let compiled =
+            tir_lower::compile_graph(&graph, &target, &tir_opt::Limits::default()).unwrap();
+        let kernel = &compiled.program.kernels[0];
+        assert_eq!(kernel_kind(&kernel.name), "row_reduction");
+        tuning.hints_for(kernel)
+    }
+
+    #[test]
+    fn rows_longer_than_the_budget_get_no_occupancy_hint() {
+        assert_eq!(softmax_hints(4096).occupancy, Some(4));
+        assert_eq!(softmax_hints(32768).occupancy, None);
     }
 
     #[test]
