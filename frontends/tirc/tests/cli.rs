@@ -1,41 +1,9 @@
 //! `tirc` as a user meets it: exit codes, one-line errors, no output file left by a refusal.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn tirc(args: &[&std::ffi::OsStr]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tirc"))
-        .args(args)
-        .output()
-        .expect("tirc runs")
-}
-
-fn run(args: &[&str]) -> Output {
-    let args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
-    tirc(&args)
-}
-
-fn example(name: &str) -> String {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples");
-    root.join(name).display().to_string()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A refusal: exit 1, nothing on stdout, one `error: ` line on stderr containing `needle`.
-fn assert_refused(out: &Output, needle: &str) {
-    let err = stderr(out);
-    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
-    assert_eq!(err.lines().count(), 1, "one line expected, got: {err}");
-    assert!(err.starts_with("error: "), "{err}");
-    assert!(err.contains(needle), "`{needle}` not in: {err}");
-}
+use common::{assert_refused, example, stderr, stdout, tirc, tirc_os};
+use std::path::Path;
 
 fn write(dir: &Path, name: &str, bytes: &[u8]) -> String {
     let path = dir.join(name);
@@ -47,7 +15,7 @@ fn write(dir: &Path, name: &str, bytes: &[u8]) -> String {
 fn check_prints_the_interface_of_every_example() {
     for name in ["mlp", "ln_gelu", "softmax", "attention", "decoder_block"] {
         for ext in ["tir", "tirt"] {
-            let out = run(&["check", &example(&format!("{name}.{ext}"))]);
+            let out = tirc(&["check", &example(&format!("{name}.{ext}"))]);
             assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
             let text = stdout(&out);
             assert!(text.contains(": ok, "), "{text}");
@@ -55,7 +23,7 @@ fn check_prints_the_interface_of_every_example() {
             assert!(text.contains("\nops: "), "{text}");
         }
     }
-    let out = stdout(&run(&["check", &example("decoder_block.tir")]));
+    let out = stdout(&tirc(&["check", &example("decoder_block.tir")]));
     assert!(
         out.contains("states:\n  \"k_cache\": f16[1, 32, 2048, 128]"),
         "{out}"
@@ -66,7 +34,7 @@ fn check_prints_the_interface_of_every_example() {
 #[test]
 fn dump_prints_the_committed_text_form() {
     for name in ["mlp", "decoder_block"] {
-        let out = run(&["dump", &example(&format!("{name}.tir"))]);
+        let out = tirc(&["dump", &example(&format!("{name}.tir"))]);
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         let committed = std::fs::read_to_string(example(&format!("{name}.tirt"))).unwrap();
         assert_eq!(stdout(&out), committed);
@@ -77,7 +45,7 @@ fn dump_prints_the_committed_text_form() {
 fn parse_then_dump_round_trips() {
     let dir = tempfile::tempdir().unwrap();
     let out_path = dir.path().join("mlp.tir").display().to_string();
-    let out = run(&["parse", &example("mlp.tirt"), "-o", &out_path]);
+    let out = tirc(&["parse", &example("mlp.tirt"), "-o", &out_path]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let written = std::fs::read(&out_path).unwrap();
     assert_eq!(written, std::fs::read(example("mlp.tir")).unwrap());
@@ -119,8 +87,8 @@ fn bad_files_are_refused_with_one_line() {
         .chain([(corrupt.as_str(), "checksum"), (future.as_str(), "newer")])
     {
         for cmd in ["check", "dump"] {
-            let out = run(&[cmd, path]);
-            assert_refused(&out, needle);
+            let out = tirc(&[cmd, path]);
+            assert_refused(&out, &[needle]);
             assert!(stdout(&out).is_empty());
         }
     }
@@ -132,13 +100,13 @@ fn a_refused_parse_leaves_no_output_file() {
     let d = dir.path();
     let bad = write(d, "bad.tirt", b"%0 = input \"x\" : f32[2]\n%1 = exp %9\n");
     let target = d.join("out.tir");
-    let out = run(&["parse", &bad, "-o", &target.display().to_string()]);
-    assert_refused(&out, "line 2");
+    let out = tirc(&["parse", &bad, "-o", &target.display().to_string()]);
+    assert_refused(&out, &["line 2"]);
     assert!(!target.exists());
     // An existing output survives a refused parse untouched.
     std::fs::write(&target, b"keep me").unwrap();
-    let out = run(&["parse", &bad, "-o", &target.display().to_string()]);
-    assert_refused(&out, "line 2");
+    let out = tirc(&["parse", &bad, "-o", &target.display().to_string()]);
+    assert_refused(&out, &["line 2"]);
     assert_eq!(std::fs::read(&target).unwrap(), b"keep me");
     let leftovers: Vec<_> = std::fs::read_dir(d).unwrap().collect();
     assert_eq!(leftovers.len(), 2, "only bad.tirt and out.tir remain");
@@ -148,8 +116,8 @@ fn a_refused_parse_leaves_no_output_file() {
 fn parse_into_a_missing_directory_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let target = dir.path().join("no/such/dir/out.tir").display().to_string();
-    let out = run(&["parse", &example("mlp.tirt"), "-o", &target]);
-    assert_refused(&out, "out.tir");
+    let out = tirc(&["parse", &example("mlp.tirt"), "-o", &target]);
+    assert_refused(&out, &["out.tir"]);
 }
 
 #[test]
@@ -161,9 +129,9 @@ fn usage_errors_exit_1_with_one_line() {
         &["parse", "x.tirt"][..],
         &["check", "a", "b"][..],
     ] {
-        assert_refused(&run(args), "");
+        assert_refused(&tirc(args), &[]);
     }
-    let help = run(&["--help"]);
+    let help = tirc(&["--help"]);
     assert_eq!(help.status.code(), Some(0));
     assert!(stdout(&help).contains("check"));
 }
@@ -172,13 +140,13 @@ fn usage_errors_exit_1_with_one_line() {
 fn non_utf8_paths_do_not_panic() {
     use std::os::unix::ffi::OsStrExt;
     let name = std::ffi::OsStr::from_bytes(b"/tmp/\xff\xfe-missing.tir");
-    let out = tirc(&[std::ffi::OsStr::new("check"), name]);
-    assert_refused(&out, "missing.tir");
+    let out = tirc_os(&[std::ffi::OsStr::new("check"), name], &[]);
+    assert_refused(&out, &["missing.tir"]);
 }
 
 /// `tirc explain --json` on an example: the parsed object.
 fn explain_json(name: &str) -> serde_json::Value {
-    let out = run(&["explain", "--json", &example(&format!("{name}.tir"))]);
+    let out = tirc(&["explain", "--json", &example(&format!("{name}.tir"))]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     serde_json::from_str(&stdout(&out)).expect("explain --json prints one JSON object")
 }
@@ -213,7 +181,7 @@ fn explain_fuses_the_examples_as_documented() {
 
 #[test]
 fn explain_prints_kernels_and_rules_as_text() {
-    let out = run(&["explain", &example("ln_gelu.tirt")]);
+    let out = tirc(&["explain", &example("ln_gelu.tirt")]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(text.starts_with("1 kernels, "), "{text}");
@@ -234,9 +202,9 @@ fn explain_prints_kernels_and_rules_as_text() {
 fn explain_refuses_bad_input_with_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let bad = write(dir.path(), "bad.tir", b"TIRGRAPH garbage");
-    assert_refused(&run(&["explain", &bad]), "bad.tir");
+    assert_refused(&tirc(&["explain", &bad]), &["bad.tir"]);
     assert_refused(
-        &run(&["explain", "--json", "/no/such/file.tir"]),
-        "file.tir",
+        &tirc(&["explain", "--json", "/no/such/file.tir"]),
+        &["file.tir"],
     );
 }

@@ -6,49 +6,22 @@
 //! not this machine has one, and with `TIR_CACHE_DIR` in a temporary directory, so the user's
 //! kernel cache is neither read nor filled.
 
+mod common;
+
 use backend_cuda::package;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use common::{assert_quiet_ok as assert_ok, assert_refused, example, stderr, stdout, tirc_os};
+use std::ffi::OsStr;
+use std::path::Path;
+use std::process::Output;
 
 /// `tirc ARGS` with the kernel cache in `cache` and no visible GPU.
 fn tirc(cache: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tirc"))
-        .args(args)
-        .env("TIR_CACHE_DIR", cache)
-        .env("CUDA_VISIBLE_DEVICES", "")
-        .output()
-        .expect("tirc runs")
-}
-
-fn example(name: &str) -> String {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples");
-    root.join(name).display().to_string()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn assert_ok(out: &Output) -> String {
-    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(out));
-    assert!(stderr(out).is_empty(), "{}", stderr(out));
-    stdout(out)
-}
-
-/// A refusal: exit 1, nothing on stdout, one `error: ` line on stderr containing each needle.
-fn assert_refused(out: &Output, needles: &[&str]) {
-    let err = stderr(out);
-    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
-    assert_eq!(err.lines().count(), 1, "one line expected, got: {err}");
-    assert!(err.starts_with("error: "), "{err}");
-    for needle in needles {
-        assert!(err.contains(needle), "`{needle}` not in: {err}");
-    }
-    assert!(stdout(out).is_empty(), "{}", stdout(out));
+    let args: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
+    let env = [
+        ("TIR_CACHE_DIR", cache.as_os_str()),
+        ("CUDA_VISIBLE_DEVICES", OsStr::new("")),
+    ];
+    tirc_os(&args, &env)
 }
 
 /// The names in `dir`, sorted.
@@ -67,13 +40,9 @@ fn s(path: &Path) -> String {
 
 /// `tirc run ARGS --output-dir DIR/out` is refused with `needles` and creates no output dir.
 fn run_refused(cache: &Path, dir: &Path, args: &[&str], needles: &[&str]) {
-    let out_dir = dir.join("out");
-    let out_dir_s = s(&out_dir);
     let mut all = vec!["run"];
     all.extend(args);
-    all.extend(["--output-dir", &out_dir_s]);
-    assert_refused(&tirc(cache, &all), needles);
-    assert!(!out_dir.exists(), "a refused run created {out_dir_s}");
+    common::assert_refused_without_output(dir, &all, needles, |a| tirc(cache, a));
 }
 
 /// One compile from scratch for two architectures, one from the cache for one; then the ways a

@@ -2,48 +2,13 @@
 //! and leave no output files; runs write every output (and generated input) as `.npy`, and
 //! running again on the written inputs reproduces the outputs byte for byte.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
+
+use common::{assert_ok, assert_refused, example, stderr, tirc as run};
+use std::path::Path;
 use tir_graph::eval::HostTensor;
 use tir_graph::DType;
 use tirc::npy;
-
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tirc"))
-        .args(args)
-        .output()
-        .expect("tirc runs")
-}
-
-fn example(name: &str) -> String {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples");
-    root.join(name).display().to_string()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A refusal: exit 1, nothing on stdout, one `error: ` line on stderr containing each needle.
-fn assert_refused(out: &Output, needles: &[&str]) {
-    let err = stderr(out);
-    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
-    assert_eq!(err.lines().count(), 1, "one line expected, got: {err}");
-    assert!(err.starts_with("error: "), "{err}");
-    for needle in needles {
-        assert!(err.contains(needle), "`{needle}` not in: {err}");
-    }
-    assert!(stdout(out).is_empty(), "{}", stdout(out));
-}
-
-fn assert_ok(out: &Output) -> String {
-    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(out));
-    stdout(out)
-}
 
 /// Writes `t` as `dir/name` and returns the path.
 fn write_npy(dir: &Path, name: &str, t: &HostTensor) -> String {
@@ -69,16 +34,7 @@ fn arg(name: &str, path: &str) -> String {
 
 /// Runs `args` (then `--output-dir OUT`) and checks the refusal left no output directory.
 fn refused_without_output(dir: &Path, args: &[&str], needles: &[&str]) {
-    let out_dir = dir.join("out");
-    let out_dir_s = out_dir.display().to_string();
-    let mut all: Vec<&str> = args.to_vec();
-    all.extend(["--output-dir", &out_dir_s]);
-    assert_refused(&run(&all), needles);
-    assert!(
-        !out_dir.exists(),
-        "a refused run created {}",
-        out_dir.display()
-    );
+    common::assert_refused_without_output(dir, args, needles, run);
 }
 
 #[test]
