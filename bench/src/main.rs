@@ -150,6 +150,10 @@ fn compile(out: &Path, arch: &str, filter: Option<&str>) -> Result<(), String> {
 fn print_mlir(filter: &str, bytecode: Option<&Path>) -> Result<(), String> {
     let target = backend_cuda::gpu_target();
     let tuning = backend_cuda::tuning::Tuning::from_env()?;
+    // The bytecode version comes from the toolchain, needed only when writing bytecode.
+    let compiler = bytecode
+        .map(|_| backend_cuda::KernelCompiler::from_env())
+        .transpose()?;
     for w in workloads::all().map_err(|e| e.to_string())? {
         if !w.name.contains(filter) {
             continue;
@@ -162,8 +166,7 @@ fn print_mlir(filter: &str, bytecode: Option<&Path>) -> Result<(), String> {
                 backend_cuda::codegen::generate(kernel, &hints).map_err(|e| e.to_string())?;
             println!("// {} kernel {}", w.name, kernel.name);
             println!("{}", generated.module.to_mlir_text());
-            if let Some(dir) = bytecode {
-                let compiler = backend_cuda::KernelCompiler::from_env()?;
+            if let (Some(dir), Some(compiler)) = (bytecode, &compiler) {
                 let (bytes, _) =
                     backend_cuda::compile::kernel_bytecode(kernel, &hints, compiler.stamp.bytecode)
                         .map_err(|e| e.to_string())?;
