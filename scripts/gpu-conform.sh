@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 case "${1:-}" in
 prepare)
     bash scripts/install-tileiras.sh
-    cargo build --release --locked -q -p testsuite --bin tir-conform -p tirc
+    cargo build --release --locked -q -p testsuite -p tirc --bin tir-conform --bin tirc
     mkdir -p .device/conform
     export TIR_CACHE_DIR="$PWD/target/conform-cache"
     target/release/tir-conform --backend cuda --compile-only --arch sm_90

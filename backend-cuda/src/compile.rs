@@ -260,7 +260,7 @@ fn compile_kernels(
         .kernels
         .par_iter()
         .map(|kernel| {
-            let hints = compiler.tuning.hints_for(kernel);
+            let hints = compiler.tuning.hints_for(program, kernel);
             let (bytecode, abi) = kernel_bytecode(kernel, &hints, compiler.stamp.bytecode)?;
             let cubins = archs
                 .iter()

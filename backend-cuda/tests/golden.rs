@@ -75,7 +75,7 @@ fn emitted(name: &str, source: &str) -> (String, Vec<cutile_ir::Module>) {
     let mut mlir = String::new();
     let mut modules = Vec::new();
     for kernel in &compiled.program.kernels {
-        let hints = Tuning::default().hints_for(kernel);
+        let hints = Tuning::default().hints_for(&compiled.program, kernel);
         let generated = generate(kernel, &hints).unwrap_or_else(|e| panic!("{name}: {e}"));
         mlir.push_str(&format!("// kernel {}\n", kernel.name));
         mlir.push_str(&generated.module.to_mlir_text());

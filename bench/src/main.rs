@@ -161,7 +161,7 @@ fn print_mlir(filter: &str, bytecode: Option<&Path>) -> Result<(), String> {
         let compiled =
             compile_graph(&w.graph, &target, &Limits::default()).map_err(|e| e.to_string())?;
         for kernel in &compiled.program.kernels {
-            let hints = tuning.hints_for(kernel);
+            let hints = tuning.hints_for(&compiled.program, kernel);
             let generated =
                 backend_cuda::codegen::generate(kernel, &hints).map_err(|e| e.to_string())?;
             println!("// {} kernel {}", w.name, kernel.name);

@@ -37,19 +37,16 @@ cuda_tile.module @tir {
     %43 = reshape %42 : tile<f16> -> tile<1x1xf16>
     %44 = broadcast %43 : tile<1x1xf16> -> tile<16x64xf16>
     %45 = select %41, %30, %44 : tile<16x64xi1>, tile<16x64xf16>
-    %46 = ftof %22 : tile<16x64xf16> -> tile<16x64xf32>
-    %47 = ftof %45 : tile<16x64xf16> -> tile<16x64xf32>
-    %48 = addf %46, %47 : tile<16x64xf32>
-    %49 = ftof %48 : tile<16x64xf32> -> tile<16x64xf16>
-    %50 = ftof %49 : tile<16x64xf16> -> tile<16x64xf32>
-    %51 = constant <f32: 0.0> : tile<f32>
-    %52 = reshape %51 : tile<f32> -> tile<1x1xf32>
-    %53 = broadcast %52 : tile<1x1xf32> -> tile<16x64xf32>
-    %54 = maxf %50, %53 propagate_nan : tile<16x64xf32>
-    %55 = ftof %54 : tile<16x64xf32> -> tile<16x64xf16>
-    %56 = make_tensor_view %8, shape = [%3, 64], strides = [64, 1] : tile<i64> -> tensor_view<?x64xf16, strides=[64,1]>
-    %57 = make_partition_view %56 : partition_view<tile=(16x64), tensor_view<?x64xf16, strides=[64,1]>>
-    %58 = store_view_tko weak %55, %57[%13, %14] token = %18 : tile<16x64xf16>, partition_view<tile=(16x64), tensor_view<?x64xf16, strides=[64,1]>>, tile<i64> -> token
+    %46 = addf %22, %45 : tile<16x64xf16>
+    %47 = ftof %46 : tile<16x64xf16> -> tile<16x64xf32>
+    %48 = constant <f32: 0.0> : tile<f32>
+    %49 = reshape %48 : tile<f32> -> tile<1x1xf32>
+    %50 = broadcast %49 : tile<1x1xf32> -> tile<16x64xf32>
+    %51 = maxf %47, %50 propagate_nan : tile<16x64xf32>
+    %52 = ftof %51 : tile<16x64xf32> -> tile<16x64xf16>
+    %53 = make_tensor_view %8, shape = [%3, 64], strides = [64, 1] : tile<i64> -> tensor_view<?x64xf16, strides=[64,1]>
+    %54 = make_partition_view %53 : partition_view<tile=(16x64), tensor_view<?x64xf16, strides=[64,1]>>
+    %55 = store_view_tko weak %52, %54[%13, %14] token = %18 : tile<16x64xf16>, partition_view<tile=(16x64), tensor_view<?x64xf16, strides=[64,1]>>, tile<i64> -> token
     return
   }
 }

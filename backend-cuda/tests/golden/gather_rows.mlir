@@ -20,7 +20,7 @@ cuda_tile.module @tir {
     %23 = constant <i64: 1> : tile<i64>
     %24 = make_tensor_view %5, shape = [7, 1], strides = [1, 1] : tensor_view<7x1xi64, strides=[1,1]>
     %25 = make_partition_view %24 : partition_view<tile=(8x1), padding_value = zero, tensor_view<7x1xi64, strides=[1,1]>>
-    %26, %27 = load_view_tko weak %25[%12, %22] : partition_view<tile=(8x1), padding_value = zero, tensor_view<7x1xi64, strides=[1,1]>>, tile<i64> -> tile<8x1xi64>, token
+    %26, %27 = load_view_tko weak %25[%12, %22] optimization_hints = #cuda_tile.optimization_hints<default = {allow_tma = false}> : partition_view<tile=(8x1), padding_value = zero, tensor_view<7x1xi64, strides=[1,1]>>, tile<i64> -> tile<8x1xi64>, token
     %28 = broadcast %26 : tile<8x1xi64> -> tile<8x32xi64>
     %29 = constant <i64: 32> : tile<i64>
     %30 = muli %13, %29 : tile<i64>
@@ -90,7 +90,7 @@ cuda_tile.module @tir {
     %94, %95 = load_ptr_tko weak %90, %79, %93 : tile<8x32xptr<f32>>, tile<8x32xi1>, tile<8x32xf32> -> tile<8x32xf32>, token
     %96 = make_tensor_view %7, shape = [7, 32], strides = [32, 1] : tensor_view<7x32xf32, strides=[32,1]>
     %97 = make_partition_view %96 : partition_view<tile=(8x32), tensor_view<7x32xf32, strides=[32,1]>>
-    %98 = store_view_tko weak %94, %97[%12, %13] token = %21 : tile<8x32xf32>, partition_view<tile=(8x32), tensor_view<7x32xf32, strides=[32,1]>>, tile<i64> -> token
+    %98 = store_view_tko weak %94, %97[%12, %13] token = %21 optimization_hints = #cuda_tile.optimization_hints<default = {allow_tma = false}> : tile<8x32xf32>, partition_view<tile=(8x32), tensor_view<7x32xf32, strides=[32,1]>>, tile<i64> -> token
     return
   }
 }

@@ -46,11 +46,11 @@ cuda_tile.module @tir {
       %50 = constant <i64: 0> : tile<i64>
       %51 = make_tensor_view %5, shape = [5, 7], strides = [7, 1] : tensor_view<5x7xi32, strides=[7,1]>
       %52 = make_partition_view %51 : partition_view<tile=(8x8), padding_value = zero, tensor_view<5x7xi32, strides=[7,1]>>
-      %53, %54 = load_view_tko weak %52[%22, %48] : partition_view<tile=(8x8), padding_value = zero, tensor_view<5x7xi32, strides=[7,1]>>, tile<i64> -> tile<8x8xi32>, token
+      %53, %54 = load_view_tko weak %52[%22, %48] optimization_hints = #cuda_tile.optimization_hints<default = {allow_tma = false}> : partition_view<tile=(8x8), padding_value = zero, tensor_view<5x7xi32, strides=[7,1]>>, tile<i64> -> tile<8x8xi32>, token
       %55 = constant <i64: 0> : tile<i64>
       %56 = make_tensor_view %6, shape = [7, 3], strides = [3, 1] : tensor_view<7x3xi32, strides=[3,1]>
       %57 = make_partition_view %56 : partition_view<tile=(8x4), padding_value = zero, tensor_view<7x3xi32, strides=[3,1]>>
-      %58, %59 = load_view_tko weak %57[%48, %35] : partition_view<tile=(8x4), padding_value = zero, tensor_view<7x3xi32, strides=[3,1]>>, tile<i64> -> tile<8x4xi32>, token
+      %58, %59 = load_view_tko weak %57[%48, %35] optimization_hints = #cuda_tile.optimization_hints<default = {allow_tma = false}> : partition_view<tile=(8x4), padding_value = zero, tensor_view<7x3xi32, strides=[3,1]>>, tile<i64> -> tile<8x4xi32>, token
       %60 = reshape %42 : tile<i64> -> tile<1x1xi64>
       %61 = broadcast %60 : tile<1x1xi64> -> tile<8x8xi64>
       %62 = muli %48, %39 : tile<i64>
@@ -123,7 +123,7 @@ cuda_tile.module @tir {
     %128 = trunci %127 : tile<8x4xi64> -> tile<8x4xi32>
     %129 = make_tensor_view %7, shape = [5, 3], strides = [3, 1] : tensor_view<5x3xi32, strides=[3,1]>
     %130 = make_partition_view %129 : partition_view<tile=(8x4), tensor_view<5x3xi32, strides=[3,1]>>
-    %131 = store_view_tko weak %128, %130[%22, %35] token = %44 : tile<8x4xi32>, partition_view<tile=(8x4), tensor_view<5x3xi32, strides=[3,1]>>, tile<i64> -> token
+    %131 = store_view_tko weak %128, %130[%22, %35] token = %44 optimization_hints = #cuda_tile.optimization_hints<default = {allow_tma = false}> : tile<8x4xi32>, partition_view<tile=(8x4), tensor_view<5x3xi32, strides=[3,1]>>, tile<i64> -> token
     return
   }
 }

@@ -22,14 +22,14 @@ cuda_tile.module @tir {
     %26 = constant <i64: 0> : tile<i64>
     %27 = make_tensor_view %8, shape = [4, 1, 8], strides = [8, 8, 1] : tensor_view<4x1x8xf16, strides=[8,8,1]>
     %28 = make_partition_view %27 : partition_view<tile=(4x1x8), padding_value = zero, tensor_view<4x1x8xf16, strides=[8,8,1]>>
-    %29, %30 = load_view_tko weak %28[%14, %16, %17] : partition_view<tile=(4x1x8), padding_value = zero, tensor_view<4x1x8xf16, strides=[8,8,1]>>, tile<i64> -> tile<4x1x8xf16>, token
+    %29, %30 = load_view_tko weak %28[%14, %16, %17] optimization_hints = #cuda_tile.optimization_hints<default = {allow_tma = false}> : partition_view<tile=(4x1x8), padding_value = zero, tensor_view<4x1x8xf16, strides=[8,8,1]>>, tile<i64> -> tile<4x1x8xf16>, token
     %31 = offset %6, %21 : tile<ptr<i64>>, tile<i64> -> tile<ptr<i64>>
     %32, %33 = load_ptr_tko weak %31 : tile<ptr<i64>> -> tile<i64>, token
     %34 = muli %32, %22 : tile<i64>
     %35 = offset %7, %34 : tile<ptr<f16>>, tile<i64> -> tile<ptr<f16>>
     %36 = make_tensor_view %35, shape = [4, 1, 8], strides = [128, 8, 1] : tensor_view<4x1x8xf16, strides=[128,8,1]>
     %37 = make_partition_view %36 : partition_view<tile=(4x1x8), tensor_view<4x1x8xf16, strides=[128,8,1]>>
-    %38 = store_view_tko weak %29, %37[%14, %16, %17] token = %25 : tile<4x1x8xf16>, partition_view<tile=(4x1x8), tensor_view<4x1x8xf16, strides=[128,8,1]>>, tile<i64> -> token
+    %38 = store_view_tko weak %29, %37[%14, %16, %17] token = %25 optimization_hints = #cuda_tile.optimization_hints<default = {allow_tma = false}> : tile<4x1x8xf16>, partition_view<tile=(4x1x8), tensor_view<4x1x8xf16, strides=[128,8,1]>>, tile<i64> -> token
     return
   }
 }
@@ -189,7 +189,7 @@ cuda_tile.module @tir {
     %155 = ftof %154 : tile<4x8xf32> -> tile<4x8xf16>
     %156 = make_tensor_view %5, shape = [4, 8], strides = [8, 1] : tensor_view<4x8xf16, strides=[8,1]>
     %157 = make_partition_view %156 : partition_view<tile=(4x8), tensor_view<4x8xf16, strides=[8,1]>>
-    %158 = store_view_tko weak %155, %157[%10, %11] token = %25 : tile<4x8xf16>, partition_view<tile=(4x8), tensor_view<4x8xf16, strides=[8,1]>>, tile<i64> -> token
+    %158 = store_view_tko weak %155, %157[%10, %11] token = %25 optimization_hints = #cuda_tile.optimization_hints<default = {allow_tma = false}> : tile<4x8xf16>, partition_view<tile=(4x8), tensor_view<4x8xf16, strides=[8,1]>>, tile<i64> -> token
     return
   }
 }

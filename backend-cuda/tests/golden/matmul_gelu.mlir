@@ -32,10 +32,10 @@ cuda_tile.module @tir {
     %36 = divi %33, %32 signed : tile<i64>
     %37 = constant <i64: 192> : tile<i64>
     %38 = constant <i64: 256> : tile<i64>
-    %39 = constant <i64: 63> : tile<i64>
-    %40 = constant <i64: 64> : tile<i64>
-    %41 = constant <i64: 319> : tile<i64>
-    %42 = constant <i64: 4> : tile<i64>
+    %39 = constant <i64: 31> : tile<i64>
+    %40 = constant <i64: 32> : tile<i64>
+    %41 = constant <i64: 287> : tile<i64>
+    %42 = constant <i64: 8> : tile<i64>
     %43 = constant <i64: 0> : tile<i64>
     %44 = constant <i64: 1> : tile<i64>
     %45 = make_token : token
@@ -45,13 +45,13 @@ cuda_tile.module @tir {
     %62 = for %49 in (%43 to %42, step %44) : tile<i64> iter_values(%50 = %48) -> (tile<128x128xf32>) {
       %51 = constant <i64: 0> : tile<i64>
       %52 = make_tensor_view %6, shape = [%3, 256], strides = [256, 1] : tile<i64> -> tensor_view<?x256xbf16, strides=[256,1]>
-      %53 = make_partition_view %52 : partition_view<tile=(128x64), padding_value = zero, tensor_view<?x256xbf16, strides=[256,1]>>
-      %54, %55 = load_view_tko weak %53[%23, %49] : partition_view<tile=(128x64), padding_value = zero, tensor_view<?x256xbf16, strides=[256,1]>>, tile<i64> -> tile<128x64xbf16>, token
+      %53 = make_partition_view %52 : partition_view<tile=(128x32), padding_value = zero, tensor_view<?x256xbf16, strides=[256,1]>>
+      %54, %55 = load_view_tko weak %53[%23, %49] : partition_view<tile=(128x32), padding_value = zero, tensor_view<?x256xbf16, strides=[256,1]>>, tile<i64> -> tile<128x32xbf16>, token
       %56 = constant <i64: 0> : tile<i64>
       %57 = make_tensor_view %7, shape = [256, 192], strides = [192, 1] : tensor_view<256x192xbf16, strides=[192,1]>
-      %58 = make_partition_view %57 : partition_view<tile=(64x128), padding_value = zero, tensor_view<256x192xbf16, strides=[192,1]>>
-      %59, %60 = load_view_tko weak %58[%49, %36] : partition_view<tile=(64x128), padding_value = zero, tensor_view<256x192xbf16, strides=[192,1]>>, tile<i64> -> tile<64x128xbf16>, token
-      %61 = mmaf %54, %59, %50 : tile<128x64xbf16>, tile<64x128xbf16>, tile<128x128xf32>
+      %58 = make_partition_view %57 : partition_view<tile=(32x128), padding_value = zero, tensor_view<256x192xbf16, strides=[192,1]>>
+      %59, %60 = load_view_tko weak %58[%49, %36] : partition_view<tile=(32x128), padding_value = zero, tensor_view<256x192xbf16, strides=[192,1]>>, tile<i64> -> tile<32x128xbf16>, token
+      %61 = mmaf %54, %59, %50 : tile<128x32xbf16>, tile<32x128xbf16>, tile<128x128xf32>
       continue %61 : tile<128x128xf32>
     }
     %63 = ftof %62 : tile<128x128xf32> -> tile<128x128xbf16>

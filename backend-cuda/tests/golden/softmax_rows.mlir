@@ -17,7 +17,7 @@ cuda_tile.module @tir {
     %19 = constant <i64: 0> : tile<i64>
     %20 = make_tensor_view %4, shape = [8, 1000], strides = [1000, 1] : tensor_view<8x1000xf32, strides=[1000,1]>
     %21 = make_partition_view %20 : partition_view<tile=(4x1024), padding_value = zero, tensor_view<8x1000xf32, strides=[1000,1]>>
-    %22, %23 = load_view_tko weak %21[%10, %11] : partition_view<tile=(4x1024), padding_value = zero, tensor_view<8x1000xf32, strides=[1000,1]>>, tile<i64> -> tile<4x1024xf32>, token
+    %22, %23 = load_view_tko weak %21[%10, %11] optimization_hints = #cuda_tile.optimization_hints<default = {allow_tma = false}> : partition_view<tile=(4x1024), padding_value = zero, tensor_view<8x1000xf32, strides=[1000,1]>>, tile<i64> -> tile<4x1024xf32>, token
     %24 = reshape %15 : tile<i64> -> tile<1x1xi64>
     %25 = broadcast %24 : tile<1x1xi64> -> tile<4x1024xi64>
     %26 = reshape %17 : tile<i64> -> tile<1x1xi64>
@@ -77,7 +77,7 @@ cuda_tile.module @tir {
     %78 = divf %54, %77 : tile<4x1024xf32>
     %79 = make_tensor_view %5, shape = [8, 1000], strides = [1000, 1] : tensor_view<8x1000xf32, strides=[1000,1]>
     %80 = make_partition_view %79 : partition_view<tile=(4x1024), tensor_view<8x1000xf32, strides=[1000,1]>>
-    %81 = store_view_tko weak %78, %80[%10, %11] token = %18 : tile<4x1024xf32>, partition_view<tile=(4x1024), tensor_view<8x1000xf32, strides=[1000,1]>>, tile<i64> -> token
+    %81 = store_view_tko weak %78, %80[%10, %11] token = %18 optimization_hints = #cuda_tile.optimization_hints<default = {allow_tma = false}> : tile<4x1024xf32>, partition_view<tile=(4x1024), tensor_view<8x1000xf32, strides=[1000,1]>>, tile<i64> -> token
     return
   }
 }
