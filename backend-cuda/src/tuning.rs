@@ -2,16 +2,18 @@
 //! with.
 //!
 //! The defaults are the choices measured best on an H100 (`bench/RESULTS.md` has the search):
-//! 128x128 matmul tiles with a K step of 32, walked in groups of 8 tile rows; row reductions one
+//! 128x128 matmul tiles with a K step of 32, walked in groups of 8 tile rows, and a K step of
+//! 128 for matrix-vector products (the decode step 15% faster than at 32); row reductions one
 //! 4096-element row per tile block at occupancy 4 (a register budget that fits four blocks per
 //! SM: 1.7x to 2.9x faster than two rows per block without the hint), longer rows without it,
 //! and all rows loaded without TMA (6% to 30% faster). Kernels that move less than
 //! [`SMALL_KERNEL_BYTES`] get no TMA either, unless a hint says otherwise.
 //!
 //! `TIR_TUNE` overrides them for a search, as a comma-separated list of `key=value`: a tile
-//! size (`elementwise`, `row_elements`, `matmul_m`, `matmul_n`, `matmul_k`) or a hint for every
-//! kernel of one kind (`row_reduction.occupancy=4`, `matmul.num_ctas=2`, `matmul.group_rows=8`,
-//! `row_reduction.tma=0`, `matmul.load_latency=4`). Hints change speed, never results.
+//! size (`elementwise`, `row_elements`, `matmul_m`, `matmul_n`, `matmul_k`, `matvec_k`) or a
+//! hint for every kernel of one kind (`row_reduction.occupancy=4`, `matmul.num_ctas=2`,
+//! `matmul.group_rows=8`, `row_reduction.tma=0`, `matmul.load_latency=4`). Hints change speed,
+//! never results.
 
 use crate::codegen::{kernel_kind, KernelHints};
 use std::collections::BTreeMap;
@@ -42,6 +44,7 @@ impl Default for Tuning {
                 matmul_m: 128,
                 matmul_n: 128,
                 matmul_k: 32,
+                matvec_k: 128,
                 int_matmul: 32,
                 reduction_out: 64,
                 reduction_chunk: 256,
@@ -129,10 +132,12 @@ impl Tuning {
             "matmul_m" => &mut t.matmul_m,
             "matmul_n" => &mut t.matmul_n,
             "matmul_k" => &mut t.matmul_k,
+            "matvec_k" => &mut t.matvec_k,
             _ => {
                 return Err(format!(
                     "unknown key `{key}` (elementwise, row_elements, matmul_m, matmul_n, \
-                     matmul_k, KIND.occupancy, KIND.num_ctas, KIND.group_rows, KIND.tma, KIND.load_latency)"
+                     matmul_k, matvec_k, KIND.occupancy, KIND.num_ctas, \
+                     KIND.group_rows, KIND.tma, KIND.load_latency)"
                 ))
             }
         };

@@ -3,6 +3,9 @@
 use serde::{Deserialize, Serialize};
 use tir_opt::FusionTarget;
 
+/// The most rows of a matmul's `m` tile that take [`TileShapes::matvec_k`] as their K step.
+pub const MATVEC_M: u64 = 8;
+
 /// Tile shapes, each a power of two.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TileShapes {
@@ -15,6 +18,10 @@ pub struct TileShapes {
     pub matmul_m: u64,
     pub matmul_n: u64,
     pub matmul_k: u64,
+    /// The K step of a matmul whose `m` tile is at most [`MATVEC_M`] rows (a matrix-vector
+    /// product, say): its operands are nearly all matrix, and a longer step keeps more of it in
+    /// flight per program.
+    pub matvec_k: u64,
     /// The largest `m` and `n` of an integer matmul tile (integers have no tensor-core path
     /// wide enough for their `i64` accumulator, so their tiles are smaller).
     pub int_matmul: u64,
@@ -31,6 +38,7 @@ impl Default for TileShapes {
             matmul_m: 64,
             matmul_n: 64,
             matmul_k: 32,
+            matvec_k: 32,
             int_matmul: 64,
             reduction_out: 64,
             reduction_chunk: 256,

@@ -146,3 +146,42 @@ fn a_plain_matmul_carries_a_library_call_and_a_fused_one_does_not() {
     );
     assert!(ints.kernels.iter().all(|k| k.library.is_none()));
 }
+
+/// The K step of the single matmul kernel of `m`x`k` @ `k`x64 (f16), under tiles with a K step
+/// of 32 and a matrix-vector K step of 128.
+fn matmul_k_step(m: u64, k: u64) -> u64 {
+    use tir_lower::tile::{TileOp, Type};
+    let graph = tir_graph::text::parse(&format!(
+        "# tir graph, text form v1\n%0 = input \"a\" : f16[{m}, {k}]\n\
+         %1 = parameter \"w\" : f16[{k}, 64]\n%2 = matmul %0, %1 : f16[{m}, 64]\n\
+         output \"y\" = %2\n"
+    ))
+    .unwrap();
+    let mut target = Target::default();
+    target.tiles.matmul_k = 32;
+    target.tiles.matvec_k = 128;
+    let program = compile_graph(&graph, &target, &Limits::default())
+        .unwrap()
+        .program;
+    let mut types = std::collections::HashMap::new();
+    let mut a_operand = None;
+    program.kernels[0].walk(&mut |stmt| {
+        types.extend(stmt.defs.iter().cloned());
+        if let TileOp::Mma { a, .. } = &stmt.op {
+            a_operand = Some(*a);
+        }
+    });
+    match &types[&a_operand.expect("an mma")] {
+        Type::Tile { shape, .. } => *shape.last().unwrap(),
+        other => panic!("the mma's A operand is {other:?}"),
+    }
+}
+
+#[test]
+fn matrix_vector_products_take_the_longer_k_step() {
+    assert_eq!(matmul_k_step(1, 512), 128);
+    assert_eq!(matmul_k_step(8, 512), 128);
+    assert_eq!(matmul_k_step(16, 512), 32);
+    // Never longer than K itself.
+    assert_eq!(matmul_k_step(1, 64), 64);
+}

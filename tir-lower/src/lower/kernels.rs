@@ -3,7 +3,7 @@
 use super::builder::{ceil_pow2, choose_tile, Ix, Space, SpaceId};
 use super::emit::{identity, KernelLowering, RowSpaces};
 use super::LowerError;
-use crate::target::TileShapes;
+use crate::target::{TileShapes, MATVEC_M};
 use crate::tile::{
     Access, CmpOp, IndexOp, LibraryCall, Region, SliceStart, TileOp, Type, ValueId, WriteRegion,
 };
@@ -181,7 +181,12 @@ impl KernelLowering<'_> {
         };
         tile[rank - 2] = tile_for(&shape.dims()[rank - 2], tm);
         tile[rank - 1] = tile_for(&shape.dims()[rank - 1], tn);
-        let tk = tile_for(&k_dim, tiles.matmul_k);
+        let k_step = if tile[rank - 2] <= MATVEC_M {
+            tiles.matvec_k
+        } else {
+            tiles.matmul_k
+        };
+        let tk = tile_for(&k_dim, k_step);
         let out_space = self.grid_space(shape.dims(), &tile);
         let acc_dtype = accumulator(g.ty(mm).dtype);
         let acc_ty = Type::tile(acc_dtype, &tile);
