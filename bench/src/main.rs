@@ -4,6 +4,7 @@
 //! tir-bench compile --out DIR   # here (no GPU): fill the kernel cache for every workload, and
 //!                               # time compiling (cold and warm cache, the optimizer)
 //! tir-bench run --out DIR       # on the GPU: time every workload with CUDA events
+//! tir-bench profile --filter F   # on the GPU: time each kernel of the matching workloads alone
 //! ```
 //!
 //! `run` binds each workload's inputs (deterministic random values), times the kernels alone
@@ -54,6 +55,12 @@ enum Command {
         #[arg(long)]
         filter: Option<String>,
     },
+    /// Time each kernel of the workloads whose name contains FILTER alone (one JSON line per
+    /// kernel: how it ran, median milliseconds).
+    Profile {
+        #[arg(long)]
+        filter: String,
+    },
     /// Print the Tile IR (MLIR text) of each kernel of the workloads whose name contains FILTER.
     Mlir {
         #[arg(long)]
@@ -69,6 +76,7 @@ fn main() -> ExitCode {
     let done = match cli.command {
         Command::Compile { out, arch, filter } => compile(&out, &arch, filter.as_deref()),
         Command::Run { out, filter } => run(&out, filter.as_deref()),
+        Command::Profile { filter } => profile(&filter),
         Command::Mlir { filter, bytecode } => print_mlir(&filter, bytecode.as_deref()),
     };
     match done {
@@ -228,7 +236,8 @@ fn run(out: &Path, filter: Option<&str>) -> Result<(), String> {
     write_json(&out.join("tir.json"), &serde_json::Value::Array(results))
 }
 
-fn run_one(out: &Path, w: &Workload) -> Result<serde_json::Value, String> {
+/// `w` compiled for this GPU in its mode and with its matmul policy.
+fn executable(w: &Workload) -> Result<backend_cuda::CudaExecutable, String> {
     let mode = if w.graph_replay {
         ExecMode::Graph
     } else {
@@ -238,10 +247,37 @@ fn run_one(out: &Path, w: &Workload) -> Result<serde_json::Value, String> {
     let backend = CudaBackend::with_mode(mode).with_matmul(policy);
     let compiled = compile_graph(&w.graph, &backend.target(), &Limits::default())
         .map_err(|e| e.to_string())?;
-    let kernels = compiled.program.kernels.len();
-    let mut exe = backend
+    backend
         .compile_cuda(&compiled.program)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())
+}
+
+/// Prints one JSON line per kernel of each workload whose name contains `filter`.
+fn profile(filter: &str) -> Result<(), String> {
+    for w in workloads::all().map_err(|e| e.to_string())? {
+        if !w.name.contains(filter) {
+            continue;
+        }
+        let mut exe = executable(&w)?;
+        let kernels = exe
+            .profile_kernels(&sources(&w)?, 10)
+            .map_err(|e| format!("{}: {e}", w.name))?;
+        for k in kernels {
+            let line = serde_json::json!({
+                "workload": w.name,
+                "kernel": k.name,
+                "how": k.how,
+                "median_ms": median(&k.times_ms),
+            });
+            println!("{line}");
+        }
+    }
+    Ok(())
+}
+
+fn run_one(out: &Path, w: &Workload) -> Result<serde_json::Value, String> {
+    let mut exe = executable(w)?;
+    let kernels = exe.program().kernels.len();
     let sources = sources(w)?;
     let reps = if matches!(w.bound, Bound::Compute { flops } if flops > 1e12) {
         10

@@ -110,6 +110,33 @@ enum Launch {
     },
 }
 
+/// A scratch buffer five times the size of an H100's L2 cache: overwriting it evicts whatever
+/// earlier work left there, so a kernel timed after it reads its operands from memory, as it
+/// does in a program whose working set exceeds L2.
+struct L2Flush(DeviceMemory);
+
+impl L2Flush {
+    const BYTES: usize = 256 << 20;
+
+    fn new() -> Result<L2Flush, String> {
+        DeviceMemory::alloc(Self::BYTES).map(L2Flush)
+    }
+
+    /// Overwrites the buffer (with a byte that changes with `rep`) on `stream`.
+    fn flush(&self, rep: usize, stream: &Stream) -> Result<(), String> {
+        driver::fill_async(self.0.ptr, rep as u8, Self::BYTES, stream)
+    }
+}
+
+/// One kernel's times from [`CudaExecutable::profile_kernels`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelTimes {
+    pub name: String,
+    /// `tiles xN` (the generated kernel on N tile blocks) or `cublaslt`.
+    pub how: String,
+    pub times_ms: Vec<f64>,
+}
+
 /// The most streams one wave's kernels are spread over.
 const MAX_STREAMS: usize = 4;
 
@@ -415,6 +442,7 @@ impl CudaExecutable {
             addresses.push(address);
         }
         let mut launches = Vec::with_capacity(self.kernels.len());
+        let mut flush = None;
         for k in 0..self.kernels.len() {
             let (kernel, abi) = (&self.program.kernels[k], &self.abis[k]);
             let extents = grid(kernel, &dims).map_err(|e| kernel_error(kernel, e))?;
@@ -447,7 +475,7 @@ impl CudaExecutable {
                 Some((shape, buffers)) => {
                     let blas = Launch::Blas { shape, buffers };
                     let use_blas = self
-                        .use_blas(k, &tiles, &blas)
+                        .use_blas(k, &tiles, &blas, &mut flush)
                         .map_err(|e| kernel_error(&self.program.kernels[k], e))?;
                     if use_blas {
                         blas
@@ -468,8 +496,14 @@ impl CudaExecutable {
     }
 
     /// Whether kernel `k` runs on cuBLASLt (`blas`) rather than as `tiles`, by the policy;
-    /// `Auto` times both once per shape.
-    fn use_blas(&mut self, k: usize, tiles: &Launch, blas: &Launch) -> Result<bool, String> {
+    /// `Auto` times both once per shape, after L2 flushes (`flush`, allocated on first use).
+    fn use_blas(
+        &mut self,
+        k: usize,
+        tiles: &Launch,
+        blas: &Launch,
+        flush: &mut Option<L2Flush>,
+    ) -> Result<bool, String> {
         let Launch::Blas { shape, .. } = blas else {
             return Ok(false);
         };
@@ -483,7 +517,11 @@ impl CudaExecutable {
                 if let Some(&choice) = self.chosen.get(&(k, *shape)) {
                     return Ok(choice);
                 }
-                let choice = match (self.time(k, tiles), self.time(k, blas)) {
+                let flush = match flush {
+                    Some(flush) => flush,
+                    None => flush.insert(L2Flush::new()?),
+                };
+                let choice = match (self.time(k, tiles, flush), self.time(k, blas, flush)) {
                     (Ok(t), Ok(b)) => b < t,
                     (Ok(_), Err(_)) => false,
                     (Err(e), _) => return Err(e),
@@ -494,13 +532,16 @@ impl CudaExecutable {
         }
     }
 
-    /// The best of a few timed runs of `launch` as kernel `k`, in milliseconds (its output is
-    /// scratch until the run proper writes it).
-    fn time(&mut self, k: usize, launch: &Launch) -> Result<f32, String> {
+    /// The best of a few timed runs of `launch` as kernel `k`, in milliseconds, each after an L2
+    /// flush: a decode step's matrices do not stay in L2 between steps, and timed from L2 its
+    /// 4096x11008 matrix-vector product chose the generated kernel (0.054 ms from memory)
+    /// over cuBLASLt (0.044). Its output is scratch until the run proper writes it.
+    fn time(&mut self, k: usize, launch: &Launch, flush: &L2Flush) -> Result<f32, String> {
         let (start, end) = (Event::timed()?, Event::timed()?);
         let streams = self.streams.clone();
         let mut best = f32::INFINITY;
         for rep in 0..4 {
+            flush.flush(rep, &streams[0])?;
             start.record(&streams[0])?;
             self.enqueue_one(k, launch, &streams[0])?;
             end.record(&streams[0])?;
@@ -726,7 +767,6 @@ impl CudaExecutable {
         warmup: usize,
         reps: usize,
     ) -> Result<(Vec<f64>, RunOutputs), BackendError> {
-        const FLUSH: usize = 256 << 20;
         let placement = self.place(sources)?;
         let uploads = self.source_bytes(sources, &placement);
         let streams = self.streams.clone();
@@ -734,14 +774,14 @@ impl CudaExecutable {
         for (address, bytes) in &uploads {
             driver::upload_async(*address, bytes, main).map_err(device_error)?;
         }
-        let flush = DeviceMemory::alloc(FLUSH).map_err(device_error)?;
+        let flush = L2Flush::new().map_err(device_error)?;
         let (start, end) = (
             Event::timed().map_err(device_error)?,
             Event::timed().map_err(device_error)?,
         );
         let mut times = Vec::with_capacity(reps);
         for rep in 0..warmup + reps {
-            driver::fill_async(flush.ptr, rep as u8, FLUSH, main).map_err(device_error)?;
+            flush.flush(rep, main).map_err(device_error)?;
             start.record(main).map_err(device_error)?;
             self.enqueue(&placement, &[])?;
             end.record(main).map_err(device_error)?;
@@ -752,6 +792,52 @@ impl CudaExecutable {
         }
         main.synchronize().map_err(device_error)?;
         Ok((times, self.outputs(&placement)?))
+    }
+
+    /// Times each kernel alone, for finding where a program's time goes: binds and uploads
+    /// `sources`, runs the program once, then runs each kernel `reps` times on one stream, each
+    /// time after an L2 flush and between two events. Returns, in schedule
+    /// order, every kernel's name, how it ran (`tiles` with its block count, or `cublaslt`) and
+    /// its times in milliseconds.
+    pub fn profile_kernels(
+        &mut self,
+        sources: &BTreeMap<String, HostTensor>,
+        reps: usize,
+    ) -> Result<Vec<KernelTimes>, BackendError> {
+        let placement = self.place(sources)?;
+        let uploads = self.source_bytes(sources, &placement);
+        self.enqueue(&placement, &uploads)?;
+        let streams = self.streams.clone();
+        let main = &streams[0];
+        let flush = L2Flush::new().map_err(device_error)?;
+        let (start, end) = (
+            Event::timed().map_err(device_error)?,
+            Event::timed().map_err(device_error)?,
+        );
+        let order: Vec<usize> = self.program.schedule.waves.concat();
+        let mut profile = Vec::with_capacity(order.len());
+        for k in order {
+            let launch = placement.launches[k].clone();
+            let mut times_ms = Vec::with_capacity(reps);
+            for rep in 0..reps {
+                flush.flush(rep, main).map_err(device_error)?;
+                start.record(main).map_err(device_error)?;
+                self.enqueue_one(k, &launch, main).map_err(device_error)?;
+                end.record(main).map_err(device_error)?;
+                end.synchronize().map_err(device_error)?;
+                times_ms.push(f64::from(start.elapsed_ms(&end).map_err(device_error)?));
+            }
+            let how = match &launch {
+                Launch::Tiles { blocks, .. } => format!("tiles x{blocks}"),
+                Launch::Blas { .. } => "cublaslt".to_string(),
+            };
+            profile.push(KernelTimes {
+                name: self.program.kernels[k].name.clone(),
+                how,
+                times_ms,
+            });
+        }
+        Ok(profile)
     }
 
     /// Runs like [`Executable::run`] in the current mode, but returns at once: the future

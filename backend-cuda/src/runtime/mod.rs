@@ -7,4 +7,6 @@ mod exec;
 
 pub use driver::Gpu;
 pub(crate) use exec::CudaExecutable as Loaded;
-pub use exec::{block_on, CudaExecutable, ExecMode, MatmulPath, MatmulPolicy, RunFuture};
+pub use exec::{
+    block_on, CudaExecutable, ExecMode, KernelTimes, MatmulPath, MatmulPolicy, RunFuture,
+};
