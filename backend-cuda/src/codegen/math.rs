@@ -1,7 +1,7 @@
 //! The element semantics of the tile IR's compute ops in Tile IR: the same results as the
 //! oracle's (`tir_graph::eval`) up to floating-point rounding. 16-bit floats compute in `f32`
 //! and round back after each op, except where the native 16-bit op gives the same bits
-//! ([`exact_in_16_bits`]); integers wrap; `u8` compares, divides and extends unsigned.
+//! ([`native_16_bit`]); integers wrap; `u8` compares, divides and extends unsigned.
 
 use super::emit::{is_float, reg_scalar, Emitter, Pred};
 use super::CodegenError;
@@ -28,13 +28,15 @@ fn compute_scalar(dtype: DType) -> ScalarType {
     }
 }
 
-/// Whether `op` on 16-bit float tiles may run natively rather than widened to `f32`: add,
-/// subtract and multiply are correctly rounded either way (`f32` holds 2p + 2 bits of an f16 or
-/// bf16 result, so rounding twice equals rounding once), and the native op skips three
-/// conversions per element and packs two elements per instruction.
-fn exact_in_16_bits(op: BinaryOp, dtype: DType) -> bool {
-    matches!(dtype, DType::F16 | DType::BF16)
-        && matches!(op, BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul)
+/// The opcode of `op` on 16-bit float tiles when it may run natively rather than widened to
+/// `f32`: add, subtract and multiply are correctly rounded either way (`f32` holds 2p + 2 bits
+/// of an f16 or bf16 result, so rounding twice equals rounding once), and the native op skips
+/// three conversions per element and packs two elements per instruction.
+fn native_16_bit(op: BinaryOp, dtype: DType) -> Option<Opcode> {
+    match dtype {
+        DType::F16 | DType::BF16 => float_arith(op),
+        _ => None,
+    }
 }
 
 /// Runs `f` on `inputs` widened to the compute type of `dtype`; a float result is rounded back
@@ -384,11 +386,12 @@ pub fn unary(e: &mut Emitter, op: UnaryOp, dtype: DType, x: Value) -> Res<Value>
 }
 
 /// The Tile IR opcode of a float add, subtract or multiply.
-fn float_opcode(op: BinaryOp) -> Opcode {
+fn float_arith(op: BinaryOp) -> Option<Opcode> {
     match op {
-        BinaryOp::Add => Opcode::AddF,
-        BinaryOp::Sub => Opcode::SubF,
-        _ => Opcode::MulF,
+        BinaryOp::Add => Some(Opcode::AddF),
+        BinaryOp::Sub => Some(Opcode::SubF),
+        BinaryOp::Mul => Some(Opcode::MulF),
+        _ => None,
     }
 }
 
@@ -406,8 +409,8 @@ fn pred_of(op: BinaryOp) -> Option<Pred> {
 
 /// `a op b` for operands of `dtype` (comparisons yield bool).
 pub fn binary(e: &mut Emitter, op: BinaryOp, dtype: DType, a: Value, b: Value) -> Res<Value> {
-    if exact_in_16_bits(op, dtype) {
-        return Ok(e.float_op(float_opcode(op), a, b));
+    if let Some(opcode) = native_16_bit(op, dtype) {
+        return Ok(e.float_op(opcode, a, b));
     }
     if dtype.is_float() {
         return widened(e, dtype, &[a, b], |e, v| {
@@ -415,8 +418,10 @@ pub fn binary(e: &mut Emitter, op: BinaryOp, dtype: DType, a: Value, b: Value) -
             if let Some(p) = pred_of(op) {
                 return Ok(e.cmpf(p, a, b));
             }
+            if let Some(opcode) = float_arith(op) {
+                return Ok(e.float_op(opcode, a, b));
+            }
             Ok(match op {
-                BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul => e.float_op(float_opcode(op), a, b),
                 // f16 quotients round far coarser than the approximation's error, and f16
                 // divisors stay below 2^126, where the approximation flushes (bf16's do not).
                 BinaryOp::Div if dtype == DType::F16 => e.div_approx(a, b),
