@@ -17,6 +17,7 @@
 
 use crate::codegen::{kernel_kind, KernelHints};
 use std::collections::BTreeMap;
+use tir_lower::plan::buffer_bytes;
 use tir_lower::tile::{TileKernel, Type};
 use tir_lower::{Program, TileShapes};
 
@@ -165,13 +166,11 @@ impl Tuning {
 
 /// The bytes of every tensor `kernel` takes, when all their shapes are static.
 fn kernel_bytes(program: &Program, kernel: &TileKernel) -> Option<u64> {
+    let no_dims = BTreeMap::new();
     kernel
         .params
         .iter()
-        .map(|param| {
-            let ty = &program.buffers.get(param.buffer)?.ty;
-            Some(ty.shape.static_numel()? * ty.dtype.size_bytes() as u64)
-        })
+        .map(|param| buffer_bytes(program.buffers.get(param.buffer)?, &no_dims).ok())
         .sum()
 }
 

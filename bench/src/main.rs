@@ -107,10 +107,7 @@ fn compile_one(backend: &CudaBackend, graph: &Graph, arch: &str) -> Result<f64, 
 fn compile(out: &Path, arch: &str, filter: Option<&str>) -> Result<(), String> {
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     let backend = CudaBackend::new();
-    for w in workloads::all().map_err(|e| e.to_string())? {
-        if filter.is_some_and(|f| !w.name.contains(f)) {
-            continue;
-        }
+    for w in matching(filter)? {
         let seconds = compile_one(&backend, &w.graph, arch)?;
         println!("{:<40} compiled in {seconds:.2} s", w.name);
     }
@@ -162,10 +159,7 @@ fn print_mlir(filter: &str, bytecode: Option<&Path>) -> Result<(), String> {
     let compiler = bytecode
         .map(|_| backend_cuda::KernelCompiler::from_env())
         .transpose()?;
-    for w in workloads::all().map_err(|e| e.to_string())? {
-        if !w.name.contains(filter) {
-            continue;
-        }
+    for w in matching(Some(filter))? {
         let compiled =
             compile_graph(&w.graph, &target, &Limits::default()).map_err(|e| e.to_string())?;
         for kernel in &compiled.program.kernels {
@@ -184,6 +178,13 @@ fn print_mlir(filter: &str, bytecode: Option<&Path>) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The workloads whose name contains `filter` (all of them without one).
+fn matching(filter: Option<&str>) -> Result<Vec<Workload>, String> {
+    let mut all = workloads::all().map_err(|e| e.to_string())?;
+    all.retain(|w| filter.is_none_or(|f| w.name.contains(f)));
+    Ok(all)
 }
 
 fn median(xs: &[f64]) -> f64 {
@@ -224,10 +225,7 @@ fn write_npy(path: &Path, t: &HostTensor) -> Result<(), String> {
 fn run(out: &Path, filter: Option<&str>) -> Result<(), String> {
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     let mut results = Vec::new();
-    for w in workloads::all().map_err(|e| e.to_string())? {
-        if filter.is_some_and(|f| !w.name.contains(f)) {
-            continue;
-        }
+    for w in matching(filter)? {
         let result =
             run_one(out, &w).unwrap_or_else(|e| serde_json::json!({"name": w.name, "error": e}));
         println!("{result}");
@@ -254,10 +252,7 @@ fn executable(w: &Workload) -> Result<backend_cuda::CudaExecutable, String> {
 
 /// Prints one JSON line per kernel of each workload whose name contains `filter`.
 fn profile(filter: &str) -> Result<(), String> {
-    for w in workloads::all().map_err(|e| e.to_string())? {
-        if !w.name.contains(filter) {
-            continue;
-        }
+    for w in matching(Some(filter))? {
         let mut exe = executable(&w)?;
         let kernels = exe
             .profile_kernels(&sources(&w)?, 10)

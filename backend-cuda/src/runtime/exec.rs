@@ -110,21 +110,37 @@ enum Launch {
     },
 }
 
-/// A scratch buffer five times the size of an H100's L2 cache: overwriting it evicts whatever
-/// earlier work left there, so a kernel timed after it reads its operands from memory, as it
-/// does in a program whose working set exceeds L2.
-struct L2Flush(DeviceMemory);
+/// Times work on a stream from a cold L2: a scratch buffer five times the size of an H100's L2
+/// cache, overwritten before each timing, so the work reads its operands from memory as it
+/// does in a program whose working set exceeds L2; and two events around the work.
+struct ColdTimer {
+    scratch: DeviceMemory,
+    start: Event,
+    end: Event,
+}
 
-impl L2Flush {
-    const BYTES: usize = 256 << 20;
+impl ColdTimer {
+    const SCRATCH_BYTES: usize = 256 << 20;
 
-    fn new() -> Result<L2Flush, String> {
-        DeviceMemory::alloc(Self::BYTES).map(L2Flush)
+    fn new() -> Result<ColdTimer, String> {
+        Ok(ColdTimer {
+            scratch: DeviceMemory::alloc(Self::SCRATCH_BYTES)?,
+            start: Event::timed()?,
+            end: Event::timed()?,
+        })
     }
 
-    /// Overwrites the buffer (with a byte that changes with `rep`) on `stream`.
-    fn flush(&self, rep: usize, stream: &Stream) -> Result<(), String> {
-        driver::fill_async(self.0.ptr, rep as u8, Self::BYTES, stream)
+    /// Evicts L2 (with a byte that changes with `rep`) and starts timing, on `stream`.
+    fn start(&self, rep: usize, stream: &Stream) -> Result<(), String> {
+        driver::fill_async(self.scratch.ptr, rep as u8, Self::SCRATCH_BYTES, stream)?;
+        self.start.record(stream)
+    }
+
+    /// Milliseconds since [`ColdTimer::start`], once the work enqueued since has finished.
+    fn stop(&self, stream: &Stream) -> Result<f32, String> {
+        self.end.record(stream)?;
+        self.end.synchronize()?;
+        self.start.elapsed_ms(&self.end)
     }
 }
 
@@ -442,7 +458,7 @@ impl CudaExecutable {
             addresses.push(address);
         }
         let mut launches = Vec::with_capacity(self.kernels.len());
-        let mut flush = None;
+        let mut timer = None;
         for k in 0..self.kernels.len() {
             let (kernel, abi) = (&self.program.kernels[k], &self.abis[k]);
             let extents = grid(kernel, &dims).map_err(|e| kernel_error(kernel, e))?;
@@ -475,7 +491,7 @@ impl CudaExecutable {
                 Some((shape, buffers)) => {
                     let blas = Launch::Blas { shape, buffers };
                     let use_blas = self
-                        .use_blas(k, &tiles, &blas, &mut flush)
+                        .use_blas(k, &tiles, &blas, &mut timer)
                         .map_err(|e| kernel_error(&self.program.kernels[k], e))?;
                     if use_blas {
                         blas
@@ -496,13 +512,13 @@ impl CudaExecutable {
     }
 
     /// Whether kernel `k` runs on cuBLASLt (`blas`) rather than as `tiles`, by the policy;
-    /// `Auto` times both once per shape, after L2 flushes (`flush`, allocated on first use).
+    /// `Auto` times both once per shape, from a cold L2 (`timer`, made on first use).
     fn use_blas(
         &mut self,
         k: usize,
         tiles: &Launch,
         blas: &Launch,
-        flush: &mut Option<L2Flush>,
+        timer: &mut Option<ColdTimer>,
     ) -> Result<bool, String> {
         let Launch::Blas { shape, .. } = blas else {
             return Ok(false);
@@ -517,11 +533,11 @@ impl CudaExecutable {
                 if let Some(&choice) = self.chosen.get(&(k, *shape)) {
                     return Ok(choice);
                 }
-                let flush = match flush {
-                    Some(flush) => flush,
-                    None => flush.insert(L2Flush::new()?),
+                let timer = match timer {
+                    Some(timer) => timer,
+                    None => timer.insert(ColdTimer::new()?),
                 };
-                let choice = match (self.time(k, tiles, flush), self.time(k, blas, flush)) {
+                let choice = match (self.time(k, tiles, timer), self.time(k, blas, timer)) {
                     (Ok(t), Ok(b)) => b < t,
                     (Ok(_), Err(_)) => false,
                     (Err(e), _) => return Err(e),
@@ -536,18 +552,15 @@ impl CudaExecutable {
     /// flush: a decode step's matrices do not stay in L2 between steps, and timed from L2 its
     /// 4096x11008 matrix-vector product chose the generated kernel (0.054 ms from memory)
     /// over cuBLASLt (0.044). Its output is scratch until the run proper writes it.
-    fn time(&mut self, k: usize, launch: &Launch, flush: &L2Flush) -> Result<f32, String> {
-        let (start, end) = (Event::timed()?, Event::timed()?);
+    fn time(&mut self, k: usize, launch: &Launch, timer: &ColdTimer) -> Result<f32, String> {
         let streams = self.streams.clone();
         let mut best = f32::INFINITY;
         for rep in 0..4 {
-            flush.flush(rep, &streams[0])?;
-            start.record(&streams[0])?;
+            timer.start(rep, &streams[0])?;
             self.enqueue_one(k, launch, &streams[0])?;
-            end.record(&streams[0])?;
-            end.synchronize()?;
+            let ms = timer.stop(&streams[0])?;
             if rep > 0 {
-                best = best.min(start.elapsed_ms(&end)?);
+                best = best.min(ms);
             }
         }
         Ok(best)
@@ -774,20 +787,14 @@ impl CudaExecutable {
         for (address, bytes) in &uploads {
             driver::upload_async(*address, bytes, main).map_err(device_error)?;
         }
-        let flush = L2Flush::new().map_err(device_error)?;
-        let (start, end) = (
-            Event::timed().map_err(device_error)?,
-            Event::timed().map_err(device_error)?,
-        );
+        let timer = ColdTimer::new().map_err(device_error)?;
         let mut times = Vec::with_capacity(reps);
         for rep in 0..warmup + reps {
-            flush.flush(rep, main).map_err(device_error)?;
-            start.record(main).map_err(device_error)?;
+            timer.start(rep, main).map_err(device_error)?;
             self.enqueue(&placement, &[])?;
-            end.record(main).map_err(device_error)?;
-            end.synchronize().map_err(device_error)?;
+            let ms = timer.stop(main).map_err(device_error)?;
             if rep >= warmup {
-                times.push(f64::from(start.elapsed_ms(&end).map_err(device_error)?));
+                times.push(f64::from(ms));
             }
         }
         main.synchronize().map_err(device_error)?;
@@ -795,10 +802,9 @@ impl CudaExecutable {
     }
 
     /// Times each kernel alone, for finding where a program's time goes: binds and uploads
-    /// `sources`, runs the program once, then runs each kernel `reps` times on one stream, each
-    /// time after an L2 flush and between two events. Returns, in schedule
-    /// order, every kernel's name, how it ran (`tiles` with its block count, or `cublaslt`) and
-    /// its times in milliseconds.
+    /// `sources`, runs the program once, then times each kernel `reps` times on one stream from
+    /// a cold L2 ([`ColdTimer`]). Returns, in schedule order, every kernel's name, how it ran
+    /// (`tiles` with its block count, or `cublaslt`) and its times in milliseconds.
     pub fn profile_kernels(
         &mut self,
         sources: &BTreeMap<String, HostTensor>,
@@ -809,23 +815,16 @@ impl CudaExecutable {
         self.enqueue(&placement, &uploads)?;
         let streams = self.streams.clone();
         let main = &streams[0];
-        let flush = L2Flush::new().map_err(device_error)?;
-        let (start, end) = (
-            Event::timed().map_err(device_error)?,
-            Event::timed().map_err(device_error)?,
-        );
+        let timer = ColdTimer::new().map_err(device_error)?;
         let order: Vec<usize> = self.program.schedule.waves.concat();
         let mut profile = Vec::with_capacity(order.len());
         for k in order {
             let launch = placement.launches[k].clone();
             let mut times_ms = Vec::with_capacity(reps);
             for rep in 0..reps {
-                flush.flush(rep, main).map_err(device_error)?;
-                start.record(main).map_err(device_error)?;
+                timer.start(rep, main).map_err(device_error)?;
                 self.enqueue_one(k, &launch, main).map_err(device_error)?;
-                end.record(main).map_err(device_error)?;
-                end.synchronize().map_err(device_error)?;
-                times_ms.push(f64::from(start.elapsed_ms(&end).map_err(device_error)?));
+                times_ms.push(f64::from(timer.stop(main).map_err(device_error)?));
             }
             let how = match &launch {
                 Launch::Tiles { blocks, .. } => format!("tiles x{blocks}"),
