@@ -26,8 +26,9 @@ use std::io::Read;
 use std::path::Path;
 use tir_lower::Program;
 
-/// The package format version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The package format version this build writes and reads (2: kernel ABIs say whether the
+/// entry is persistent).
+pub const FORMAT_VERSION: u32 = 2;
 /// The first bytes of every package.
 pub const MAGIC: [u8; 8] = *b"TIRPKG\0\0";
 /// Magic, version, payload length, checksum.
@@ -318,6 +319,7 @@ mod tests {
                 params: 2,
                 dims: vec![],
                 grid_extents: false,
+                blocks_per_sm: None,
             })
             .collect();
         let cubins = |tag: u8| -> Vec<Vec<u8>> {
@@ -433,7 +435,7 @@ mod tests {
     #[test]
     fn other_versions_are_refused() {
         let mut bytes = to_bytes(&package()).unwrap();
-        for found in [0u32, FORMAT_VERSION + 1, u32::MAX] {
+        for found in [0u32, 1, FORMAT_VERSION + 1, u32::MAX] {
             bytes[8..12].copy_from_slice(&found.to_le_bytes());
             let err = from_bytes(&bytes, &p()).unwrap_err();
             match &err {
@@ -444,7 +446,7 @@ mod tests {
             }
             assert_eq!(
                 err.to_string(),
-                format!("model.tirpkg: package format version {found}, this build reads version 1")
+                format!("model.tirpkg: package format version {found}, this build reads version 2")
             );
         }
     }

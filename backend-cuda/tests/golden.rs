@@ -9,8 +9,10 @@ use std::path::PathBuf;
 use tir_lower::compile_graph;
 
 /// The graphs, one kernel kind each: elementwise with broadcasting, a row softmax, a matmul
-/// with a K loop and a fused epilogue, a gather, a KV-cache state update, an integer matmul.
-const CASES: &[(&str, &str)] = &[
+/// with a K loop and a fused epilogue, a gather, a KV-cache state update, an integer matmul,
+/// a batched matmul with one tile block per tile (matmuls are persistent by default); each with
+/// the `TIR_TUNE`-style spec it is compiled under.
+const CASES: &[(&str, &str, &str)] = &[
     (
         "broadcast_add",
         "%0 = input \"x\" : f16[n, 64]\n\
@@ -18,6 +20,7 @@ const CASES: &[(&str, &str)] = &[
          %2 = add %0, %1 : f16[n, 64]\n\
          %3 = relu %2 : f16[n, 64]\n\
          output \"y\" = %3\n",
+        "",
     ),
     (
         "softmax_rows",
@@ -28,6 +31,7 @@ const CASES: &[(&str, &str)] = &[
          %4 = reduce_sum %3 {axes = [1], keepdims = true} : f32[8, 1]\n\
          %5 = div %3, %4 : f32[8, 1000]\n\
          output \"y\" = %5\n",
+        "",
     ),
     (
         "matmul_gelu",
@@ -36,6 +40,7 @@ const CASES: &[(&str, &str)] = &[
          %2 = matmul %0, %1 : bf16[m, 192]\n\
          %3 = gelu_tanh %2 : bf16[m, 192]\n\
          output \"y\" = %3\n",
+        "",
     ),
     (
         "gather_rows",
@@ -43,6 +48,7 @@ const CASES: &[(&str, &str)] = &[
          %1 = input \"ids\" : i64[7]\n\
          %2 = gather %0, %1 {axis = 0} : f32[7, 32]\n\
          output \"y\" = %2\n",
+        "",
     ),
     (
         "kv_update",
@@ -52,6 +58,7 @@ const CASES: &[(&str, &str)] = &[
          %3 = state_write_slice %0, %1, %2 {axis = 1} : f16[4, 16, 8]\n\
          %4 = reduce_sum %3 {axes = [1], keepdims = false} : f16[4, 8]\n\
          output \"y\" = %4\n",
+        "",
     ),
     (
         "int_matmul",
@@ -59,6 +66,15 @@ const CASES: &[(&str, &str)] = &[
          %1 = input \"b\" : i32[7, 3]\n\
          %2 = matmul %0, %1 : i32[5, 3]\n\
          output \"y\" = %2\n",
+        "",
+    ),
+    (
+        "matmul_block_per_tile",
+        "%0 = input \"a\" : f16[3, m, 256]\n\
+         %1 = parameter \"w\" : f16[256, 320]\n\
+         %2 = matmul %0, %1 : f16[3, m, 320]\n\
+         output \"y\" = %2\n",
+        "matmul.persistent=0",
     ),
 ];
 
@@ -67,7 +83,9 @@ fn golden_dir() -> PathBuf {
 }
 
 /// The MLIR text of every kernel of `source`, kernel after kernel.
-fn emitted(name: &str, source: &str) -> (String, Vec<cutile_ir::Module>) {
+fn emitted(name: &str, source: &str, tune: &str) -> (String, Vec<cutile_ir::Module>) {
+    let mut tuning = Tuning::default();
+    tuning.apply(tune).unwrap_or_else(|e| panic!("{name}: {e}"));
     let text = format!("# tir graph, text form v1\n{source}");
     let graph = tir_graph::text::parse(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
     let compiled = compile_graph(&graph, &gpu_target(), &tir_opt::Limits::default())
@@ -75,7 +93,7 @@ fn emitted(name: &str, source: &str) -> (String, Vec<cutile_ir::Module>) {
     let mut mlir = String::new();
     let mut modules = Vec::new();
     for kernel in &compiled.program.kernels {
-        let hints = Tuning::default().hints_for(&compiled.program, kernel);
+        let hints = tuning.hints_for(&compiled.program, kernel);
         let generated = generate(kernel, &hints).unwrap_or_else(|e| panic!("{name}: {e}"));
         mlir.push_str(&format!("// kernel {}\n", kernel.name));
         mlir.push_str(&generated.module.to_mlir_text());
@@ -88,8 +106,8 @@ fn emitted(name: &str, source: &str) -> (String, Vec<cutile_ir::Module>) {
 #[test]
 fn emitted_mlir_matches_golden_files() {
     let bless = std::env::var_os("TIR_BLESS").is_some();
-    for (name, source) in CASES {
-        let (mlir, _) = emitted(name, source);
+    for (name, source, tune) in CASES {
+        let (mlir, _) = emitted(name, source, tune);
         let path = golden_dir().join(format!("{name}.mlir"));
         if bless {
             std::fs::write(&path, &mlir).unwrap();
@@ -109,8 +127,8 @@ fn emitted_mlir_matches_golden_files() {
 #[test]
 fn tileiras_accepts_every_golden_kernel_for_hopper_and_blackwell() {
     let toolchain = Toolchain::locate().expect("the Tile IR toolchain (see README)");
-    for (name, source) in CASES {
-        let (_, modules) = emitted(name, source);
+    for (name, source, tune) in CASES {
+        let (_, modules) = emitted(name, source, tune);
         for (i, module) in modules.iter().enumerate() {
             let bytes =
                 cutile_ir::bytecode::write_bytecode_version(module, toolchain.bytecode).unwrap();

@@ -6,7 +6,8 @@
 //! [`PARAM_ALIGN`]-byte aligned), then one `i64` per symbolic dim the body reads, then (for
 //! grids of two or more axes) one `i64` per grid extent. The launch grid is one-dimensional
 //! (the product of the extents, at most 2^31 - 1); the entry recovers each axis's program id by
-//! division, row-major or in groups of rows ([`KernelHints::group_rows`]). Views become
+//! division, row-major or in groups of rows ([`KernelHints::group_rows`]); a persistent entry
+//! ([`KernelHints::persistent`]) runs its body in a loop over tile ids instead. Views become
 //! `make_tensor_view` (static shapes and strides where the tile IR has constants), tile loads
 //! and stores become partition-view loads and stores, token-ordered for mutable parameters only;
 //! gathers become masked pointer loads; tiles of 16-bit floats compute in `f32` and round after
@@ -53,6 +54,9 @@ pub struct KernelAbi {
     pub dims: Vec<String>,
     /// Then, when true, each grid extent as `i64`.
     pub grid_extents: bool,
+    /// When set, the entry is persistent: each tile block walks tiles `id, id + blocks, ...`
+    /// until the grid's end, so the runtime launches at most this many blocks per SM.
+    pub blocks_per_sm: Option<u8>,
 }
 
 /// Tuning choices for one kernel. They change speed, never results; `None` leaves the choice
@@ -74,6 +78,10 @@ pub struct KernelHints {
     /// The latency (1..=10) `tileiras` should plan tile loads for: higher values pipeline
     /// loads deeper ahead of their use.
     pub load_latency: Option<u8>,
+    /// Launch at most this many tile blocks per SM (1..=4), each looping over the grid's tiles
+    /// in strides of the block count, instead of one block per tile: a block's next tile
+    /// follows its last one with no launch or block start in between.
+    pub persistent: Option<u8>,
 }
 
 impl KernelHints {
@@ -158,7 +166,8 @@ fn body_dims(kernel: &TileKernel) -> Vec<String> {
 /// `hints`.
 pub fn generate(kernel: &TileKernel, hints: &KernelHints) -> Result<Generated, CodegenError> {
     let dims = body_dims(kernel);
-    let grid_extents = kernel.grid.len() > 1;
+    let persistent = hints.persistent.filter(|_| !kernel.grid.is_empty());
+    let grid_extents = kernel.grid.len() > 1 || persistent.is_some();
     let mut arg_types: Vec<Type> = kernel
         .params
         .iter()
@@ -189,7 +198,11 @@ pub fn generate(kernel: &TileKernel, hints: &KernelHints) -> Result<Generated, C
         hints: *hints,
     };
     t.assume_aligned_params();
-    t.block(&kernel.body)?;
+    if persistent.is_some() {
+        t.tile_loop(&kernel.body)?;
+    } else {
+        t.block(&kernel.body)?;
+    }
     t.e.op(Opcode::Return, &[], vec![], vec![]);
     let entry = entry_name(&kernel.name);
     let mut module = t.e.module;
@@ -214,6 +227,7 @@ pub fn generate(kernel: &TileKernel, hints: &KernelHints) -> Result<Generated, C
             params: n,
             dims,
             grid_extents,
+            blocks_per_sm: persistent,
         },
     })
 }
@@ -313,6 +327,36 @@ impl Translator<'_> {
         let v = self.e.int_resize(ids[0], ScalarType::I64, false);
         self.block_id = Some(v);
         v
+    }
+
+    /// `body` once per tile of the grid, for a persistent entry: block `b` of `B` runs tiles
+    /// `b, b + B, ...` below the product of the grid's extents, each with its flat id as the
+    /// block id. Tiles write disjoint regions (what the kernel's certificate proves of tile
+    /// blocks), so running several in one block in any order computes the same.
+    fn tile_loop(&mut self, body: &Block) -> Res<()> {
+        let first = self.block_id();
+        let mut tiles = self.extents[0];
+        for k in 1..self.extents.len() {
+            tiles = self.e.muli(tiles, self.extents[k]);
+        }
+        let i32t = tile(ScalarType::I32, &[]);
+        let counts = self.e.op(
+            Opcode::GetNumTileBlocks,
+            &[],
+            vec![],
+            vec![i32t.clone(), i32t.clone(), i32t],
+        );
+        let blocks = self.e.int_resize(counts[0], ScalarType::I64, false);
+        let (region, block, ids) = build_single_block_region(&mut self.e.module, &[index_ty()]);
+        let outer = std::mem::replace(&mut self.e.block, block);
+        self.block_id = Some(ids[0]);
+        let translated = self.block(body);
+        self.e.op(Opcode::Continue, &[], vec![], vec![]);
+        self.e.block = outer;
+        translated?;
+        self.e
+            .region_op(Opcode::For, &[first, tiles, blocks], vec![], vec![], region);
+        Ok(())
     }
 
     fn program_id(&mut self, axis: usize) -> Res<Value> {

@@ -28,6 +28,8 @@ pub struct Gpu {
     pub arch: String,
     /// The driver's CUDA version, e.g. `13.0`.
     pub driver: String,
+    /// Streaming multiprocessors (132 on an H100 SXM).
+    pub sms: u32,
 }
 
 impl Gpu {
@@ -59,6 +61,7 @@ impl Gpu {
         };
         let major = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
         let minor = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+        let sms = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
         let mut version = 0i32;
         // SAFETY: writes one int.
         call("cuDriverGetVersion", unsafe {
@@ -70,6 +73,7 @@ impl Gpu {
             name: call("cuDeviceGetName", result::device::get_name(device))?,
             arch: format!("sm_{major}{minor}"),
             driver: format!("{}.{}", version / 1000, (version % 1000) / 10),
+            sms: sms.max(1) as u32,
         })
     }
 

@@ -483,6 +483,11 @@ impl CudaExecutable {
             if abi.grid_extents {
                 args.extend(extents.iter().map(|&e| e as u64));
             }
+            // A persistent entry loops over the grid's tiles, so fills the GPU once at most.
+            let blocks = match abi.blocks_per_sm {
+                Some(per_sm) => blocks.min(i64::from(self.gpu.sms) * i64::from(per_sm)),
+                None => blocks,
+            };
             let tiles = Launch::Tiles {
                 blocks: blocks as u32,
                 args,

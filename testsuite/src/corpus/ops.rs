@@ -604,6 +604,17 @@ fn matmuls(c: &mut Corpus) -> Result<()> {
             );
         }
     }
+    // More 128x128 output tiles (24 x 24) than an H100 runs at once even at four per SM, so a
+    // persistent matmul entry loops over several tiles per block.
+    let g = GraphBuilder::new();
+    let a = g.input("a", DType::F16, shape![3072, 8])?;
+    g.output("y", &a.matmul(&g.input("b", DType::F16, shape![8, 3072])?)?)?;
+    c.add_static(
+        "op/matmul/f16/many_tiles".into(),
+        g.finish()?,
+        Values::Uniform(-1.0, 3.0),
+        Tolerance::matmul(8),
+    );
     Ok(())
 }
 
