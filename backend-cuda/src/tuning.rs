@@ -3,7 +3,8 @@
 //!
 //! The defaults are the choices measured best on an H100 (`bench/RESULTS.md` has the search):
 //! 128x128 matmul tiles with a K step of 32, walked in groups of 8 tile rows by persistent
-//! entries of one tile block per SM (3% to 8% faster than one block per tile), and a K step of
+//! entries of one tile block per SM for grids of [`PERSISTENT_MIN_TILES`] tiles or more (4% to
+//! 10% faster than one block per tile), and a K step of
 //! 128 for matrix-vector products (the decode step 15% faster than at 32); row reductions one
 //! 4096-element row per tile block at occupancy 4 (a register budget that fits four blocks per
 //! SM: 1.7x to 2.9x faster than two rows per block without the hint), longer rows without it,
@@ -26,6 +27,13 @@ use tir_lower::{Program, TileShapes};
 /// tensor maps costs about a microsecond a launch (a chain of dependent 16x16 matmuls took
 /// 2.05 µs a kernel with TMA, 1.08 without), about as long as moving a MiB from HBM.
 pub const SMALL_KERNEL_BYTES: u64 = 1 << 20;
+
+/// Grids of fewer tiles than this (two waves of one block per SM on an H100), or whose size is
+/// known only at run time, get no persistent entry whatever their kind's hints say: the loop
+/// makes `tileiras` emit several times the code (20 KB against 3 KB for a 16x16 matmul), which
+/// cost 1.3 µs a launch in a chain of tiny matmuls and made the decode step's matrix-vector
+/// products (32 to 86 tiles) 5% slower, while grids of 1024 tiles and more gained 4% to 10%.
+pub const PERSISTENT_MIN_TILES: i64 = 264;
 
 /// The environment variable that overrides the defaults.
 pub const TUNE_ENV: &str = "TIR_TUNE";
@@ -151,13 +159,17 @@ impl Tuning {
 
     /// The hints `kernel` of `program` is compiled with: those of its kind, except that a row
     /// reduction whose rows exceed the row budget gets no occupancy hint (a budget of registers
-    /// made for 4096-element rows spills longer ones: 1184 bytes a thread for 32768), and a
-    /// kernel of fewer than [`SMALL_KERNEL_BYTES`] gets no TMA unless its kind's hints ask.
+    /// made for 4096-element rows spills longer ones: 1184 bytes a thread for 32768), a grid
+    /// below [`PERSISTENT_MIN_TILES`] gets no persistent entry, and a kernel of fewer than
+    /// [`SMALL_KERNEL_BYTES`] gets no TMA unless its kind's hints ask.
     pub fn hints_for(&self, program: &Program, kernel: &TileKernel) -> KernelHints {
         let kind = kernel_kind(&kernel.name);
         let mut hints = self.hints.get(kind).copied().unwrap_or_default();
         if kind == "row_reduction" && largest_tile(kernel) > self.tiles.row_elements {
             hints.occupancy = None;
+        }
+        if static_tiles(kernel).is_none_or(|tiles| tiles < PERSISTENT_MIN_TILES) {
+            hints.persistent = None;
         }
         let small = kernel_bytes(program, kernel).is_some_and(|b| b < SMALL_KERNEL_BYTES);
         if hints.allow_tma.is_none() && small {
@@ -165,6 +177,12 @@ impl Tuning {
         }
         hints
     }
+}
+
+/// The tile count of `kernel`'s grid, when it depends on no symbolic dim.
+fn static_tiles(kernel: &TileKernel) -> Option<i64> {
+    let extents = kernel.grid_extents(&BTreeMap::new()).ok()?;
+    Some(extents.iter().product())
 }
 
 /// The bytes of every tensor `kernel` takes, when all their shapes are static.
@@ -265,6 +283,19 @@ mod tests {
         let mut asked = Tuning::default();
         asked.apply("matmul.tma=1").unwrap();
         assert_eq!(matmul_hints(&asked, 16).allow_tma, Some(true));
+    }
+
+    #[test]
+    fn only_large_static_grids_are_persistent() {
+        let defaults = Tuning::default();
+        // 2048 / 128 = 16 tiles a side: 256 tiles, under the minimum; 4096: 1024 tiles.
+        assert_eq!(matmul_hints(&defaults, 2048).persistent, None);
+        assert_eq!(matmul_hints(&defaults, 4096).persistent, Some(1));
+        let symbolic = hints_of(&defaults, "matmul", |g| {
+            let a = g.input("a", DType::F16, shape!["m", 4096])?;
+            a.matmul(&g.input("b", DType::F16, shape![4096, 4096])?)
+        });
+        assert_eq!(symbolic.persistent, None);
     }
 
     #[test]

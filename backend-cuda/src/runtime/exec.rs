@@ -23,7 +23,7 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 use tir_graph::eval::HostTensor;
 use tir_lower::run::{self, type_name};
-use tir_lower::tile::{IndexOp, LibraryCall, TileKernel, TileOp};
+use tir_lower::tile::{LibraryCall, TileKernel};
 use tir_lower::{BackendError, Executable, Program, RunOutputs, Storage};
 
 /// How [`Executable::run`] executes.
@@ -209,53 +209,6 @@ fn device_error(reason: String) -> BackendError {
         kernel: "(device)".into(),
         reason,
     }
-}
-
-/// The grid extents of `kernel` for `dims` (its grid body is index arithmetic on dims).
-fn grid(kernel: &TileKernel, dims: &BTreeMap<String, u64>) -> Result<Vec<i64>, String> {
-    let mut values: BTreeMap<u32, i64> = BTreeMap::new();
-    for stmt in &kernel.grid_body.stmts {
-        let get = |v: &tir_lower::tile::ValueId| {
-            values
-                .get(&v.0)
-                .copied()
-                .ok_or_else(|| format!("grid value {v} is undefined"))
-        };
-        let value = match &stmt.op {
-            TileOp::Dim { name } => dims
-                .get(name)
-                .map(|&d| d as i64)
-                .ok_or_else(|| format!("symbolic dim `{name}` is not bound"))?,
-            TileOp::Index { value } => *value,
-            TileOp::IndexArith { op, a, b } => {
-                let (a, b) = (get(a)?, get(b)?);
-                let r = match op {
-                    IndexOp::Add => a.checked_add(b),
-                    IndexOp::Sub => a.checked_sub(b),
-                    IndexOp::Mul => a.checked_mul(b),
-                    IndexOp::Div => a.checked_div(b),
-                    IndexOp::Rem => a.checked_rem(b),
-                    IndexOp::Min => Some(a.min(b)),
-                    IndexOp::Max => Some(a.max(b)),
-                };
-                r.ok_or_else(|| format!("grid arithmetic {a} {op:?} {b} overflows"))?
-            }
-            other => return Err(format!("unexpected {other:?} in the grid")),
-        };
-        if let Some((id, _)) = stmt.defs.first() {
-            values.insert(id.0, value);
-        }
-    }
-    kernel
-        .grid
-        .iter()
-        .map(|v| {
-            values
-                .get(&v.0)
-                .copied()
-                .ok_or_else(|| format!("grid extent {v} is undefined"))
-        })
-        .collect()
 }
 
 /// The shape and buffers of kernel's library matmul under `dims`, with buffer `addresses`.
@@ -461,7 +414,9 @@ impl CudaExecutable {
         let mut timer = None;
         for k in 0..self.kernels.len() {
             let (kernel, abi) = (&self.program.kernels[k], &self.abis[k]);
-            let extents = grid(kernel, &dims).map_err(|e| kernel_error(kernel, e))?;
+            let extents = kernel
+                .grid_extents(&dims)
+                .map_err(|e| kernel_error(kernel, e))?;
             let blocks = extents
                 .iter()
                 .try_fold(1i64, |a, &e| a.checked_mul(e.max(0)))
@@ -985,39 +940,5 @@ mod tests {
         assert_eq!(MatmulPolicy::parse("").unwrap(), MatmulPolicy::default());
         let e = MatmulPolicy::parse("k1=fast").unwrap_err();
         assert!(e.contains("`fast`"), "{e}");
-    }
-
-    #[test]
-    fn grids_evaluate_from_dims() {
-        use tir_lower::tile::{Block, Stmt, Type, ValueId};
-        let stmt = |id: u32, op: TileOp| Stmt {
-            defs: vec![(ValueId(id), Type::Index)],
-            op,
-        };
-        let kernel = TileKernel {
-            name: "k".into(),
-            params: vec![],
-            writes: vec![],
-            grid: vec![ValueId(2), ValueId(1)],
-            grid_body: Block {
-                stmts: vec![
-                    stmt(0, TileOp::Dim { name: "n".into() }),
-                    stmt(1, TileOp::Index { value: 4 }),
-                    stmt(
-                        2,
-                        TileOp::IndexArith {
-                            op: IndexOp::Div,
-                            a: ValueId(0),
-                            b: ValueId(1),
-                        },
-                    ),
-                ],
-            },
-            body: Block::default(),
-            library: None,
-        };
-        let dims = BTreeMap::from([("n".to_string(), 10)]);
-        assert_eq!(grid(&kernel, &dims).unwrap(), vec![2, 4]);
-        assert!(grid(&kernel, &BTreeMap::new()).unwrap_err().contains("`n`"));
     }
 }

@@ -15,6 +15,7 @@
 //! `f32` and round), matmul accumulates in `f32` for 16- and 32-bit floats ([`TileOp::Mma`]).
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use tir_graph::{BinaryOp, DType, ReduceOp, UnaryOp};
 
 /// An SSA value of a kernel.
@@ -323,6 +324,53 @@ impl TileKernel {
         walk_block(&self.grid_body, f);
         walk_block(&self.body, f);
     }
+
+    /// The grid's extents for `dims` (`grid_body` is index arithmetic on dims); an error names
+    /// an unbound dim or the arithmetic that overflows.
+    pub fn grid_extents(&self, dims: &BTreeMap<String, u64>) -> Result<Vec<i64>, String> {
+        let mut values: BTreeMap<u32, i64> = BTreeMap::new();
+        for stmt in &self.grid_body.stmts {
+            let get = |v: &ValueId| {
+                values
+                    .get(&v.0)
+                    .copied()
+                    .ok_or_else(|| format!("grid value {v} is undefined"))
+            };
+            let value = match &stmt.op {
+                TileOp::Dim { name } => dims
+                    .get(name)
+                    .map(|&d| d as i64)
+                    .ok_or_else(|| format!("symbolic dim `{name}` is not bound"))?,
+                TileOp::Index { value } => *value,
+                TileOp::IndexArith { op, a, b } => {
+                    let (a, b) = (get(a)?, get(b)?);
+                    let r = match op {
+                        IndexOp::Add => a.checked_add(b),
+                        IndexOp::Sub => a.checked_sub(b),
+                        IndexOp::Mul => a.checked_mul(b),
+                        IndexOp::Div => a.checked_div(b),
+                        IndexOp::Rem => a.checked_rem(b),
+                        IndexOp::Min => Some(a.min(b)),
+                        IndexOp::Max => Some(a.max(b)),
+                    };
+                    r.ok_or_else(|| format!("grid arithmetic {a} {op:?} {b} overflows"))?
+                }
+                other => return Err(format!("unexpected {other:?} in the grid")),
+            };
+            if let Some((id, _)) = stmt.defs.first() {
+                values.insert(id.0, value);
+            }
+        }
+        self.grid
+            .iter()
+            .map(|v| {
+                values
+                    .get(&v.0)
+                    .copied()
+                    .ok_or_else(|| format!("grid extent {v} is undefined"))
+            })
+            .collect()
+    }
 }
 
 fn walk_block(block: &Block, f: &mut impl FnMut(&Stmt)) {
@@ -331,5 +379,46 @@ fn walk_block(block: &Block, f: &mut impl FnMut(&Stmt)) {
         if let TileOp::For { body, .. } = &stmt.op {
             walk_block(body, f);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grids_evaluate_from_dims() {
+        let stmt = |id: u32, op: TileOp| Stmt {
+            defs: vec![(ValueId(id), Type::Index)],
+            op,
+        };
+        let kernel = TileKernel {
+            name: "k".into(),
+            params: vec![],
+            writes: vec![],
+            grid: vec![ValueId(2), ValueId(1)],
+            grid_body: Block {
+                stmts: vec![
+                    stmt(0, TileOp::Dim { name: "n".into() }),
+                    stmt(1, TileOp::Index { value: 4 }),
+                    stmt(
+                        2,
+                        TileOp::IndexArith {
+                            op: IndexOp::Div,
+                            a: ValueId(0),
+                            b: ValueId(1),
+                        },
+                    ),
+                ],
+            },
+            body: Block::default(),
+            library: None,
+        };
+        let dims = BTreeMap::from([("n".to_string(), 10)]);
+        assert_eq!(kernel.grid_extents(&dims).unwrap(), vec![2, 4]);
+        assert!(kernel
+            .grid_extents(&BTreeMap::new())
+            .unwrap_err()
+            .contains("`n`"));
     }
 }
