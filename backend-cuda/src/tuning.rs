@@ -3,8 +3,8 @@
 //!
 //! The defaults are the choices measured best on an H100 (`bench/RESULTS.md` has the search):
 //! 128x128 matmul tiles with a K step of 32, walked in groups of 8 tile rows by persistent
-//! entries of one tile block per SM for grids of [`PERSISTENT_MIN_TILES`] tiles or more (4% to
-//! 10% faster than one block per tile), and a K step of
+//! entries of one tile block per SM for grids of [`PERSISTENT_MIN_TILES`] tiles or more that are
+//! not matrix-vector products (4% to 10% faster than one block per tile), and a K step of
 //! 128 for matrix-vector products (the decode step 15% faster than at 32); row reductions one
 //! 4096-element row per tile block at occupancy 4 (a register budget that fits four blocks per
 //! SM: 1.7x to 2.9x faster than two rows per block without the hint), longer rows without it,
@@ -20,8 +20,8 @@
 use crate::codegen::{kernel_kind, KernelHints};
 use std::collections::BTreeMap;
 use tir_lower::plan::buffer_bytes;
-use tir_lower::tile::{TileKernel, Type};
-use tir_lower::{Program, TileShapes};
+use tir_lower::tile::{TileKernel, TileOp, Type};
+use tir_lower::{Program, TileShapes, MATVEC_M};
 
 /// Kernels whose parameters hold fewer bytes than this are compiled without TMA: setting up the
 /// tensor maps costs about a microsecond a launch (a chain of dependent 16x16 matmuls took
@@ -33,6 +33,9 @@ pub const SMALL_KERNEL_BYTES: u64 = 1 << 20;
 /// makes `tileiras` emit several times the code (20 KB against 3 KB for a 16x16 matmul), which
 /// cost 1.3 µs a launch in a chain of tiny matmuls and made the decode step's matrix-vector
 /// products (32 to 86 tiles) 5% slower, while grids of 1024 tiles and more gained 4% to 10%.
+/// Matrix-vector products (an m tile of at most [`MATVEC_M`] rows) get none either: they are
+/// memory-bound, and one block per SM keeps too few loads in flight (the decode step's
+/// 512-tile product of a query with its keys cost 0.02 ms more as one).
 pub const PERSISTENT_MIN_TILES: i64 = 264;
 
 /// The environment variable that overrides the defaults.
@@ -168,7 +171,8 @@ impl Tuning {
         if kind == "row_reduction" && largest_tile(kernel) > self.tiles.row_elements {
             hints.occupancy = None;
         }
-        if static_tiles(kernel).is_none_or(|tiles| tiles < PERSISTENT_MIN_TILES) {
+        let matvec = mma_rows(kernel).is_some_and(|rows| rows <= MATVEC_M);
+        if matvec || static_tiles(kernel).is_none_or(|tiles| tiles < PERSISTENT_MIN_TILES) {
             hints.persistent = None;
         }
         let small = kernel_bytes(program, kernel).is_some_and(|b| b < SMALL_KERNEL_BYTES);
@@ -183,6 +187,19 @@ impl Tuning {
 fn static_tiles(kernel: &TileKernel) -> Option<i64> {
     let extents = kernel.grid_extents(&BTreeMap::new()).ok()?;
     Some(extents.iter().product())
+}
+
+/// The rows of the accumulator tile of `kernel`'s first matrix product, if it has one.
+fn mma_rows(kernel: &TileKernel) -> Option<u64> {
+    let mut rows = None;
+    kernel.walk(&mut |stmt| {
+        if let (TileOp::Mma { .. }, Some((_, Type::Tile { shape, .. }))) =
+            (&stmt.op, stmt.defs.first())
+        {
+            rows = rows.or(shape.iter().rev().nth(1).copied());
+        }
+    });
+    rows
 }
 
 /// The bytes of every tensor `kernel` takes, when all their shapes are static.
@@ -296,6 +313,12 @@ mod tests {
             a.matmul(&g.input("b", DType::F16, shape![4096, 4096])?)
         });
         assert_eq!(symbolic.persistent, None);
+        // 1x128 rows against 8192 columns in 64 batches: 4096 tiles of one row each.
+        let matvec = hints_of(&defaults, "matmul", |g| {
+            let a = g.input("a", DType::F16, shape![64, 1, 128])?;
+            a.matmul(&g.input("b", DType::F16, shape![64, 128, 8192])?)
+        });
+        assert_eq!(matvec.persistent, None);
     }
 
     #[test]

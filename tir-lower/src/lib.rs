@@ -12,7 +12,7 @@ pub mod tile;
 
 pub use backend::{Backend, BackendError, Capabilities, Executable, Registry, RunOutputs};
 pub use program::{Buffer, Program, Signature, Storage};
-pub use target::{Target, TileShapes};
+pub use target::{Target, TileShapes, MATVEC_M};
 pub mod lower;
 
 pub use lower::LowerError;
