@@ -3,7 +3,8 @@
 # toolchain (the device tool's machines).
 #
 #   bash scripts/gpu-conform.sh prepare      # here: build, compile every case's kernels for
-#                                            # sm_90 into a kernel cache, pack it (xz) with
+#                                            # sm_90 (for the `auto` and the `generated` matmul
+#                                            # paths) into a kernel cache, pack it (xz) with
 #                                            # the binaries in .device/conform/
 #   bash scripts/gpu-conform.sh run [MODE..] # there: unpack, then tir-conform --backend cuda
 #                                            # per mode (sync, graph, async; default: all)
@@ -15,7 +16,9 @@ prepare)
     cargo build --release --locked -q -p testsuite -p tirc --bin tir-conform --bin tirc
     mkdir -p .device/conform
     export TIR_CACHE_DIR="$PWD/target/conform-cache"
+    # Both lowerings: `auto` and `cublaslt` keep float matmul epilogues apart, `generated` fuses.
     target/release/tir-conform --backend cuda --compile-only --arch sm_90
+    target/release/tir-conform --backend cuda --compile-only --arch sm_90 --matmul generated
     tar -C "$TIR_CACHE_DIR/.." -cJf .device/conform/cache.tar.xz "$(basename "$TIR_CACHE_DIR")"
     cp target/release/tir-conform target/release/tirc .device/conform/
     ;;

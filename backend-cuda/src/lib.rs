@@ -20,14 +20,21 @@ use std::rc::Rc;
 use tir_graph::DType;
 use tir_lower::{Backend, BackendError, Capabilities, Executable, Program, Target};
 
-/// What lowering aims at for NVIDIA GPUs: the tile shapes of [`tuning::Tuning`] (the
-/// defaults, or `$TIR_TUNE`'s; a `$TIR_TUNE` that cannot be read is reported when kernels are
-/// compiled, and lowering meanwhile uses the defaults).
-pub fn gpu_target() -> Target {
-    Target {
+/// What lowering aims at for NVIDIA GPUs when matmuls take the paths of `matmul`: the tile
+/// shapes of [`tuning::Tuning`] (the defaults, or `$TIR_TUNE`'s; a `$TIR_TUNE` that cannot be
+/// read is reported when kernels are compiled, and lowering meanwhile uses the defaults), and
+/// elementwise epilogues fused into float matmuls only when matmuls run on the generated kernel
+/// by default. Where cuBLASLt may run them (`auto`, `cublaslt`), an epilogue would tie the
+/// product to the generated kernel, and cuBLASLt with the epilogue as a separate pass is faster:
+/// mlp's first product took 0.477 ms with its gelu fused, against 0.348 ms on cuBLASLt plus an
+/// estimated 0.045 ms for the gelu over its output (H100, `bench/RESULTS.md`).
+pub fn gpu_target(matmul: &MatmulPolicy) -> Target {
+    let mut target = Target {
         tiles: tuning::Tuning::from_env().unwrap_or_default().tiles,
         ..Target::default()
-    }
+    };
+    target.fusion.fuse_matmul_epilogue = matmul.default == MatmulPath::Generated;
+    target
 }
 
 /// The CUDA backend (`"cuda"`): compiles kernels for the GPU of this machine (through the
@@ -102,6 +109,14 @@ impl CudaBackend {
         self.compiler()?.compile(program, archs)
     }
 
+    /// The matmul paths: those set with `with_matmul`, else `$TIR_MATMUL`'s.
+    fn matmul_policy(&self) -> Result<MatmulPolicy, BackendError> {
+        match &self.matmul {
+            Some(p) => Ok(p.clone()),
+            None => MatmulPolicy::from_env().map_err(BackendError::BadInput),
+        }
+    }
+
     /// [`Backend::compile`] with the concrete executable type.
     pub fn compile_cuda(&self, program: &Program) -> Result<CudaExecutable, BackendError> {
         let gpu = self.gpu()?;
@@ -141,11 +156,7 @@ impl CudaBackend {
             }
         })?;
         exe.set_mode(self.mode);
-        let policy = match &self.matmul {
-            Some(p) => p.clone(),
-            None => MatmulPolicy::from_env().map_err(BackendError::BadInput)?,
-        };
-        exe.set_matmul_policy(policy);
+        exe.set_matmul_policy(self.matmul_policy()?);
         exe.set_poison(self.poison);
         Ok(exe)
     }
@@ -156,8 +167,10 @@ impl Backend for CudaBackend {
         "cuda"
     }
 
+    /// [`gpu_target`] for this backend's matmul policy (the default policy when `$TIR_MATMUL`
+    /// cannot be read; running then reports it).
     fn target(&self) -> Target {
-        gpu_target()
+        gpu_target(&self.matmul_policy().unwrap_or_default())
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -225,4 +238,24 @@ pub fn doctor() -> (String, bool) {
         }
     }
     (out, ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn epilogues_fuse_into_matmuls_only_on_the_generated_path() {
+        let fuses = |text: &str| {
+            let policy = MatmulPolicy::parse(text).unwrap();
+            gpu_target(&policy).fusion.fuse_matmul_epilogue
+        };
+        assert!(fuses("generated"));
+        assert!(
+            fuses("generated,k1_matmul=cublaslt"),
+            "the default path decides"
+        );
+        assert!(!fuses("auto"));
+        assert!(!fuses("cublaslt"));
+    }
 }

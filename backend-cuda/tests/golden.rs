@@ -4,7 +4,7 @@
 
 use backend_cuda::codegen::generate;
 use backend_cuda::tuning::Tuning;
-use backend_cuda::{gpu_target, Toolchain};
+use backend_cuda::{gpu_target, MatmulPath, MatmulPolicy, Toolchain};
 use std::path::PathBuf;
 use tir_lower::compile_graph;
 
@@ -78,7 +78,12 @@ fn golden_dir() -> PathBuf {
 fn emitted(name: &str, source: &str) -> (String, Vec<cutile_ir::Module>) {
     let text = format!("# tir graph, text form v1\n{source}");
     let graph = tir_graph::text::parse(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
-    let compiled = compile_graph(&graph, &gpu_target(), &tir_opt::Limits::default())
+    // Lowered for the generated matmul path, the one that fuses epilogues into matmuls.
+    let policy = MatmulPolicy {
+        default: MatmulPath::Generated,
+        ..MatmulPolicy::default()
+    };
+    let compiled = compile_graph(&graph, &gpu_target(&policy), &tir_opt::Limits::default())
         .unwrap_or_else(|e| panic!("{name}: {e}"));
     let mut mlir = String::new();
     let mut modules = Vec::new();

@@ -96,8 +96,8 @@ fn write_json(path: &Path, value: &serde_json::Value) -> Result<(), String> {
 /// Lowers and compiles `graph`'s kernels for `arch` with `backend`; returns the seconds taken.
 fn compile_one(backend: &CudaBackend, graph: &Graph, arch: &str) -> Result<f64, String> {
     let start = Instant::now();
-    let target = backend_cuda::gpu_target();
-    let compiled = compile_graph(graph, &target, &Limits::default()).map_err(|e| e.to_string())?;
+    let compiled =
+        compile_graph(graph, &backend.target(), &Limits::default()).map_err(|e| e.to_string())?;
     backend
         .compile_for(&compiled.program, &[arch.to_string()])
         .map_err(|e| e.to_string())?;
@@ -106,8 +106,8 @@ fn compile_one(backend: &CudaBackend, graph: &Graph, arch: &str) -> Result<f64, 
 
 fn compile(out: &Path, arch: &str, filter: Option<&str>) -> Result<(), String> {
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
-    let backend = CudaBackend::new();
     for w in matching(filter)? {
+        let backend = CudaBackend::new().with_matmul(MatmulPolicy::parse(w.matmul)?);
         let seconds = compile_one(&backend, &w.graph, arch)?;
         println!("{:<40} compiled in {seconds:.2} s", w.name);
     }
@@ -153,13 +153,13 @@ fn compile(out: &Path, arch: &str, filter: Option<&str>) -> Result<(), String> {
 }
 
 fn print_mlir(filter: &str, bytecode: Option<&Path>) -> Result<(), String> {
-    let target = backend_cuda::gpu_target();
     let tuning = backend_cuda::tuning::Tuning::from_env()?;
     // The bytecode version comes from the toolchain, needed only when writing bytecode.
     let compiler = bytecode
         .map(|_| backend_cuda::KernelCompiler::from_env())
         .transpose()?;
     for w in matching(Some(filter))? {
+        let target = backend_cuda::gpu_target(&MatmulPolicy::parse(w.matmul)?);
         let compiled =
             compile_graph(&w.graph, &target, &Limits::default()).map_err(|e| e.to_string())?;
         for kernel in &compiled.program.kernels {

@@ -15,7 +15,7 @@ use serde::Serialize;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 use tir_graph::eval::{evaluate, HostTensor};
-use tir_lower::{compile_graph, Backend};
+use tir_lower::{compile_graph, Backend, Target};
 use tir_opt::Limits;
 
 /// Where a failed case went wrong.
@@ -191,17 +191,17 @@ fn execute(backend: &dyn Backend, case: &Case, checks: &mut Vec<TensorCheck>) ->
     Outcome::Passed
 }
 
-/// Lowers `case` for the CUDA backend's target and compiles every kernel to a cubin for each of
-/// `archs`, without a GPU: passed when `tileiras` accepts them all. Never panics.
+/// Lowers `case` for `target` (the CUDA backend's) and compiles every kernel to a cubin for each
+/// of `archs`, without a GPU: passed when `tileiras` accepts them all. Never panics.
 pub fn compile_case(
     compiler: &backend_cuda::KernelCompiler,
+    target: &Target,
     case: &Case,
     archs: &[String],
 ) -> CaseResult {
     let start = Instant::now();
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        let target = backend_cuda::gpu_target();
-        let compiled = match compile_graph(&case.graph, &target, &Limits::default()) {
+        let compiled = match compile_graph(&case.graph, target, &Limits::default()) {
             Ok(c) => c,
             Err(e) => return fail(Stage::Lower, e.to_string()),
         };

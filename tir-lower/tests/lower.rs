@@ -147,6 +147,30 @@ fn a_plain_matmul_carries_a_library_call_and_a_fused_one_does_not() {
     assert!(ints.kernels.iter().all(|k| k.library.is_none()));
 }
 
+#[test]
+fn a_store_chain_that_moves_nothing_keeps_the_library_call() {
+    // Split heads at one token: [1, 1, 64] -> [1, 1, 4, 16] -> [1, 4, 1, 16] is the same bytes.
+    let one = lower_text(
+        "%0 = input \"x\" : f16[1, 1, 32]\n%1 = parameter \"w\" : f16[32, 64]\n\
+         %2 = matmul %0, %1 : f16[1, 1, 64]\n\
+         %3 = reshape %2 {dims = [1, 1, 4, 16]} : f16[1, 1, 4, 16]\n\
+         %4 = permute %3 {perm = [0, 2, 1, 3]} : f16[1, 4, 1, 16]\noutput \"y\" = %4\n",
+    );
+    assert_eq!(one.kernels.len(), 1);
+    assert!(one.kernels[0].library.is_some(), "split heads at one token");
+    // A transposed product moves every element: no library call.
+    let transposed = lower_text(
+        "%0 = input \"x\" : f16[4, 32]\n%1 = parameter \"w\" : f16[32, 64]\n\
+         %2 = matmul %0, %1 : f16[4, 64]\n%3 = permute %2 {perm = [1, 0]} : f16[64, 4]\n\
+         output \"y\" = %3\n",
+    );
+    assert_eq!(transposed.kernels.len(), 1);
+    assert!(
+        transposed.kernels[0].library.is_none(),
+        "a transposed store"
+    );
+}
+
 /// The K step of the single matmul kernel of `m`x`k` @ `k`x64 (f16), under tiles with a K step
 /// of 32 and a matrix-vector K step of 128.
 fn matmul_k_step(m: u64, k: u64) -> u64 {

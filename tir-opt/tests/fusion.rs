@@ -76,6 +76,25 @@ fn without_epilogue_fusion_the_mlp_has_four_kernels() {
 }
 
 #[test]
+fn integer_matmuls_keep_their_epilogues_without_epilogue_fusion() {
+    let options = OptOptions {
+        target: FusionTarget {
+            fuse_matmul_epilogue: false,
+            ..FusionTarget::default()
+        },
+        ..OptOptions::default()
+    };
+    let g = GraphBuilder::new();
+    let a = g.input("a", DType::I32, shape![8, 16]).unwrap();
+    let b = g.input("b", DType::I32, shape![16, 4]).unwrap();
+    g.output("y", &a.matmul(&b).unwrap().relu().unwrap())
+        .unwrap();
+    let fused = fuse_with(&g.finish().unwrap(), &options);
+    assert_eq!(kinds(&fused), [KernelKind::MatMul]);
+    assert_eq!(ops(&fused, 0), ["matmul", "relu"]);
+}
+
+#[test]
 fn a_matmul_used_by_two_kernels_is_never_recomputed() {
     let g = GraphBuilder::new();
     let x = g.input("x", DType::F32, shape![16, 32]).unwrap();

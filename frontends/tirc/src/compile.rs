@@ -134,9 +134,15 @@ fn same_file(a: &Path, b: &Path) -> bool {
 /// Runs `tirc compile` on `graph` (read from `args`' file); returns the summary line.
 pub fn compile(graph: &Graph, args: &CompileArgs) -> Result<String, CompileError> {
     let path = args.file.display().to_string();
+    // Lowered for the matmul paths a run will take by default (`$TIR_MATMUL`, else `auto`).
+    let policy =
+        backend_cuda::MatmulPolicy::from_env().map_err(|reason| CompileError::Backend {
+            path: path.clone(),
+            source: BackendError::BadInput(reason),
+        })?;
     let compiled = tir_lower::compile_graph(
         graph,
-        &backend_cuda::gpu_target(),
+        &backend_cuda::gpu_target(&policy),
         &tir_opt::Limits::default(),
     )
     .map_err(|source| CompileError::Lower {

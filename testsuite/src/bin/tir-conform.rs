@@ -163,7 +163,7 @@ fn run(cli: &Cli) -> Result<bool, String> {
     };
     let start = Instant::now();
     let results = if cli.compile_only {
-        compile_all(cli, backend.name(), &cases, &mut out)?
+        compile_all(cli, backend, &cases, &mut out)?
     } else {
         let mut results = Vec::with_capacity(cases.len());
         for case in &cases {
@@ -220,22 +220,24 @@ fn report_line(out: &mut impl Write, result: &CaseResult) -> Result<(), String> 
 /// `--compile-only`: every case's kernels compiled for `--arch`, cases in parallel.
 fn compile_all(
     cli: &Cli,
-    backend: &str,
+    backend: &dyn tir_lower::Backend,
     cases: &[&Case],
     out: &mut impl Write,
 ) -> Result<Vec<CaseResult>, String> {
-    if backend != "cuda" {
+    if backend.name() != "cuda" {
         return Err(format!(
-            "--compile-only needs a backend that compiles ahead of time (cuda), not `{backend}`"
+            "--compile-only needs a backend that compiles ahead of time (cuda), not `{}`",
+            backend.name()
         ));
     }
     if cli.arch.is_empty() {
         return Err("--compile-only needs --arch (e.g. --arch sm_90,sm_100)".into());
     }
     let compiler = backend_cuda::KernelCompiler::from_env()?;
+    let target = backend.target();
     let results: Vec<CaseResult> = cases
         .par_iter()
-        .map(|case| compile_case(&compiler, case, &cli.arch))
+        .map(|case| compile_case(&compiler, &target, case, &cli.arch))
         .collect();
     for result in &results {
         report_line(out, result)?;

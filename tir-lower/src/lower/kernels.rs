@@ -7,7 +7,7 @@ use crate::target::{TileShapes, MATVEC_M};
 use crate::tile::{
     Access, CmpOp, IndexOp, LibraryCall, Region, SliceStart, TileOp, Type, ValueId, WriteRegion,
 };
-use tir_graph::{BinaryOp, DType, Dim, NodeId, Op, ReduceOp, Shape, UnaryOp};
+use tir_graph::{BinaryOp, DType, Dim, Graph, NodeId, Op, ReduceOp, Shape, UnaryOp};
 use tir_opt::fusion::kinds::store_chain;
 use tir_opt::layout::{store_view, StridedView};
 
@@ -248,15 +248,16 @@ impl KernelLowering<'_> {
             }
         };
         self.store_whole(out, out_space, value, view);
-        if self.members.len() == 1 && chain.is_empty() && root == mm {
+        let only_mm = self.members.len() == 1 + chain.len() && top == mm;
+        if only_mm && (chain.is_empty() || stores_row_major(g, &chain)) {
             self.b.library = self.library_matmul(mm, out);
         }
         Ok(())
     }
 
     /// The library call equal to a kernel that is only `mm` (operands read from their buffers,
-    /// the product stored whole to `out`): floats, `a` with the output's batch dims, `b` with
-    /// them or none.
+    /// the product stored whole to `out`, in `mm`'s own row-major order): floats, `a` with the
+    /// output's batch dims, `b` with them or none.
     fn library_matmul(&self, mm: NodeId, out: usize) -> Option<LibraryCall> {
         let g = self.g;
         let (a, b) = (g.operands(mm)[0], g.operands(mm)[1]);
@@ -751,4 +752,25 @@ fn operand_ix(shape: &Shape, rank: usize) -> Vec<Ix> {
             }
         })
         .collect()
+}
+
+/// Whether the store `chain` of layout ops puts every element of its top operand where a
+/// row-major copy of that operand would go: offset 0 and row-major strides on every axis longer
+/// than 1 (split-heads at one token, say), so the chain moves nothing in memory.
+fn stores_row_major(g: &Graph, chain: &[NodeId]) -> bool {
+    let Some(top) = chain.last().map(|&c| g.operands(c)[0]) else {
+        return true;
+    };
+    let (Some(view), Some(rows)) = (
+        store_view(g, chain),
+        StridedView::contiguous(&g.ty(top).shape),
+    ) else {
+        return false;
+    };
+    let moved = view
+        .shape
+        .iter()
+        .zip(view.strides.iter().zip(&rows.strides))
+        .any(|(dim, (s, r))| dim.as_static() != Some(1) && s != r);
+    view.offset == 0 && !moved
 }

@@ -20,7 +20,10 @@ pub struct FusionTarget {
     pub max_inputs: usize,
     /// The longest row (innermost axis) a row-reduction kernel keeps in one tile program.
     pub max_reduction_width: u64,
-    /// Whether elementwise epilogues may fuse into a matmul kernel.
+    /// Whether elementwise epilogues may fuse into a float matmul kernel. A backend that runs
+    /// plain float products on a library faster than its own kernels turns this off, since a
+    /// fused epilogue would tie the product to its own kernel; integer matmuls, which no library
+    /// runs, always take their epilogues.
     pub fuse_matmul_epilogue: bool,
     /// The fixed cost of one launch, in bytes of memory traffic.
     pub launch_cost_bytes: f64,

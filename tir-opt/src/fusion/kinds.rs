@@ -182,8 +182,9 @@ fn rows_fit(g: &Graph, roles: &[(NodeId, Role)], target: &FusionTarget) -> bool 
 }
 
 /// A matmul kernel: layout ops on the operand side (load index maps), an epilogue of elementwise
-/// ops over exactly the matmul's output shape, and last a chain of bijective layout ops up to
-/// the root that composes into a strided store.
+/// ops over exactly the matmul's output shape (for float matmuls only where the target fuses
+/// epilogues), and last a chain of bijective layout ops up to the root that composes into a
+/// strided store.
 fn matmul_fits(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId, target: &FusionTarget) -> bool {
     let Some(&mm) = members.iter().find(|&&m| g.node(m).op == Op::MatMul) else {
         return false;
@@ -198,7 +199,7 @@ fn matmul_fits(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId, target: &Fus
         } else if feeds_matmul.contains(&m) {
             is_layout(r)
         } else {
-            target.fuse_matmul_epilogue
+            (target.fuse_matmul_epilogue || !g.ty(mm).dtype.is_float())
                 && r == Role::Elementwise
                 && g.ty(m).shape == *out
                 && g.operands(m).iter().all(|o| !chain.contains(o))
