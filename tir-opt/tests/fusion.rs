@@ -56,15 +56,20 @@ fn mlp_is_two_matmuls_with_their_epilogues() {
     assert_eq!(ops(&fused, 1), ["matmul", "add"]);
 }
 
-#[test]
-fn without_epilogue_fusion_the_mlp_has_four_kernels() {
-    let options = OptOptions {
+/// The default options with epilogues kept out of matmul kernels.
+fn without_epilogue_fusion() -> OptOptions {
+    OptOptions {
         target: FusionTarget {
             fuse_matmul_epilogue: false,
             ..FusionTarget::default()
         },
         ..OptOptions::default()
-    };
+    }
+}
+
+#[test]
+fn without_epilogue_fusion_the_mlp_has_four_kernels() {
+    let options = without_epilogue_fusion();
     let fused = fuse_with(&models::mlp(64, 256).unwrap(), &options);
     let expected = [
         KernelKind::MatMul,
@@ -77,13 +82,7 @@ fn without_epilogue_fusion_the_mlp_has_four_kernels() {
 
 #[test]
 fn integer_matmuls_keep_their_epilogues_without_epilogue_fusion() {
-    let options = OptOptions {
-        target: FusionTarget {
-            fuse_matmul_epilogue: false,
-            ..FusionTarget::default()
-        },
-        ..OptOptions::default()
-    };
+    let options = without_epilogue_fusion();
     let g = GraphBuilder::new();
     let a = g.input("a", DType::I32, shape![8, 16]).unwrap();
     let b = g.input("b", DType::I32, shape![16, 4]).unwrap();

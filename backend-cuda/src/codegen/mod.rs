@@ -317,16 +317,19 @@ impl Translator<'_> {
         if let Some(v) = self.block_id {
             return v;
         }
-        let i32t = tile(ScalarType::I32, &[]);
-        let ids = self.e.op(
-            Opcode::GetTileBlockId,
-            &[],
-            vec![],
-            vec![i32t.clone(), i32t.clone(), i32t],
-        );
-        let v = self.e.int_resize(ids[0], ScalarType::I64, false);
+        let v = self.grid_query(Opcode::GetTileBlockId);
         self.block_id = Some(v);
         v
+    }
+
+    /// The x component of a grid query (`GetTileBlockId`, `GetNumTileBlocks`) as `i64`; the
+    /// launch grid is one-dimensional.
+    fn grid_query(&mut self, opcode: Opcode) -> Value {
+        let i32t = tile(ScalarType::I32, &[]);
+        let xyz = self
+            .e
+            .op(opcode, &[], vec![], vec![i32t.clone(), i32t.clone(), i32t]);
+        self.e.int_resize(xyz[0], ScalarType::I64, false)
     }
 
     /// `body` once per tile of the grid, for a persistent entry: block `b` of `B` runs tiles
@@ -339,14 +342,7 @@ impl Translator<'_> {
         for k in 1..self.extents.len() {
             tiles = self.e.muli(tiles, self.extents[k]);
         }
-        let i32t = tile(ScalarType::I32, &[]);
-        let counts = self.e.op(
-            Opcode::GetNumTileBlocks,
-            &[],
-            vec![],
-            vec![i32t.clone(), i32t.clone(), i32t],
-        );
-        let blocks = self.e.int_resize(counts[0], ScalarType::I64, false);
+        let blocks = self.grid_query(Opcode::GetNumTileBlocks);
         let (region, block, ids) = build_single_block_region(&mut self.e.module, &[index_ty()]);
         let outer = std::mem::replace(&mut self.e.block, block);
         self.block_id = Some(ids[0]);
