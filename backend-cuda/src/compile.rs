@@ -209,10 +209,9 @@ pub struct KernelCompiler {
 impl KernelCompiler {
     /// The located toolchain (see [`Toolchain::locate`]) and the cache the environment names
     /// (see [`crate::cache::CacheConfig::from_env`]); without a toolchain, the cache alone when
-    /// it records the toolchain that filled it; the tuning `$TIR_TUNE` names. The toolchain's
-    /// versions come from the cache's stamp when it was made from the same binary.
-    pub fn from_env() -> Result<KernelCompiler, String> {
-        let tuning = Tuning::from_env()?;
+    /// it records the toolchain that filled it. Kernels are compiled with `tuning`'s hints. The
+    /// toolchain's versions come from the cache's stamp when it was made from the same binary.
+    pub fn locate(tuning: Tuning) -> Result<KernelCompiler, String> {
         let config = crate::cache::CacheConfig::from_env().map_err(|e| e.to_string())?;
         let recorded = ToolchainStamp::read(&config.dir);
         let found = Toolchain::find();

@@ -19,36 +19,54 @@ use std::cell::OnceCell;
 use std::rc::Rc;
 use tir_graph::DType;
 use tir_lower::{Backend, BackendError, Capabilities, Executable, Program, Target};
+use tuning::Tuning;
 
-/// What lowering aims at for NVIDIA GPUs when matmuls take the paths of `matmul`: the tile
-/// shapes of [`tuning::Tuning`] (the defaults, or `$TIR_TUNE`'s; a `$TIR_TUNE` that cannot be
-/// read is reported when kernels are compiled, and lowering meanwhile uses the defaults), and
-/// elementwise epilogues fused into float matmuls only when matmuls run on the generated kernel
-/// by default. Where cuBLASLt may run them (`auto`, `cublaslt`), an epilogue would tie the
-/// product to the generated kernel, and cuBLASLt with the epilogue as a separate pass is faster:
-/// mlp's first product took 0.477 ms with its gelu fused, against 0.348 ms on cuBLASLt plus an
-/// estimated 0.045 ms for the gelu over its output (H100, `bench/RESULTS.md`).
-pub fn gpu_target(matmul: &MatmulPolicy) -> Target {
+/// What lowering aims at for NVIDIA GPUs with `tuning`'s tile shapes when matmuls take the
+/// paths of `matmul`: elementwise epilogues fused into float matmuls only when matmuls run on
+/// the generated kernel by default. Where cuBLASLt may run them (`auto`, `cublaslt`), an
+/// epilogue would tie the product to the generated kernel, and cuBLASLt with the epilogue as a
+/// separate pass is faster: mlp's first product took 0.477 ms with its gelu fused, against
+/// 0.348 ms on cuBLASLt plus an estimated 0.045 ms for the gelu over its output (H100,
+/// `bench/RESULTS.md`).
+pub fn gpu_target(tuning: &Tuning, matmul: &MatmulPolicy) -> Target {
     let mut target = Target {
-        tiles: tuning::Tuning::from_env().unwrap_or_default().tiles,
+        tiles: tuning.tiles.clone(),
         ..Target::default()
     };
     target.fusion.fuse_matmul_epilogue = matmul.default == MatmulPath::Generated;
     target
 }
 
-/// The CUDA backend (`"cuda"`): compiles kernels for the GPU of this machine (through the
-/// kernel cache) and runs them there. The GPU and the toolchain are looked for on first use, so
-/// constructing the backend never fails; a missing driver, GPU or toolchain makes `compile`
-/// report the backend unavailable, with the reason.
-#[derive(Default)]
+/// The CUDA backend (`"cuda"`): compiles kernels for one GPU of this machine (through the
+/// kernel cache) and runs them there.
+///
+/// Its settings are read once, when it is made: the tuning (`$TIR_TUNE` over the defaults) and
+/// the matmul paths (`$TIR_MATMUL`); a setting that cannot be read is reported by `compile`,
+/// and lowering meanwhile aims at the defaults. The GPU and the toolchain are looked for on
+/// first use, so making the backend never fails; a missing driver, GPU or toolchain makes
+/// `compile` report the backend unavailable, with the reason.
 pub struct CudaBackend {
     mode: ExecMode,
-    /// The matmul paths; from `$TIR_MATMUL` when not set ([`MatmulPolicy::from_env`]).
-    matmul: Option<MatmulPolicy>,
+    ordinal: u32,
+    tuning: Result<Tuning, String>,
+    matmul: Result<MatmulPolicy, String>,
     poison: bool,
     gpu: OnceCell<Result<Rc<Gpu>, String>>,
     compiler: OnceCell<Result<KernelCompiler, String>>,
+}
+
+impl Default for CudaBackend {
+    fn default() -> CudaBackend {
+        CudaBackend {
+            mode: ExecMode::default(),
+            ordinal: 0,
+            tuning: Tuning::from_env(),
+            matmul: MatmulPolicy::from_env(),
+            poison: false,
+            gpu: OnceCell::new(),
+            compiler: OnceCell::new(),
+        }
+    }
 }
 
 fn unavailable(reason: String) -> BackendError {
@@ -59,6 +77,7 @@ fn unavailable(reason: String) -> BackendError {
 }
 
 impl CudaBackend {
+    /// The backend for GPU 0, with the settings of the environment.
     pub fn new() -> CudaBackend {
         CudaBackend::default()
     }
@@ -71,6 +90,13 @@ impl CudaBackend {
         }
     }
 
+    /// A backend on GPU `ordinal` of this machine.
+    pub fn on_gpu(mut self, ordinal: u32) -> CudaBackend {
+        self.ordinal = ordinal;
+        self.gpu = OnceCell::new();
+        self
+    }
+
     /// A backend whose executables fill the arena and outputs with NaN bytes before each run
     /// ([`CudaExecutable::set_poison`]): what conformance tests use.
     pub fn poisoning(mut self) -> CudaBackend {
@@ -80,22 +106,44 @@ impl CudaBackend {
 
     /// A backend whose executables run matmuls by `policy`.
     pub fn with_matmul(mut self, policy: MatmulPolicy) -> CudaBackend {
-        self.matmul = Some(policy);
+        self.matmul = Ok(policy);
         self
+    }
+
+    /// A backend that lowers and compiles with `tuning`.
+    pub fn with_tuning(mut self, tuning: Tuning) -> CudaBackend {
+        self.tuning = Ok(tuning);
+        self.compiler = OnceCell::new();
+        self
+    }
+
+    /// The tuning: the one set with `with_tuning`, else the environment's.
+    pub fn tuning(&self) -> Result<&Tuning, BackendError> {
+        self.tuning
+            .as_ref()
+            .map_err(|e| BackendError::BadInput(e.clone()))
+    }
+
+    /// The matmul paths: those set with `with_matmul`, else the environment's.
+    pub fn matmul_policy(&self) -> Result<&MatmulPolicy, BackendError> {
+        self.matmul
+            .as_ref()
+            .map_err(|e| BackendError::BadInput(e.clone()))
     }
 
     /// The GPU, opened on first use.
     pub fn gpu(&self) -> Result<Rc<Gpu>, BackendError> {
         self.gpu
-            .get_or_init(|| Gpu::open().map(Rc::new))
+            .get_or_init(|| Gpu::open(self.ordinal))
             .clone()
             .map_err(unavailable)
     }
 
-    /// The toolchain and kernel cache, located on first use ([`KernelCompiler::from_env`]).
+    /// The toolchain and kernel cache, located on first use ([`KernelCompiler::locate`]).
     pub fn compiler(&self) -> Result<&KernelCompiler, BackendError> {
+        let tuning = self.tuning()?.clone();
         self.compiler
-            .get_or_init(KernelCompiler::from_env)
+            .get_or_init(|| KernelCompiler::locate(tuning))
             .as_ref()
             .map_err(|e| unavailable(e.clone()))
     }
@@ -107,14 +155,6 @@ impl CudaBackend {
         archs: &[String],
     ) -> Result<(CompiledKernels, CacheUse), BackendError> {
         self.compiler()?.compile(program, archs)
-    }
-
-    /// The matmul paths: those set with `with_matmul`, else `$TIR_MATMUL`'s.
-    fn matmul_policy(&self) -> Result<MatmulPolicy, BackendError> {
-        match &self.matmul {
-            Some(p) => Ok(p.clone()),
-            None => MatmulPolicy::from_env().map_err(BackendError::BadInput),
-        }
     }
 
     /// [`Backend::compile`] with the concrete executable type.
@@ -156,7 +196,7 @@ impl CudaBackend {
             }
         })?;
         exe.set_mode(self.mode);
-        exe.set_matmul_policy(self.matmul_policy()?);
+        exe.set_matmul_policy(self.matmul_policy()?.clone());
         exe.set_poison(self.poison);
         Ok(exe)
     }
@@ -167,10 +207,15 @@ impl Backend for CudaBackend {
         "cuda"
     }
 
-    /// [`gpu_target`] for this backend's matmul policy (the default policy when `$TIR_MATMUL`
-    /// cannot be read; running then reports it).
+    /// [`gpu_target`] for this backend's tuning and matmul policy (the defaults where a
+    /// setting cannot be read; compiling then reports it).
     fn target(&self) -> Target {
-        gpu_target(&self.matmul_policy().unwrap_or_default())
+        let default_tuning = Tuning::default();
+        let default_policy = MatmulPolicy::default();
+        gpu_target(
+            self.tuning().unwrap_or(&default_tuning),
+            self.matmul_policy().unwrap_or(&default_policy),
+        )
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -182,6 +227,7 @@ impl Backend for CudaBackend {
     }
 
     fn compile(&self, program: &Program) -> Result<Box<dyn Executable>, BackendError> {
+        self.matmul_policy()?;
         Ok(Box::new(self.compile_cuda(program)?))
     }
 }
@@ -205,7 +251,7 @@ pub fn doctor() -> (String, bool) {
             out.push_str(&format!("toolchain: {e}\n"));
         }
     }
-    match Gpu::open() {
+    match Gpu::open(0) {
         Ok(gpu) => {
             let memory = gpu
                 .memory()
@@ -248,7 +294,9 @@ mod tests {
     fn epilogues_fuse_into_matmuls_only_on_the_generated_path() {
         let fuses = |text: &str| {
             let policy = MatmulPolicy::parse(text).unwrap();
-            gpu_target(&policy).fusion.fuse_matmul_epilogue
+            gpu_target(&Tuning::default(), &policy)
+                .fusion
+                .fuse_matmul_epilogue
         };
         assert!(fuses("generated"));
         assert!(

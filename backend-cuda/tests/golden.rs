@@ -83,8 +83,12 @@ fn emitted(name: &str, source: &str) -> (String, Vec<cutile_ir::Module>) {
         default: MatmulPath::Generated,
         ..MatmulPolicy::default()
     };
-    let compiled = compile_graph(&graph, &gpu_target(&policy), &tir_opt::Limits::default())
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let compiled = compile_graph(
+        &graph,
+        &gpu_target(&backend_cuda::tuning::Tuning::default(), &policy),
+        &tir_opt::Limits::default(),
+    )
+    .unwrap_or_else(|e| panic!("{name}: {e}"));
     let mut mlir = String::new();
     let mut modules = Vec::new();
     for kernel in &compiled.program.kernels {

@@ -1,16 +1,78 @@
-//! [`RefExecutable`]: one compiled program and its states; a run binds the sources, lays out
-//! and checks the memory plan, and launches the kernels in program order.
+//! [`RefExecutable`]: one compiled program, its parameters and its states; a run binds the
+//! inputs, lays out and checks the memory plan, and launches the kernels in program order.
+//!
+//! The interpreter holds values as `f64` exact in their dtypes, so a parameter is converted
+//! once when it is set and an input at each run. The reference backend's "device" (`ref:0`) is
+//! host memory it owns: a [`DeviceTensor`] of it holds such `f64` values, which runs take
+//! without converting.
 
 use crate::interp::{self, Launch, ParamData, ProgramOutput};
 use crate::prepare::KernelPlan;
 use crate::tile::unravel;
 use rayon::prelude::*;
+use std::any::Any;
 use std::collections::BTreeMap;
-use tir_graph::eval::{HostTensor, MAX_EVAL_ELEMENTS};
-use tir_graph::DType;
+use std::rc::Rc;
+use tir_graph::eval::{F64Tensor, MAX_EVAL_ELEMENTS};
+use tir_graph::{DType, HostTensor};
 use tir_lower::run::{self, dim_value, type_name};
 use tir_lower::tile::{Access, Region, SliceStart, TileKernel};
-use tir_lower::{BackendError, Executable, Program, RunOutputs, Storage};
+use tir_lower::{
+    BackendError, Device, DeviceStorage, DeviceTensor, Executable, HostTensors, Program, Signature,
+    Storage, TensorRef,
+};
+
+/// Every buffer's values and shape after a run.
+struct Ran {
+    bufs: Vec<Vec<f64>>,
+    shapes: Vec<Vec<u64>>,
+}
+
+/// The reference backend's one device.
+pub const REF_DEVICE: Device = Device {
+    backend: "ref",
+    ordinal: 0,
+};
+
+/// A tensor on the reference backend's device: `f64` values exact in the tensor's dtype.
+struct RefMemory(F64Tensor);
+
+impl DeviceStorage for RefMemory {
+    fn device(&self) -> Device {
+        REF_DEVICE
+    }
+
+    fn to_host(&self, _dtype: DType, _dims: &[u64]) -> Result<HostTensor<'static>, String> {
+        HostTensor::from_f64_rounded(&self.0).map_err(|e| e.to_string())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// The values of `t`, converted from the host or taken from the reference device.
+fn values_of(name: &str, t: TensorRef<'_>) -> Result<F64Tensor, BackendError> {
+    match t {
+        TensorRef::Host(h) => Ok(h.to_f64()),
+        TensorRef::Device(d) => match d.storage().as_any().downcast_ref::<RefMemory>() {
+            Some(m) => Ok(m.0.clone()),
+            None => Err(bad_input(format!(
+                "{name:?} is a tensor on {}, not on {REF_DEVICE}: copy it to the host first",
+                d.device()
+            ))),
+        },
+    }
+}
+
+/// The host tensor of a value the interpreter computed (in its dtype, but `f64` holds an `i64`
+/// exactly only up to 2^53).
+fn to_host(name: &str, t: &F64Tensor) -> Result<HostTensor<'static>, BackendError> {
+    HostTensor::from_f64_rounded(t).map_err(|e| BackendError::Kernel {
+        kernel: format!("(output {name:?})"),
+        reason: e.to_string(),
+    })
+}
 
 /// A program compiled by [`crate::RefBackend`]: the program itself (the reference interprets it
 /// as is), per-kernel plans, and the states, which persist across runs.
@@ -23,8 +85,10 @@ pub struct RefExecutable {
     checking: bool,
     /// The values of each constant buffer.
     constants: Vec<Option<Vec<f64>>>,
+    /// Each parameter set so far.
+    parameters: BTreeMap<String, F64Tensor>,
     /// Each state's value after the last successful run (absent before the first).
-    states: BTreeMap<String, HostTensor>,
+    states: BTreeMap<String, F64Tensor>,
 }
 
 /// The value of an element of an arena or output buffer before anything writes it: NaN for
@@ -116,6 +180,7 @@ impl RefExecutable {
             plans,
             checking,
             constants,
+            parameters: BTreeMap::new(),
             states: BTreeMap::new(),
         }
     }
@@ -146,20 +211,25 @@ impl RefExecutable {
         Ok(shapes)
     }
 
-    /// Every buffer's values at the start of a run.
+    /// Every buffer's values at the start of a run, with `inputs` by name.
     fn allocate(
         &self,
-        sources: &BTreeMap<String, HostTensor>,
+        mut inputs: BTreeMap<String, F64Tensor>,
         shapes: &[Vec<u64>],
     ) -> Result<Vec<Vec<f64>>, BackendError> {
         let mut bufs = Vec::with_capacity(shapes.len());
         for ((b, shape), constant) in self.program.buffers.iter().zip(shapes).zip(&self.constants) {
             let numel = shape.iter().product::<u64>() as usize;
             let values = match &b.storage {
-                Storage::Input(n) | Storage::Parameter(n) => sources
+                Storage::Input(n) => inputs
+                    .remove(n)
+                    .map(|t| t.data)
+                    .ok_or_else(|| bad_input(format!("missing input {n:?}")))?,
+                Storage::Parameter(n) => self
+                    .parameters
                     .get(n)
                     .map(|t| t.data.clone())
-                    .ok_or_else(|| bad_input(format!("missing tensor {n:?}")))?,
+                    .ok_or_else(|| bad_input(format!("parameter {n:?} is not set")))?,
                 Storage::State(n) => match self.states.get(n) {
                     Some(t) if t.dims == *shape => t.data.clone(),
                     Some(t) => {
@@ -412,63 +482,129 @@ impl RefExecutable {
     }
 }
 
-impl Executable for RefExecutable {
-    fn run(&mut self, sources: &BTreeMap<String, HostTensor>) -> Result<RunOutputs, BackendError> {
+impl RefExecutable {
+    /// Runs the kernels on `inputs`; returns every buffer's values and shape, and commits the
+    /// states.
+    fn execute(&mut self, inputs: &[(&str, TensorRef<'_>)]) -> Result<Ran, BackendError> {
         let held: BTreeMap<String, Vec<u64>> = self
             .states
             .iter()
             .map(|(n, t)| (n.clone(), t.dims.clone()))
             .collect();
-        let dims = run::bind_dims(&self.program, sources, &held)?;
+        let parameter_dims: BTreeMap<String, Vec<u64>> = self
+            .parameters
+            .iter()
+            .map(|(n, t)| (n.clone(), t.dims.clone()))
+            .collect();
+        let dims = run::bind_dims(&self.program, inputs, &parameter_dims, &held)?;
         let shapes = self.shapes(&dims)?;
         run::checked_layout(&self.program, &dims, "ref")?;
-        let mut bufs = self.allocate(sources, &shapes)?;
+        let values = inputs
+            .iter()
+            .map(|(n, t)| Ok((n.to_string(), values_of(n, *t)?)))
+            .collect::<Result<BTreeMap<_, _>, BackendError>>()?;
+        let mut bufs = self.allocate(values, &shapes)?;
         for k in 0..self.program.kernels.len() {
             self.launch(k, &mut bufs, &shapes, &dims)?;
         }
-        let buffers = &self.program.buffers;
-        let outputs = self
-            .program
-            .signature
-            .outputs
-            .iter()
-            .map(|(name, b)| {
-                let t = HostTensor {
-                    dtype: buffers[*b].ty.dtype,
-                    dims: shapes[*b].clone(),
-                    data: bufs[*b].clone(),
-                };
-                (name.clone(), t)
-            })
-            .collect();
         for (name, _) in &self.program.signature.states {
             if let Some(b) = self.program.state_buffer(name) {
-                let t = HostTensor {
-                    dtype: buffers[b].ty.dtype,
+                let t = F64Tensor {
+                    dtype: self.program.buffers[b].ty.dtype,
                     dims: shapes[b].clone(),
-                    data: std::mem::take(&mut bufs[b]),
+                    data: bufs[b].clone(),
                 };
                 self.states.insert(name.clone(), t);
             }
         }
-        Ok(RunOutputs { outputs })
+        Ok(Ran { bufs, shapes })
+    }
+
+    /// Each output's values after a run.
+    fn outputs<'a>(&'a self, ran: &'a Ran) -> impl Iterator<Item = (&'a String, F64Tensor)> + 'a {
+        self.program.signature.outputs.iter().map(move |(name, b)| {
+            let t = F64Tensor {
+                dtype: self.program.buffers[*b].ty.dtype,
+                dims: ran.shapes[*b].clone(),
+                data: ran.bufs[*b].clone(),
+            };
+            (name, t)
+        })
+    }
+}
+
+impl Executable for RefExecutable {
+    fn signature(&self) -> &Signature {
+        &self.program.signature
+    }
+
+    fn device(&self) -> Device {
+        REF_DEVICE
+    }
+
+    fn set_parameter(&mut self, name: &str, value: TensorRef<'_>) -> Result<(), BackendError> {
+        run::check_parameter(&self.program, name, value.dtype(), value.dims())?;
+        let values = values_of(name, value)?;
+        self.parameters.insert(name.to_string(), values);
+        Ok(())
+    }
+
+    fn run(&mut self, inputs: &[(&str, TensorRef<'_>)]) -> Result<HostTensors, BackendError> {
+        let ran = self.execute(inputs)?;
+        self.outputs(&ran)
+            .map(|(name, t)| Ok((name.clone(), to_host(name, &t)?)))
+            .collect()
+    }
+
+    fn run_on_device(
+        &mut self,
+        inputs: &[(&str, TensorRef<'_>)],
+    ) -> Result<BTreeMap<String, DeviceTensor>, BackendError> {
+        let ran = self.execute(inputs)?;
+        Ok(self
+            .outputs(&ran)
+            .map(|(name, t)| {
+                let (dtype, dims) = (t.dtype, t.dims.clone());
+                let tensor = DeviceTensor::new(dtype, dims, Rc::new(RefMemory(t)));
+                (name.clone(), tensor)
+            })
+            .collect())
+    }
+
+    fn to_device(&mut self, tensor: &HostTensor<'_>) -> Result<DeviceTensor, BackendError> {
+        let values = tensor.to_f64();
+        let dims = values.dims.clone();
+        Ok(DeviceTensor::new(
+            tensor.dtype(),
+            dims,
+            Rc::new(RefMemory(values)),
+        ))
+    }
+
+    fn alloc_host(&self, dtype: DType, dims: &[u64]) -> Result<HostTensor<'static>, BackendError> {
+        HostTensor::zeros(dtype, dims).map_err(|e| bad_input(e.to_string()))
     }
 
     /// Every state bound by a run; before the first run, zeros for the states of static shape.
-    fn states(&self) -> BTreeMap<String, HostTensor> {
-        let mut states = self.states.clone();
+    fn states(&self) -> Result<HostTensors, BackendError> {
+        let mut states = BTreeMap::new();
         for (name, ty) in &self.program.signature.states {
-            if !states.contains_key(name) {
-                let small = |n: u64| n <= MAX_EVAL_ELEMENTS;
-                if let Some(dims) = ty
-                    .shape
-                    .static_dims()
-                    .filter(|_| ty.shape.static_numel().is_some_and(small))
-                {
-                    states.insert(name.clone(), HostTensor::zeros(ty.dtype, dims));
-                }
-            }
+            let value = match self.states.get(name) {
+                Some(t) => to_host(name, t)?,
+                None => match ty.shape.static_dims() {
+                    Some(dims)
+                        if ty
+                            .shape
+                            .static_numel()
+                            .is_some_and(|n| n <= MAX_EVAL_ELEMENTS) =>
+                    {
+                        HostTensor::zeros(ty.dtype, &dims).map_err(|e| bad_input(e.to_string()))?
+                    }
+                    _ => continue,
+                },
+            };
+            states.insert(name.clone(), value);
         }
-        states
+        Ok(states)
     }
 }

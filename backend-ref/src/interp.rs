@@ -18,7 +18,7 @@ use crate::prepare::{KernelPlan, NO_SLOT};
 use crate::tile::{self, type_name};
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
-use tir_graph::eval::HostTensor;
+use tir_graph::eval::F64Tensor;
 use tir_graph::DType;
 use tir_lower::tile::{Access, Block, Stmt, TileKernel, TileOp, Type, ValueId};
 
@@ -26,7 +26,7 @@ use tir_lower::tile::{Access, Block, Stmt, TileKernel, TileOp, Type, ValueId};
 #[derive(Clone, Debug)]
 enum Value {
     Index(i64),
-    Tile(Rc<HostTensor>),
+    Tile(Rc<F64Tensor>),
     View(Rc<View>),
     Token,
 }
@@ -258,7 +258,7 @@ impl<'l, 'a> Program<'l, 'a> {
         self.define(*id, ty, v)
     }
 
-    fn define_tile(&mut self, stmt: &Stmt, t: HostTensor) -> Result<(), String> {
+    fn define_tile(&mut self, stmt: &Stmt, t: F64Tensor) -> Result<(), String> {
         self.define_one(stmt, Value::Tile(Rc::new(t)))
     }
 
@@ -269,11 +269,11 @@ impl<'l, 'a> Program<'l, 'a> {
         }
     }
 
-    fn tile(&self, id: ValueId) -> Result<&HostTensor, String> {
+    fn tile(&self, id: ValueId) -> Result<&F64Tensor, String> {
         self.tile_rc(id).map(|t| &**t)
     }
 
-    fn tile_rc(&self, id: ValueId) -> Result<&Rc<HostTensor>, String> {
+    fn tile_rc(&self, id: ValueId) -> Result<&Rc<F64Tensor>, String> {
         match self.get(id)? {
             Value::Tile(t) => Ok(t),
             v => Err(format!("{id} is {}, expected a tile", value_text(v))),
@@ -386,7 +386,7 @@ impl<'l, 'a> Program<'l, 'a> {
                                     .map(|r| dtype.round_value(r as f64))
                             })
                             .collect::<Result<_, _>>()?;
-                        Value::Tile(Rc::new(HostTensor {
+                        Value::Tile(Rc::new(F64Tensor {
                             dtype,
                             dims: x.dims.clone(),
                             data,
@@ -405,7 +405,7 @@ impl<'l, 'a> Program<'l, 'a> {
             TileOp::IndexCmp { op, a, b } => {
                 let truth = |c: bool| f64::from(u8::from(c));
                 let t = match (self.get(*a)?, self.get(*b)?) {
-                    (Value::Index(x), Value::Index(y)) => HostTensor {
+                    (Value::Index(x), Value::Index(y)) => F64Tensor {
                         dtype: DType::Bool,
                         dims: vec![],
                         data: vec![truth(tile::index_cmp(*op, *x, *y))],
@@ -418,7 +418,7 @@ impl<'l, 'a> Program<'l, 'a> {
                             .zip(&y.data)
                             .map(|(&p, &q)| truth(tile::index_cmp(*op, p as i64, q as i64)))
                             .collect();
-                        HostTensor {
+                        F64Tensor {
                             dtype: DType::Bool,
                             dims: x.dims.clone(),
                             data,
@@ -708,7 +708,7 @@ impl<'l, 'a> Program<'l, 'a> {
         padding: f64,
         dtype: DType,
         shape: &[u64],
-    ) -> Result<HostTensor, String> {
+    ) -> Result<F64Tensor, String> {
         let p = self.param(view.param)?;
         if p.dtype != dtype {
             return Err(format!(
@@ -726,7 +726,7 @@ impl<'l, 'a> Program<'l, 'a> {
         if access == Access::Mutable {
             self.mutable_reads(view.param, &pl, &mut out);
         }
-        Ok(HostTensor {
+        Ok(F64Tensor {
             dtype,
             dims: shape.to_vec(),
             data: out,
@@ -770,7 +770,7 @@ impl<'l, 'a> Program<'l, 'a> {
         padding: f64,
         dtype: DType,
         shape: &[u64],
-    ) -> Result<HostTensor, String> {
+    ) -> Result<F64Tensor, String> {
         let p = self.param(view.param)?;
         if p.dtype != dtype {
             return Err(format!(
@@ -788,7 +788,7 @@ impl<'l, 'a> Program<'l, 'a> {
         }
         let n = tile::tile_numel(shape)?;
         let mask = self.tile_rc(mask)?.clone();
-        let idx: Vec<Rc<HostTensor>> = indices
+        let idx: Vec<Rc<F64Tensor>> = indices
             .iter()
             .map(|&i| self.tile_rc(i).cloned())
             .collect::<Result<_, _>>()?;
@@ -846,14 +846,14 @@ impl<'l, 'a> Program<'l, 'a> {
                 }
             }
         }
-        Ok(HostTensor {
+        Ok(F64Tensor {
             dtype,
             dims: shape.to_vec(),
             data: out,
         })
     }
 
-    fn store(&mut self, view: &View, coords: &[ValueId], value: &HostTensor) -> Result<(), String> {
+    fn store(&mut self, view: &View, coords: &[ValueId], value: &F64Tensor) -> Result<(), String> {
         let p = self.param(view.param)?;
         if p.access != Access::Mutable {
             return Err(format!(
@@ -887,7 +887,7 @@ impl<'l, 'a> Program<'l, 'a> {
 }
 
 /// The dtype of two integer tiles of one shape and dtype.
-fn int_tiles(x: &HostTensor, y: &HostTensor) -> Result<DType, String> {
+fn int_tiles(x: &F64Tensor, y: &F64Tensor) -> Result<DType, String> {
     if x.dtype != y.dtype || x.dims != y.dims || !x.dtype.is_int() {
         return Err(format!(
             "operands are tiles {} and {}: expected integer tiles of one type",

@@ -1,6 +1,6 @@
 //! Computations on tiles: the value semantics of the tile IR's tile operations.
 //!
-//! A tile is a [`HostTensor`] (dtype, static dims, row-major `f64` values). Every function here
+//! A tile is a [`F64Tensor`] (dtype, static dims, row-major `f64` values). Every function here
 //! returns a tile whose values are exact in its dtype: floats are rounded to their precision,
 //! integers wrap, bool is 0/1 ("the reference computes in the tensor's dtype"). Elementwise ops
 //! reuse the oracle's per-op semantics ([`tir_graph::eval::eval_op`]) and round the result;
@@ -9,9 +9,7 @@
 //! Errors are one-line reasons (`String`); the interpreter adds the kernel, program and statement.
 
 use std::collections::BTreeMap;
-use tir_graph::eval::{
-    eval_op, first_extreme, for_each_offset, maximum, minimum, wrap, HostTensor,
-};
+use tir_graph::eval::{eval_op, first_extreme, for_each_offset, maximum, minimum, wrap, F64Tensor};
 use tir_graph::{BinaryOp, DType, Op, ReduceOp, Shape, TensorType, UnaryOp, MAX_RANK};
 pub use tir_lower::run::type_name;
 use tir_lower::tile::{CmpOp, IndexOp};
@@ -50,9 +48,9 @@ pub fn unravel(mut flat: usize, dims: &[u64]) -> Vec<u64> {
 }
 
 /// A tile of `dtype` and `shape` with every element `value` (rounded to the dtype).
-pub fn filled(dtype: DType, shape: &[u64], value: f64) -> Result<HostTensor, String> {
+pub fn filled(dtype: DType, shape: &[u64], value: f64) -> Result<F64Tensor, String> {
     let n = tile_numel(shape)?;
-    Ok(HostTensor {
+    Ok(F64Tensor {
         dtype,
         dims: shape.to_vec(),
         data: vec![dtype.round_value(value); n],
@@ -60,7 +58,7 @@ pub fn filled(dtype: DType, shape: &[u64], value: f64) -> Result<HostTensor, Str
 }
 
 /// A tile whose element `t` is `t[axis]` (rounded to `dtype`).
-pub fn iota(dtype: DType, shape: &[u64], axis: usize) -> Result<HostTensor, String> {
+pub fn iota(dtype: DType, shape: &[u64], axis: usize) -> Result<F64Tensor, String> {
     if axis >= shape.len() {
         return Err(format!(
             "axis {axis} is out of range for a tile of rank {}",
@@ -73,7 +71,7 @@ pub fn iota(dtype: DType, shape: &[u64], axis: usize) -> Result<HostTensor, Stri
     let data = (0..n)
         .map(|i| dtype.round_value(((i / inner) % size) as f64))
         .collect();
-    Ok(HostTensor {
+    Ok(F64Tensor {
         dtype,
         dims: shape.to_vec(),
         data,
@@ -82,7 +80,7 @@ pub fn iota(dtype: DType, shape: &[u64], axis: usize) -> Result<HostTensor, Stri
 
 /// The graph op `op` on same-shape tiles `xs`, with the oracle's semantics, rounded to the result
 /// dtype. `result` is the declared result dtype; a disagreement with the op's typing is an error.
-fn through_oracle(op: &Op, xs: &[&HostTensor], result: DType) -> Result<HostTensor, String> {
+fn through_oracle(op: &Op, xs: &[&F64Tensor], result: DType) -> Result<F64Tensor, String> {
     let dims = &xs[0].dims;
     if dims.len() > MAX_RANK {
         return Err(format!(
@@ -105,21 +103,21 @@ fn through_oracle(op: &Op, xs: &[&HostTensor], result: DType) -> Result<HostTens
     Ok(t)
 }
 
-pub fn unary(op: UnaryOp, x: &HostTensor, result: DType) -> Result<HostTensor, String> {
+pub fn unary(op: UnaryOp, x: &F64Tensor, result: DType) -> Result<F64Tensor, String> {
     through_oracle(&Op::Unary(op), &[x], result)
 }
 
 pub fn binary(
     op: BinaryOp,
-    a: &HostTensor,
-    b: &HostTensor,
+    a: &F64Tensor,
+    b: &F64Tensor,
     result: DType,
-) -> Result<HostTensor, String> {
+) -> Result<F64Tensor, String> {
     through_oracle(&Op::Binary(op), &[a, b], result)
 }
 
 /// `cond ? a : b` elementwise; all three of one shape, `cond` bool, `a` and `b` of one dtype.
-pub fn select(cond: &HostTensor, a: &HostTensor, b: &HostTensor) -> Result<HostTensor, String> {
+pub fn select(cond: &F64Tensor, a: &F64Tensor, b: &F64Tensor) -> Result<F64Tensor, String> {
     if cond.dtype != DType::Bool {
         return Err(format!(
             "the condition is {}, not bool",
@@ -140,7 +138,7 @@ pub fn select(cond: &HostTensor, a: &HostTensor, b: &HostTensor) -> Result<HostT
         .zip(a.data.iter().zip(&b.data))
         .map(|(&c, (&x, &y))| if c != 0.0 { x } else { y })
         .collect();
-    Ok(HostTensor {
+    Ok(F64Tensor {
         dtype: a.dtype,
         dims: a.dims.clone(),
         data,
@@ -149,8 +147,8 @@ pub fn select(cond: &HostTensor, a: &HostTensor, b: &HostTensor) -> Result<HostT
 
 /// `x` converted to `to` ([`DType::round_value`]: round to nearest for floats, toward zero and
 /// wrapping for integers, `x != 0` for bool).
-pub fn cast(x: &HostTensor, to: DType) -> HostTensor {
-    HostTensor {
+pub fn cast(x: &F64Tensor, to: DType) -> F64Tensor {
+    F64Tensor {
         dtype: to,
         dims: x.dims.clone(),
         data: x.data.iter().map(|&v| to.round_value(v)).collect(),
@@ -158,7 +156,7 @@ pub fn cast(x: &HostTensor, to: DType) -> HostTensor {
 }
 
 /// `x` with its size-1 dims repeated to `shape` (same rank).
-pub fn broadcast(x: &HostTensor, shape: &[u64]) -> Result<HostTensor, String> {
+pub fn broadcast(x: &F64Tensor, shape: &[u64]) -> Result<F64Tensor, String> {
     let fits =
         x.dims.len() == shape.len() && x.dims.iter().zip(shape).all(|(&d, &s)| d == s || d == 1);
     if !fits {
@@ -178,7 +176,7 @@ pub fn broadcast(x: &HostTensor, shape: &[u64]) -> Result<HostTensor, String> {
         .collect();
     let mut data = Vec::with_capacity(n);
     for_each_offset(shape, 0, &strides, |o| data.push(x.data[o]));
-    Ok(HostTensor {
+    Ok(F64Tensor {
         dtype: x.dtype,
         dims: shape.to_vec(),
         data,
@@ -186,7 +184,7 @@ pub fn broadcast(x: &HostTensor, shape: &[u64]) -> Result<HostTensor, String> {
 }
 
 /// The same elements in row-major order with another shape.
-pub fn reshape(x: &HostTensor, shape: &[u64]) -> Result<HostTensor, String> {
+pub fn reshape(x: &F64Tensor, shape: &[u64]) -> Result<F64Tensor, String> {
     let n = tile_numel(shape)?;
     if n != x.data.len() {
         return Err(format!(
@@ -196,7 +194,7 @@ pub fn reshape(x: &HostTensor, shape: &[u64]) -> Result<HostTensor, String> {
             shape
         ));
     }
-    Ok(HostTensor {
+    Ok(F64Tensor {
         dtype: x.dtype,
         dims: shape.to_vec(),
         data: x.data.clone(),
@@ -204,7 +202,7 @@ pub fn reshape(x: &HostTensor, shape: &[u64]) -> Result<HostTensor, String> {
 }
 
 /// Result dim `i` is dim `perm[i]` of `x`.
-pub fn permute(x: &HostTensor, perm: &[usize]) -> Result<HostTensor, String> {
+pub fn permute(x: &F64Tensor, perm: &[usize]) -> Result<F64Tensor, String> {
     let rank = x.dims.len();
     let mut seen = vec![false; rank];
     let valid = perm.len() == rank
@@ -222,7 +220,7 @@ pub fn permute(x: &HostTensor, perm: &[usize]) -> Result<HostTensor, String> {
     let strides: Vec<usize> = perm.iter().map(|&p| src[p]).collect();
     let mut data = Vec::with_capacity(x.data.len());
     for_each_offset(&dims, 0, &strides, |o| data.push(x.data[o]));
-    Ok(HostTensor {
+    Ok(F64Tensor {
         dtype: x.dtype,
         dims,
         data,
@@ -235,7 +233,7 @@ pub fn permute(x: &HostTensor, perm: &[usize]) -> Result<HostTensor, String> {
 /// `f16`, `bf16` and `f32` tiles and in `f64` for `f64` tiles; integer ones wrap in `i64`; the
 /// result is rounded to the dtype. `Max`/`Min` propagate NaN; `ArgMax`/`ArgMin` give the `i64`
 /// position of the first extreme, a NaN winning at its first position (as the oracle).
-pub fn reduce(op: ReduceOp, x: &HostTensor, axis: usize) -> Result<HostTensor, String> {
+pub fn reduce(op: ReduceOp, x: &F64Tensor, axis: usize) -> Result<F64Tensor, String> {
     let rank = x.dims.len();
     if axis >= rank {
         return Err(format!(
@@ -307,14 +305,14 @@ pub fn reduce(op: ReduceOp, x: &HostTensor, axis: usize) -> Result<HostTensor, S
     }
     let mut dims = x.dims.clone();
     dims[axis] = 1;
-    Ok(HostTensor { dtype, dims, data })
+    Ok(F64Tensor { dtype, dims, data })
 }
 
 /// `acc + a @ b` over the last two dims (`a: [.., m, k]`, `b: [.., k, n]`, `acc: [.., m, n]`,
 /// equal leading dims). With an `f32` accumulator every step is one `f32` fused multiply-add
 /// (`a` and `b` converted to `f32`), in order of `k`; with `f64` the same in `f64`; with an
 /// integer accumulator wrapping `i64` arithmetic, wrapped to the dtype at the end.
-pub fn mma(a: &HostTensor, b: &HostTensor, acc: &HostTensor) -> Result<HostTensor, String> {
+pub fn mma(a: &F64Tensor, b: &F64Tensor, acc: &F64Tensor) -> Result<F64Tensor, String> {
     let rank = acc.dims.len();
     let shapes = || {
         format!(
@@ -410,7 +408,7 @@ pub fn mma(a: &HostTensor, b: &HostTensor, acc: &HostTensor) -> Result<HostTenso
             ))
         }
     }
-    Ok(HostTensor {
+    Ok(F64Tensor {
         dtype: acc.dtype,
         dims: acc.dims.clone(),
         data,
@@ -454,8 +452,8 @@ pub fn index_cmp(op: CmpOp, a: i64, b: i64) -> bool {
 mod tests {
     use super::*;
 
-    fn t(dtype: DType, dims: &[u64], data: &[f64]) -> HostTensor {
-        HostTensor {
+    fn t(dtype: DType, dims: &[u64], data: &[f64]) -> F64Tensor {
+        F64Tensor {
             dtype,
             dims: dims.to_vec(),
             data: data.to_vec(),

@@ -6,6 +6,7 @@ mod common;
 use backend_ref::RefBackend;
 use common::{random, sources, KernelBuilder, ProgramBuilder};
 use tir_graph::{shape, DType, TensorType};
+use tir_lower::testing::RunF64;
 use tir_lower::tile::{Region, SliceStart};
 use tir_lower::{Backend, BackendError, Program};
 
@@ -36,7 +37,7 @@ fn writer(
 
 fn kernel_error(program: &Program) -> (String, String) {
     let mut exe = RefBackend::checking().compile(program).unwrap();
-    match exe.run(&sources(vec![])) {
+    match exe.run_f64(&sources(vec![])) {
         Err(BackendError::Kernel { kernel, reason }) => (kernel, reason),
         other => panic!("expected a kernel error, got {other:?}"),
     }
@@ -53,7 +54,7 @@ fn two_programs_writing_one_tile_are_caught() {
     );
     // Without checking, the last program's store wins and nothing is reported.
     let mut exe = RefBackend::new().compile(&program).unwrap();
-    exe.run(&sources(vec![])).unwrap();
+    exe.run_f64(&sources(vec![])).unwrap();
 }
 
 #[test]
@@ -67,7 +68,7 @@ fn an_unwritten_element_is_caught() {
     );
     // Without checking, the unwritten elements keep their poison (NaN).
     let mut exe = RefBackend::new().compile(&program).unwrap();
-    let out = exe.run(&sources(vec![])).unwrap();
+    let out = exe.run_f64(&sources(vec![])).unwrap();
     assert!(out.outputs["z"].data[4..].iter().all(|v| v.is_nan()));
 }
 
@@ -147,10 +148,10 @@ fn a_short_grid_over_a_symbolic_dim_is_caught() {
     let program = p.finish();
     let mut exe = RefBackend::checking().compile(&program).unwrap();
     // 512 is covered exactly; 1000 leaves 768..1000 unwritten.
-    exe.run(&sources(vec![("x", random(DType::F32, &[512], 1))]))
+    exe.run_f64(&sources(vec![("x", random(DType::F32, &[512], 1))]))
         .unwrap();
     let err = exe
-        .run(&sources(vec![("x", random(DType::F32, &[1000], 1))]))
+        .run_f64(&sources(vec![("x", random(DType::F32, &[1000], 1))]))
         .err()
         .unwrap();
     assert_eq!(

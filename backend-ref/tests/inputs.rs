@@ -1,14 +1,14 @@
-//! Sources that do not fit the signature are refused with a one-line `BadInput` naming the
-//! tensor, the expected and the supplied types.
+//! Inputs and parameters that do not fit the signature are refused with a one-line `BadInput`
+//! naming the tensor, the expected and the supplied types.
 
 mod common;
 
 use backend_ref::RefBackend;
-use common::{random, sources, tensor, KernelBuilder, ProgramBuilder};
-use tir_graph::eval::HostTensor;
-use tir_graph::{shape, DType, TensorType};
+use common::{random, sources, KernelBuilder, ProgramBuilder};
+use tir_graph::{shape, DType, HostTensor, TensorType};
+use tir_lower::testing::RunF64;
 use tir_lower::tile::Region;
-use tir_lower::{Backend, BackendError, Capabilities, Program};
+use tir_lower::{Backend, BackendError, Capabilities, Program, TensorRef};
 
 /// `z = x` (a copy) with `x: f16[batch, 64]`, and an unused parameter `w: f16[batch]`.
 fn copy() -> Program {
@@ -30,9 +30,14 @@ fn copy() -> Program {
     p.finish()
 }
 
-fn bad_input(items: Vec<(&str, HostTensor)>) -> String {
-    let mut exe = RefBackend::new().compile(&copy()).unwrap();
-    match exe.run(&sources(items)) {
+/// A random host tensor.
+fn host(dtype: DType, dims: &[u64], seed: u64) -> HostTensor<'static> {
+    HostTensor::random(dtype, dims, seed, 1.0).unwrap()
+}
+
+/// The one-line `BadInput` message of `result`.
+fn bad_input<T: std::fmt::Debug>(result: Result<T, BackendError>) -> String {
+    match result {
         Err(BackendError::BadInput(message)) => {
             assert!(!message.contains('\n'), "one line: {message}");
             message
@@ -41,76 +46,100 @@ fn bad_input(items: Vec<(&str, HostTensor)>) -> String {
     }
 }
 
-#[test]
-fn good_sources_run() {
+/// The message of running `copy()` with parameter `w` set to `w` (if given) and `inputs`.
+fn refused(w: Option<&HostTensor>, inputs: &[(&str, &HostTensor)]) -> String {
     let mut exe = RefBackend::new().compile(&copy()).unwrap();
-    let x = random(DType::F16, &[3, 64], 1);
-    let out = exe
-        .run(&sources(vec![
-            ("x", x.clone()),
-            ("w", random(DType::F16, &[3], 2)),
-        ]))
-        .unwrap();
-    assert_eq!(out.outputs["z"], x);
+    if let Some(w) = w {
+        exe.set_parameter("w", w.into()).unwrap();
+    }
+    let inputs: Vec<(&str, TensorRef)> = inputs.iter().map(|(n, t)| (*n, (*t).into())).collect();
+    bad_input(exe.run(&inputs))
 }
 
 #[test]
-fn missing_unknown_and_mistyped_sources_are_refused() {
-    let x = || random(DType::F16, &[2, 64], 1);
-    let w = || random(DType::F16, &[2], 2);
+fn good_inputs_run_and_parameters_stay_set() {
+    let mut exe = RefBackend::new().compile(&copy()).unwrap();
+    exe.set_parameter("w", (&host(DType::F16, &[3], 2)).into())
+        .unwrap();
+    for seed in 0..2 {
+        let x = host(DType::F16, &[3, 64], seed);
+        let out = exe.run(&[("x", (&x).into())]).unwrap();
+        assert_eq!(out["z"], x);
+    }
+    let old = exe.run_f64(&sources(vec![
+        ("x", random(DType::F16, &[3, 64], 1)),
+        ("w", random(DType::F16, &[3], 2)),
+    ]));
+    assert_eq!(old.unwrap().outputs["z"], random(DType::F16, &[3, 64], 1));
+}
+
+#[test]
+fn missing_unknown_and_mistyped_inputs_are_refused() {
+    let x = host(DType::F16, &[2, 64], 1);
+    let w = host(DType::F16, &[2], 2);
     assert_eq!(
-        bad_input(vec![("x", x())]),
-        "missing parameter \"w\": expected f16[batch]"
+        refused(None, &[("x", &x)]),
+        "parameter \"w\" is not set: expected f16[batch] (set it with set_parameter, \
+         load_weights or tirc run --weights)"
     );
     assert_eq!(
-        bad_input(vec![("w", w())]),
+        refused(Some(&w), &[]),
         "missing input \"x\": expected f16[batch, 64]"
     );
     assert_eq!(
-        bad_input(vec![("x", x()), ("w", w()), ("y", x())]),
-        "unknown tensor \"y\": the program has no input or parameter of that name"
+        refused(Some(&w), &[("x", &x), ("y", &x)]),
+        "unknown input \"y\": the program has no input of that name"
     );
     assert_eq!(
-        bad_input(vec![("x", random(DType::F32, &[2, 64], 1)), ("w", w())]),
+        refused(Some(&w), &[("x", &x), ("x", &x)]),
+        "input \"x\" is given twice"
+    );
+    assert_eq!(
+        refused(Some(&w), &[("x", &x), ("w", &w)]),
+        "\"w\" is a parameter: set it once with set_parameter or load_weights, not at each run"
+    );
+    assert_eq!(
+        refused(Some(&w), &[("x", &host(DType::F32, &[2, 64], 1))]),
         "input \"x\": expected f16[batch, 64], got f32[2, 64]"
     );
     assert_eq!(
-        bad_input(vec![("x", random(DType::F16, &[2, 32], 1)), ("w", w())]),
+        refused(Some(&w), &[("x", &host(DType::F16, &[2, 32], 1))]),
         "input \"x\": expected f16[batch, 64], got f16[2, 32]"
     );
     assert_eq!(
-        bad_input(vec![("x", random(DType::F16, &[128], 1)), ("w", w())]),
+        refused(Some(&w), &[("x", &host(DType::F16, &[128], 1))]),
         "input \"x\": expected f16[batch, 64], got f16[128]"
     );
     assert_eq!(
-        bad_input(vec![("x", x()), ("w", random(DType::F16, &[3], 2))]),
+        refused(Some(&host(DType::F16, &[3], 2)), &[("x", &x)]),
         "symbolic dim `batch` is 2 in input \"x\" but 3 in parameter \"w\""
+    );
+    let odd = "a\nb";
+    assert_eq!(
+        refused(Some(&w), &[("x", &x), (odd, &x)]),
+        "unknown input \"a\\nb\": the program has no input of that name"
     );
 }
 
 #[test]
-fn malformed_tensors_are_refused() {
-    let w = random(DType::F16, &[2], 2);
-    let short = HostTensor {
-        dtype: DType::F16,
-        dims: vec![2, 64],
-        data: vec![0.0; 100],
-    };
+fn parameters_that_do_not_fit_are_refused_when_set() {
+    let mut exe = RefBackend::new().compile(&copy()).unwrap();
+    let w = host(DType::F16, &[2], 2);
     assert_eq!(
-        bad_input(vec![("x", short), ("w", w.clone())]),
-        "input \"x\": f16[2, 64] needs 128 values, got 100"
+        bad_input(exe.set_parameter("w", (&host(DType::F32, &[2], 2)).into())),
+        "parameter \"w\": expected f16[batch], got f32[2]"
     );
-    let mut inexact = random(DType::F16, &[2, 64], 1);
-    inexact.data[5] = 0.1;
     assert_eq!(
-        bad_input(vec![("x", inexact), ("w", w)]),
-        "input \"x\": element 5 (0.1) is not an exact f16 value"
+        bad_input(exe.set_parameter("w", (&host(DType::F16, &[2, 2], 2)).into())),
+        "parameter \"w\": expected f16[batch], got f16[2, 2]"
     );
-    let odd = "a\nb";
-    let message = bad_input(vec![(odd, tensor(DType::F16, &[1], vec![1.0]))]);
     assert_eq!(
-        message,
-        "unknown tensor \"a\\nb\": the program has no input or parameter of that name"
+        bad_input(exe.set_parameter("x", (&w).into())),
+        "\"x\" is an input, passed to each run, not a parameter"
+    );
+    assert_eq!(
+        bad_input(exe.set_parameter("v", (&w).into())),
+        "\"v\" is not a parameter of the program"
     );
 }
 

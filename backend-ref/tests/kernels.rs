@@ -7,8 +7,9 @@ use backend_ref::RefBackend;
 use common::programs::{matmul, row_softmax, vector_add, TILE};
 use common::{random, sources, tensor, KernelBuilder, ProgramBuilder};
 use std::time::Instant;
-use tir_graph::eval::{evaluate, HostTensor};
+use tir_graph::eval::{evaluate, F64Tensor};
 use tir_graph::{shape, BinaryOp, DType, GraphBuilder, TensorType};
+use tir_lower::testing::RunF64;
 use tir_lower::tile::{CmpOp, IndexOp, Region, TileOp, Type, ValueId};
 use tir_lower::{Backend, BackendError};
 
@@ -20,7 +21,7 @@ fn vector_add_over_a_symbolic_dim_masks_the_edge_tile() {
         for n in [1000u64, 256, 1, 0] {
             let (x, y) = (random(DType::F32, &[n], 1), random(DType::F32, &[n], 2));
             let out = exe
-                .run(&sources(vec![("x", x.clone()), ("y", y.clone())]))
+                .run_f64(&sources(vec![("x", x.clone()), ("y", y.clone())]))
                 .unwrap();
             let z = &out.outputs["z"];
             assert_eq!((z.dtype, &z.dims), (DType::F32, &vec![n]));
@@ -45,7 +46,7 @@ fn row_softmax_matches_the_oracle() {
     let mut exe = RefBackend::checking().compile(&program).unwrap();
     for rows in [1u64, 7, 16] {
         let src = sources(vec![("x", random(DType::F16, &[rows, 100], rows))]);
-        let got = &exe.run(&src).unwrap().outputs["out"];
+        let got = &exe.run_f64(&src).unwrap().outputs["out"];
         let want = &evaluate(&graph, &src).unwrap().outputs["out"];
         assert_eq!(got.dims, want.dims);
         for (i, (g, w)) in got.data.iter().zip(&want.data).enumerate() {
@@ -64,7 +65,7 @@ fn softmax_of_16_by_1024_is_fast() {
     let mut exe = RefBackend::new().compile(&program).unwrap();
     let src = sources(vec![("x", random(DType::F16, &[16, 1000], 3))]);
     let start = Instant::now();
-    let out = exe.run(&src).unwrap();
+    let out = exe.run_f64(&src).unwrap();
     let elapsed = start.elapsed();
     assert!(out.outputs["out"].data.iter().all(|v| v.is_finite()));
     eprintln!("softmax 16x1000 (tile 1024): {elapsed:?}");
@@ -72,8 +73,8 @@ fn softmax_of_16_by_1024_is_fast() {
 
 /// The same product in sequential f32 fused multiply-adds, and in f64.
 fn reference_matmul(
-    a: &HostTensor,
-    b: &HostTensor,
+    a: &F64Tensor,
+    b: &F64Tensor,
     m: usize,
     k: usize,
     n: usize,
@@ -105,7 +106,7 @@ fn matmul_with_a_k_loop_matches_an_f64_loop() {
             random(DType::F16, &[k, n], 8),
         );
         let out = exe
-            .run(&sources(vec![("a", a.clone()), ("b", b.clone())]))
+            .run_f64(&sources(vec![("a", a.clone()), ("b", b.clone())]))
             .unwrap();
         let c = &out.outputs["c"];
         let (fused, exact) = reference_matmul(&a, &b, m as usize, k as usize, n as usize);
@@ -125,7 +126,7 @@ fn matmul_of_64_cubed_is_fast() {
         ("b", random(DType::F16, &[64, 64], 2)),
     ]);
     let start = Instant::now();
-    exe.run(&src).unwrap();
+    exe.run_f64(&src).unwrap();
     eprintln!("matmul 64x64x64: {:?}", start.elapsed());
 }
 
@@ -165,7 +166,7 @@ fn kernels_pass_values_through_the_arena() {
     let program = p.finish();
     let mut exe = RefBackend::checking().compile(&program).unwrap();
     let x = tensor(DType::I32, &[6], vec![1.0, -2.0, 3.0, 4.0, 5.0, 2e9]);
-    let out = exe.run(&sources(vec![("x", x)])).unwrap();
+    let out = exe.run_f64(&sources(vec![("x", x)])).unwrap();
     // 2e9 * 3 wraps in i32.
     let wrapped = DType::I32.round_value(6e9);
     assert_eq!(
@@ -200,7 +201,7 @@ fn a_program_reads_its_own_stores() {
     k.store(vz, &[i], v, t2);
     p.kernel(k.finish(), vec![]);
     let mut exe = RefBackend::checking().compile(&p.finish()).unwrap();
-    let out = exe.run(&sources(vec![])).unwrap();
+    let out = exe.run_f64(&sources(vec![])).unwrap();
     assert_eq!(out.outputs["z"].data, vec![2.0; 8]);
 }
 
@@ -232,7 +233,7 @@ fn load_indexed_pads_masked_and_out_of_range_lanes() {
     let mut exe = RefBackend::checking().compile(&p.finish()).unwrap();
     let x = tensor(DType::F32, &[5], vec![10.0, 11.0, 12.0, 13.0, 14.0]);
     let idx = tensor(DType::I64, &[4], vec![4.0, 7.0, 0.0, 1.0]);
-    let out = exe.run(&sources(vec![("x", x), ("idx", idx)])).unwrap();
+    let out = exe.run_f64(&sources(vec![("x", x), ("idx", idx)])).unwrap();
     assert_eq!(out.outputs["z"].data, vec![14.0, -1.0, 10.0, -1.0]);
 }
 
@@ -273,7 +274,7 @@ fn malformed_kernels_are_errors() {
         ("x", random(DType::F32, &[10], 1)),
         ("y", random(DType::F32, &[10], 2)),
     ]);
-    match exe.run(&src).err() {
+    match exe.run_f64(&src).err() {
         Some(BackendError::Kernel { kernel, reason }) => {
             assert_eq!(kernel, "k0_add");
             assert!(reason.starts_with("program [0]: "), "{reason}");
@@ -292,7 +293,7 @@ fn malformed_kernels_are_errors() {
         }
     }
     let mut exe = RefBackend::new().compile(&program).unwrap();
-    let err = exe.run(&src).err().unwrap();
+    let err = exe.run_f64(&src).err().unwrap();
     assert!(
         err.to_string().contains("outside buffer x of 10 elements"),
         "{err}"

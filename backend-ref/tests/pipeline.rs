@@ -5,10 +5,11 @@
 use backend_ref::RefBackend;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
-use tir_graph::eval::{concrete_dims, evaluate, HostTensor};
+use tir_graph::eval::{concrete_dims, evaluate, F64Tensor};
 use tir_graph::models::{self, AttentionConfig, DecoderConfig};
 use tir_graph::testing::arb_numeric_graph;
 use tir_graph::{DType, Graph};
+use tir_lower::testing::RunF64;
 use tir_lower::{compile_graph, Backend};
 use tir_opt::Limits;
 
@@ -18,7 +19,7 @@ fn sources(
     dims: &BTreeMap<String, u64>,
     seed: u64,
     scale: f64,
-) -> BTreeMap<String, HostTensor> {
+) -> BTreeMap<String, F64Tensor> {
     graph
         .inputs()
         .into_iter()
@@ -27,7 +28,7 @@ fn sources(
         .map(|(i, (name, id))| {
             let ty = graph.ty(id);
             let shape = concrete_dims(&ty.shape, dims).unwrap();
-            let mut t = HostTensor::random(ty.dtype, shape, seed.wrapping_add(i as u64));
+            let mut t = F64Tensor::random(ty.dtype, shape, seed.wrapping_add(i as u64));
             if ty.dtype.is_float() {
                 t.data
                     .iter_mut()
@@ -40,7 +41,7 @@ fn sources(
 
 /// The largest error of `got` against `want` relative to `1 + |want|`; NaN where only one is
 /// NaN, an infinity that differs, or a shape or dtype that differs, fails.
-fn worst_error(name: &str, got: &HostTensor, want: &HostTensor) -> Result<f64, String> {
+fn worst_error(name: &str, got: &F64Tensor, want: &F64Tensor) -> Result<f64, String> {
     if got.dims != want.dims || got.dtype != want.dtype {
         return Err(format!(
             "{name}: {:?} {:?} vs {:?} {:?}",
@@ -69,7 +70,7 @@ fn worst_error(name: &str, got: &HostTensor, want: &HostTensor) -> Result<f64, S
 
 /// `sources` with every float value moved by a relative 2^-18 or less (deterministically): how
 /// much the oracle's outputs move under it measures how ill-conditioned the graph is there.
-fn perturbed(sources: &BTreeMap<String, HostTensor>) -> BTreeMap<String, HostTensor> {
+fn perturbed(sources: &BTreeMap<String, F64Tensor>) -> BTreeMap<String, F64Tensor> {
     let mut out = sources.clone();
     for t in out.values_mut().filter(|t| t.dtype.is_float()) {
         for (i, v) in t.data.iter_mut().enumerate() {
@@ -85,14 +86,14 @@ fn perturbed(sources: &BTreeMap<String, HostTensor>) -> BTreeMap<String, HostTen
 /// itself moves when the inputs move by f32-sized amounts (the reference rounds every op to
 /// f32, the oracle nothing, so a division by a cancelled sum legitimately differs). NaN must
 /// match NaN and infinity infinity, except where the perturbed oracle flips on them.
-fn check_conditioned(graph: &Graph, sources: &BTreeMap<String, HostTensor>) -> Result<(), String> {
+fn check_conditioned(graph: &Graph, sources: &BTreeMap<String, F64Tensor>) -> Result<(), String> {
     let backend = RefBackend::checking();
     let compiled =
         compile_graph(graph, &backend.target(), &Limits::default()).map_err(|e| e.to_string())?;
     let mut exe = backend
         .compile(&compiled.program)
         .map_err(|e| e.to_string())?;
-    let got = exe.run(sources).map_err(|e| e.to_string())?;
+    let got = exe.run_f64(sources).map_err(|e| e.to_string())?;
     let want = evaluate(graph, sources).map_err(|e| e.to_string())?;
     let moved = evaluate(graph, &perturbed(sources)).map_err(|e| e.to_string())?;
     for (name, w) in &want.outputs {
@@ -134,7 +135,7 @@ fn w_round(w: f64) -> f64 {
 /// the oracle within `tolerance`.
 fn check(
     graph: &Graph,
-    sources: &BTreeMap<String, HostTensor>,
+    sources: &BTreeMap<String, F64Tensor>,
     tolerance: f64,
 ) -> Result<(), String> {
     let backend = RefBackend::checking();
@@ -143,7 +144,7 @@ fn check(
     let mut exe = backend
         .compile(&compiled.program)
         .map_err(|e| e.to_string())?;
-    let got = exe.run(sources).map_err(|e| e.to_string())?;
+    let got = exe.run_f64(sources).map_err(|e| e.to_string())?;
     let want = evaluate(graph, sources).map_err(|e| e.to_string())?;
     for (name, w) in &want.outputs {
         let err = worst_error(name, &got.outputs[name], w)?;
@@ -156,7 +157,7 @@ fn check(
 
 /// The largest finite magnitude of any value the graph computes (the oracle's), or `None` if
 /// the oracle refuses the inputs.
-fn largest_intermediate(graph: &Graph, srcs: &BTreeMap<String, HostTensor>) -> Option<f64> {
+fn largest_intermediate(graph: &Graph, srcs: &BTreeMap<String, F64Tensor>) -> Option<f64> {
     let mut all = graph.clone();
     for id in graph.node_ids() {
         all.add_output(&format!("__node{}", id.index()), id).ok()?;
@@ -239,21 +240,21 @@ fn a_kv_cache_fills_up_run_by_run() {
     let backend = RefBackend::checking();
     let compiled = compile_graph(&graph, &backend.target(), &Limits::default()).unwrap();
     let mut exe = backend.compile(&compiled.program).unwrap();
-    let mut states: BTreeMap<String, HostTensor> = BTreeMap::new();
+    let mut states: BTreeMap<String, F64Tensor> = BTreeMap::new();
     for pos in 0..3u64 {
         let mut srcs = sources(&graph, &BTreeMap::new(), 100 + pos, 0.25);
         srcs.insert(
             "pos".into(),
-            HostTensor::new(DType::I64, vec![], vec![pos as f64]).unwrap(),
+            F64Tensor::new(DType::I64, vec![], vec![pos as f64]).unwrap(),
         );
         // The oracle sees the states the backend holds before this run.
         let mut oracle_sources = srcs.clone();
         oracle_sources.extend(states.clone());
         let want = evaluate(&graph, &oracle_sources).unwrap();
-        let got = exe.run(&srcs).unwrap();
+        let got = exe.run_f64(&srcs).unwrap();
         let err = worst_error("y", &got.outputs["y"], &want.outputs["y"]).unwrap();
         assert!(err < 2e-2, "run {pos}: error {err}");
-        states = exe.states();
+        states = exe.states_f64();
         for (name, want_state) in &want.states {
             let err = worst_error(name, &states[name], want_state).unwrap();
             assert!(err < 2e-2, "run {pos}, state {name}: error {err}");
@@ -267,13 +268,13 @@ fn a_kv_cache_fills_up_run_by_run() {
     let mut srcs = sources(&graph, &BTreeMap::new(), 9, 0.25);
     srcs.insert(
         "pos".into(),
-        HostTensor::new(DType::I64, vec![], vec![8.0]).unwrap(),
+        F64Tensor::new(DType::I64, vec![], vec![8.0]).unwrap(),
     );
-    let before = exe.states();
-    let e = exe.run(&srcs).unwrap_err().to_string();
+    let before = exe.states_f64();
+    let e = exe.run_f64(&srcs).unwrap_err().to_string();
     assert!(e.contains("write position"), "{e}");
     assert_eq!(
-        exe.states(),
+        exe.states_f64(),
         before,
         "a refused run leaves the states as they were"
     );
@@ -302,7 +303,7 @@ fn random_graphs_of_every_kind_run_in_checking_mode() {
             let mut exe = backend
                 .compile(&compiled.program)
                 .map_err(|e| TestCaseError::fail(e.to_string()))?;
-            match exe.run(&srcs) {
+            match exe.run_f64(&srcs) {
                 Ok(out) => {
                     for (name, _) in graph.outputs() {
                         prop_assert!(out.outputs.contains_key(name));

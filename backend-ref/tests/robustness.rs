@@ -9,13 +9,14 @@ use common::programs::{cache_writer, matmul, row_softmax, vector_add};
 use common::{random, sources, tensor};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
-use tir_graph::eval::HostTensor;
+use tir_graph::eval::F64Tensor;
 use tir_graph::DType;
+use tir_lower::testing::RunF64;
 use tir_lower::tile::{Block, Stmt, TileOp, Type, ValueId};
 use tir_lower::{Backend, Program};
 
 /// A program and sources it runs on.
-fn case(which: u8) -> (Program, BTreeMap<String, HostTensor>) {
+fn case(which: u8) -> (Program, BTreeMap<String, F64Tensor>) {
     match which % 4 {
         0 => (
             vector_add(),
@@ -222,7 +223,7 @@ proptest! {
         let mut results = Vec::new();
         for backend in [RefBackend::new(), RefBackend::checking()] {
             if let Ok(mut exe) = backend.compile(&program) {
-                match exe.run(&src) {
+                match exe.run_f64(&src) {
                     Ok(out) => results.push(out.outputs),
                     Err(e) => prop_assert!(!e.to_string().contains('\n'), "{}", e),
                 }
@@ -230,7 +231,7 @@ proptest! {
         }
         // Checking changes what is reported, never what is computed.
         if let [plain, checked] = &results[..] {
-            let bits = |o: &BTreeMap<String, HostTensor>| -> Vec<(String, Vec<u64>, Vec<u64>)> {
+            let bits = |o: &BTreeMap<String, F64Tensor>| -> Vec<(String, Vec<u64>, Vec<u64>)> {
                 o.iter()
                     .map(|(n, t)| (n.clone(), t.dims.clone(), t.data.iter().map(|v| v.to_bits()).collect()))
                     .collect()

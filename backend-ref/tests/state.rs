@@ -6,13 +6,14 @@ use backend_ref::RefBackend;
 use common::programs::cache_writer;
 use common::{sources, tensor};
 use tir_graph::DType;
+use tir_lower::testing::RunF64;
 use tir_lower::{Backend, BackendError};
 
 fn step(
     pos: i64,
     fill: f64,
     width: u64,
-) -> std::collections::BTreeMap<String, tir_graph::eval::HostTensor> {
+) -> std::collections::BTreeMap<String, tir_graph::eval::F64Tensor> {
     sources(vec![
         ("pos", tensor(DType::I64, &[1], vec![pos as f64])),
         (
@@ -28,14 +29,14 @@ fn state_slices_persist_across_runs() {
     for backend in [RefBackend::new(), RefBackend::checking()] {
         let mut exe = backend.compile(&program).unwrap();
         assert_eq!(
-            exe.states()["cache"].data,
+            exe.states_f64()["cache"].data,
             vec![0.0; 32],
             "zeros before the first run"
         );
         for pos in 0..3 {
-            exe.run(&step(pos, pos as f64 + 1.0, 8)).unwrap();
+            exe.run_f64(&step(pos, pos as f64 + 1.0, 8)).unwrap();
         }
-        let cache = exe.states()["cache"].clone();
+        let cache = exe.states_f64()["cache"].clone();
         assert_eq!(cache.dims, vec![4, 8]);
         let mut expected = vec![1.0; 8];
         expected.extend([2.0; 8]);
@@ -45,7 +46,7 @@ fn state_slices_persist_across_runs() {
 
         // Out-of-range positions fail the launch check and leave the state unchanged.
         for pos in [4, -1, 100] {
-            match exe.run(&step(pos, 9.0, 8)) {
+            match exe.run_f64(&step(pos, 9.0, 8)) {
                 Err(BackendError::Kernel { kernel, reason }) => {
                     assert_eq!(kernel, "k0_cache_write");
                     assert!(reason.contains("the KV-cache slot of cache"), "{reason}");
@@ -53,11 +54,11 @@ fn state_slices_persist_across_runs() {
                 }
                 other => panic!("position {pos}: {other:?}"),
             }
-            assert_eq!(exe.states()["cache"], cache);
+            assert_eq!(exe.states_f64()["cache"], cache);
         }
         // The last slot is in range.
-        exe.run(&step(3, 4.0, 8)).unwrap();
-        assert_eq!(exe.states()["cache"].data[24..], [4.0; 8]);
+        exe.run_f64(&step(3, 4.0, 8)).unwrap();
+        assert_eq!(exe.states_f64()["cache"].data[24..], [4.0; 8]);
     }
 }
 
@@ -65,18 +66,18 @@ fn state_slices_persist_across_runs() {
 fn without_a_launch_check_the_store_is_still_bounds_checked() {
     let program = cache_writer(8.into(), false);
     let mut exe = RefBackend::new().compile(&program).unwrap();
-    exe.run(&step(1, 5.0, 8)).unwrap();
-    let before = exe.states()["cache"].clone();
-    let err = exe.run(&step(4, 9.0, 8)).err().unwrap();
+    exe.run_f64(&step(1, 5.0, 8)).unwrap();
+    let before = exe.states_f64()["cache"].clone();
+    let err = exe.run_f64(&step(4, 9.0, 8)).err().unwrap();
     assert!(
         err.to_string()
             .contains("outside buffer cache of 32 elements"),
         "{err}"
     );
-    assert_eq!(exe.states()["cache"], before);
+    assert_eq!(exe.states_f64()["cache"], before);
     // In checking mode the write region itself is checked against the buffer.
     let mut exe = RefBackend::checking().compile(&program).unwrap();
-    let err = exe.run(&step(4, 9.0, 8)).err().unwrap();
+    let err = exe.run_f64(&step(4, 9.0, 8)).err().unwrap();
     assert!(
         err.to_string()
             .contains("write region 4..5 along axis 0 of cache"),
@@ -89,13 +90,13 @@ fn a_state_keeps_the_shape_of_its_first_run() {
     let program = cache_writer("d".into(), true);
     let mut exe = RefBackend::checking().compile(&program).unwrap();
     assert!(
-        exe.states().is_empty(),
+        exe.states_f64().is_empty(),
         "a symbolic state has no value before a run"
     );
-    exe.run(&step(0, 1.0, 8)).unwrap();
-    exe.run(&step(1, 2.0, 8)).unwrap();
-    assert_eq!(exe.states()["cache"].dims, vec![4, 8]);
-    let err = exe.run(&step(2, 3.0, 6)).err().unwrap();
+    exe.run_f64(&step(0, 1.0, 8)).unwrap();
+    exe.run_f64(&step(1, 2.0, 8)).unwrap();
+    assert_eq!(exe.states_f64()["cache"].dims, vec![4, 8]);
+    let err = exe.run_f64(&step(2, 3.0, 6)).err().unwrap();
     assert_eq!(
         err.to_string(),
         "state \"cache\": this run binds f32[4, 6], but earlier runs bound f32[4, 8]"

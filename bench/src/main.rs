@@ -5,26 +5,39 @@
 //!                               # time compiling (cold and warm cache, the optimizer)
 //! tir-bench run --out DIR       # on the GPU: time every workload with CUDA events
 //! tir-bench profile --filter F   # on the GPU: time each kernel of the matching workloads alone
+//! tir-bench write-weights FILE   # the decoder block's weights (random) as a .safetensors file
+//! tir-bench load-weights FILE    # on the GPU, in a fresh process: host and device memory of
+//!                                # loading them
 //! ```
 //!
-//! `run` binds each workload's inputs (deterministic random values), times the kernels alone
-//! (`CudaExecutable::time_runs`: warm-up, then repetitions each after flushing the L2 cache) and
-//! writes, per workload, its inputs and outputs as `.npy` files under `DIR/NAME/` and its times to
-//! `DIR/tir.json`. `bench/peers.py` then times PyTorch on the same inputs, checks tir's outputs
-//! against PyTorch's, and writes the table and `bench/RESULTS.md`. Errors are one line on stderr
-//! and exit code 1.
+//! `run` sets each workload's parameters once and makes its inputs (deterministic random
+//! values) in page-locked memory from the executable (`Executable::alloc_host`, what the README
+//! recommends), then measures:
+//! - the kernels alone (`CudaExecutable::time_runs`: warm-up, then repetitions each after
+//!   flushing the L2 cache, CUDA events);
+//! - what a user pays: the wall time of the public `Executable::run` per call in a loop,
+//!   copies included (`api`), and the same with the inputs in ordinary `Vec` memory
+//!   (`api_vec`);
+//! - the copies alone at page-locked speed: the inputs to the device and the outputs back
+//!   (`Executable::to_device`, `DeviceTensor::to_host`), what the `api` time is held against;
+//! - for the decode step, device memory before and after 10,000 more runs.
+//!
+//! It writes, per workload, its inputs and outputs as `.npy` files under `DIR/NAME/` and its
+//! times to `DIR/tir.json`. `bench/peers.py` then times PyTorch on the same inputs, checks tir's
+//! outputs against PyTorch's, and writes the table and `bench/RESULTS.md`. Errors are one line
+//! on stderr and exit code 1.
 
+mod memory;
 mod workloads;
 
 use backend_cuda::{CudaBackend, ExecMode, MatmulPolicy};
 use clap::{Parser, Subcommand};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
-use tir_graph::eval::{concrete_dims, HostTensor};
-use tir_graph::{DType, Graph, Op};
-use tir_lower::{compile_graph, Backend, Executable};
+use tir_graph::eval::{concrete_dims, F64Tensor};
+use tir_graph::{DType, Graph, HostTensor, Op};
+use tir_lower::{compile_graph, Backend, Executable, TensorRef};
 use tir_opt::Limits;
 use workloads::{Bound, Workload};
 
@@ -61,6 +74,12 @@ enum Command {
         #[arg(long)]
         filter: String,
     },
+    /// Write the decoder block's parameters (deterministic random values) to FILE.safetensors.
+    WriteWeights { file: PathBuf },
+    /// Load FILE.safetensors into the decoder block's executable and print, as JSON, the host
+    /// memory that took (peak resident set against the file's size), the time, and the device
+    /// memory the executable holds after a run against what it needs.
+    LoadWeights { file: PathBuf },
     /// Print the Tile IR (MLIR text) of each kernel of the workloads whose name contains FILTER.
     Mlir {
         #[arg(long)]
@@ -77,6 +96,8 @@ fn main() -> ExitCode {
         Command::Compile { out, arch, filter } => compile(&out, &arch, filter.as_deref()),
         Command::Run { out, filter } => run(&out, filter.as_deref()),
         Command::Profile { filter } => profile(&filter),
+        Command::WriteWeights { file } => memory::write_weights(&file),
+        Command::LoadWeights { file } => memory::load_weights(&file),
         Command::Mlir { filter, bytecode } => print_mlir(&filter, bytecode.as_deref()),
     };
     match done {
@@ -153,13 +174,14 @@ fn compile(out: &Path, arch: &str, filter: Option<&str>) -> Result<(), String> {
 }
 
 fn print_mlir(filter: &str, bytecode: Option<&Path>) -> Result<(), String> {
-    let tuning = backend_cuda::tuning::Tuning::from_env()?;
+    let plain = CudaBackend::new();
+    let tuning = plain.tuning().map_err(|e| e.to_string())?;
     // The bytecode version comes from the toolchain, needed only when writing bytecode.
     let compiler = bytecode
-        .map(|_| backend_cuda::KernelCompiler::from_env())
+        .map(|_| plain.compiler().map_err(|e| e.to_string()))
         .transpose()?;
     for w in matching(Some(filter))? {
-        let target = backend_cuda::gpu_target(&MatmulPolicy::parse(w.matmul)?);
+        let target = backend_cuda::gpu_target(tuning, &MatmulPolicy::parse(w.matmul)?);
         let compiled =
             compile_graph(&w.graph, &target, &Limits::default()).map_err(|e| e.to_string())?;
         for kernel in &compiled.program.kernels {
@@ -193,26 +215,64 @@ fn median(xs: &[f64]) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
-/// The workload's inputs and parameters: deterministic random values times its scale, and
-/// KV-cache positions in the middle of the cache.
-fn sources(w: &Workload) -> Result<BTreeMap<String, HostTensor>, String> {
-    let mut out = BTreeMap::new();
+/// A workload's tensors: its parameters, and its inputs in page-locked memory from the
+/// executable; deterministic random values times its scale, and KV-cache positions in the
+/// middle of the cache.
+struct Tensors {
+    parameters: Vec<(String, HostTensor<'static>)>,
+    inputs: Vec<(String, HostTensor<'static>)>,
+}
+
+impl Tensors {
+    fn inputs(&self) -> Vec<(&str, TensorRef<'_>)> {
+        self.inputs
+            .iter()
+            .map(|(n, t)| (n.as_str(), t.into()))
+            .collect()
+    }
+
+    /// Sets every parameter on `exe`.
+    fn set_parameters(&self, exe: &mut dyn Executable) -> Result<(), String> {
+        for (name, t) in &self.parameters {
+            exe.set_parameter(name, t.into())
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+}
+
+fn tensors(w: &Workload, exe: &dyn Executable) -> Result<Tensors, String> {
+    let mut out = Tensors {
+        parameters: Vec::new(),
+        inputs: Vec::new(),
+    };
     for (i, id) in w.graph.node_ids().enumerate() {
-        let name = match &w.graph.node(id).op {
-            Op::Input { name } | Op::Parameter { name } => name.clone(),
+        let (name, input) = match &w.graph.node(id).op {
+            Op::Input { name } => (name.clone(), true),
+            Op::Parameter { name } => (name.clone(), false),
             _ => continue,
         };
         let ty = w.graph.ty(id);
         let dims = concrete_dims(&ty.shape, &w.dims).map_err(|e| e.to_string())?;
-        let mut t = HostTensor::random(ty.dtype, dims, i as u64);
-        if ty.dtype == DType::I64 && t.data.len() == 1 {
-            t.data[0] = 1000.0;
+        let mut values = F64Tensor::random(ty.dtype, dims.clone(), i as u64);
+        if ty.dtype == DType::I64 && values.data.len() == 1 {
+            values.data[0] = 1000.0;
         } else if ty.dtype.is_float() {
-            for v in &mut t.data {
+            for v in &mut values.data {
                 *v = ty.dtype.round_value(*v * w.scale);
             }
         }
-        out.insert(name, t);
+        let value = HostTensor::from_f64(&values).map_err(|e| e.to_string())?;
+        if input {
+            let mut pinned = exe.alloc_host(ty.dtype, &dims).map_err(|e| e.to_string())?;
+            pinned
+                .bytes_mut()
+                .map_err(|e| e.to_string())?
+                .copy_from_slice(value.bytes());
+            out.inputs.push((name, pinned));
+        } else {
+            out.parameters.push((name, value));
+        }
     }
     Ok(out)
 }
@@ -254,8 +314,10 @@ fn executable(w: &Workload) -> Result<backend_cuda::CudaExecutable, String> {
 fn profile(filter: &str) -> Result<(), String> {
     for w in matching(Some(filter))? {
         let mut exe = executable(&w)?;
+        let t = tensors(&w, &exe)?;
+        t.set_parameters(&mut exe)?;
         let kernels = exe
-            .profile_kernels(&sources(&w)?, 10)
+            .profile_kernels(&t.inputs(), 10)
             .map_err(|e| format!("{}: {e}", w.name))?;
         for k in kernels {
             let line = serde_json::json!({
@@ -270,33 +332,90 @@ fn profile(filter: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The median wall milliseconds of `exe.run(inputs)`, the public call with its copies, over
+/// `reps` calls after 3 warm-up calls.
+fn api_ms(
+    exe: &mut dyn Executable,
+    inputs: &[(&str, TensorRef<'_>)],
+    reps: usize,
+) -> Result<f64, String> {
+    let mut times = Vec::with_capacity(reps);
+    for rep in 0..3 + reps {
+        let start = Instant::now();
+        let outputs = exe.run(inputs).map_err(|e| e.to_string())?;
+        let ms = start.elapsed().as_secs_f64() * 1e3;
+        drop(outputs);
+        if rep >= 3 {
+            times.push(ms);
+        }
+    }
+    Ok(median(&times))
+}
+
+/// The median wall milliseconds of the copies alone at page-locked speed: every input to the
+/// device, then every output of a run back to the host.
+fn transfer_ms(exe: &mut dyn Executable, tensors: &Tensors, reps: usize) -> Result<f64, String> {
+    let outputs = exe
+        .run_on_device(&tensors.inputs())
+        .map_err(|e| e.to_string())?;
+    let mut times = Vec::with_capacity(reps);
+    for rep in 0..3 + reps {
+        let start = Instant::now();
+        for (_, t) in &tensors.inputs {
+            exe.to_device(t).map_err(|e| e.to_string())?;
+        }
+        for t in outputs.values() {
+            t.to_host().map_err(|e| e.to_string())?;
+        }
+        if rep >= 3 {
+            times.push(start.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    Ok(median(&times))
+}
+
 fn run_one(out: &Path, w: &Workload) -> Result<serde_json::Value, String> {
     let mut exe = executable(w)?;
     let kernels = exe.program().kernels.len();
-    let sources = sources(w)?;
+    let t = tensors(w, &exe)?;
+    t.set_parameters(&mut exe)?;
+    let inputs = t.inputs();
     let reps = if matches!(w.bound, Bound::Compute { flops } if flops > 1e12) {
         10
     } else {
         30
     };
-    let (times, outputs) = exe
-        .time_runs(&sources, 3, reps)
-        .map_err(|e| e.to_string())?;
+    let (times, outputs) = exe.time_runs(&inputs, 3, reps).map_err(|e| e.to_string())?;
+    let api = api_ms(&mut exe, &inputs, reps)?;
+    let in_vecs: Vec<(String, HostTensor)> = t
+        .inputs
+        .iter()
+        .map(|(n, h)| (n.clone(), h.clone()))
+        .collect();
+    let vec_inputs: Vec<(&str, TensorRef)> = in_vecs
+        .iter()
+        .map(|(n, h)| (n.as_str(), h.into()))
+        .collect();
+    let api_vec = api_ms(&mut exe, &vec_inputs, reps)?;
+    let transfer = transfer_ms(&mut exe, &t, reps)?;
+    let memory = if w.name.starts_with("decoder") {
+        Some(memory::device_memory_over_runs(&mut exe, &inputs, 10_000)?)
+    } else {
+        None
+    };
     let dir = out.join(&w.name);
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     if w.peer {
-        for (name, t) in &sources {
+        for (name, t) in t.parameters.iter().chain(&t.inputs) {
             write_npy(&dir.join(format!("in_{name}.npy")), t)?;
         }
-        for (name, t) in &outputs.outputs {
+        for (name, t) in &outputs {
             write_npy(&dir.join(format!("out_{name}.npy")), t)?;
         }
     }
     let finite = outputs
-        .outputs
         .values()
-        .all(|t| t.data.iter().all(|v| v.is_finite()));
-    let _ = exe.states();
+        .all(|t| t.to_f64().data.iter().all(|v| v.is_finite()));
     Ok(serde_json::json!({
         "name": w.name,
         "kernels": kernels,
@@ -304,6 +423,10 @@ fn run_one(out: &Path, w: &Workload) -> Result<serde_json::Value, String> {
         "matmul": w.matmul,
         "median_ms": median(&times),
         "min_ms": times.iter().copied().fold(f64::INFINITY, f64::min),
+        "api_ms": api,
+        "api_vec_ms": api_vec,
+        "transfer_ms": transfer,
+        "device_memory": memory,
         "reps": times.len(),
         "bound": w.bound,
         "outputs_finite": finite,

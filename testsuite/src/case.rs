@@ -5,7 +5,7 @@ use crate::tolerance::Tolerance;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use tir_graph::eval::HostTensor;
+use tir_graph::eval::F64Tensor;
 use tir_graph::{DType, Dim, Graph};
 use tir_lower::Capabilities;
 
@@ -56,7 +56,7 @@ pub struct Case {
     pub graph: Graph,
     /// The inputs and parameters of each consecutive run of one executable; states are carried
     /// by the backend from run to run.
-    pub runs: Vec<BTreeMap<String, HostTensor>>,
+    pub runs: Vec<BTreeMap<String, F64Tensor>>,
     pub tolerance: Tolerance,
     /// What a backend must declare to run the case ([`Case::new`] derives it from the graph).
     pub needs: Vec<Feature>,
@@ -68,7 +68,7 @@ impl Case {
     pub fn new(
         name: impl Into<String>,
         graph: Graph,
-        runs: Vec<BTreeMap<String, HostTensor>>,
+        runs: Vec<BTreeMap<String, F64Tensor>>,
         tolerance: Tolerance,
     ) -> Case {
         let needs = needs_of(&graph);

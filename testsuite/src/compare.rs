@@ -15,7 +15,7 @@
 
 use crate::tolerance::Bound;
 use serde::Serialize;
-use tir_graph::eval::HostTensor;
+use tir_graph::eval::F64Tensor;
 use tir_graph::DType;
 
 /// An element that failed, with why.
@@ -95,8 +95,8 @@ fn representable(dtype: DType, v: f64) -> bool {
 pub fn compare(
     run: usize,
     tensor: &str,
-    oracle: &HostTensor,
-    got: &HostTensor,
+    oracle: &F64Tensor,
+    got: &F64Tensor,
     bound: Bound,
 ) -> TensorCheck {
     let dtype = oracle.dtype;
@@ -193,8 +193,8 @@ mod tests {
     use super::*;
     use crate::tolerance::Tolerance;
 
-    fn t(dtype: DType, data: &[f64]) -> HostTensor {
-        HostTensor {
+    fn t(dtype: DType, data: &[f64]) -> F64Tensor {
+        F64Tensor {
             dtype,
             dims: vec![data.len() as u64],
             data: data.to_vec(),

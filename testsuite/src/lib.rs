@@ -14,7 +14,7 @@ pub mod values;
 
 pub use case::{Case, Feature};
 pub use corpus::corpus;
-pub use runner::{compile_case, matches_filter, run_case, CaseResult, Outcome, Stage, Summary};
+pub use runner::{compile_case, matches_filter, run_case, CaseResult, Io, Outcome, Stage, Summary};
 pub use tolerance::{OpClass, Tolerance};
 
 use tir_lower::Registry;
@@ -30,3 +30,9 @@ pub fn registry() -> Registry {
     registry.register(Box::new(backend_cuda::CudaBackend::new().poisoning()));
     registry
 }
+
+/// The README's Rust examples, compiled and run as doctests so the README stays true (here,
+/// where every crate they use is a dependency).
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

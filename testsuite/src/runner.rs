@@ -1,8 +1,10 @@
 //! Running one case on a backend and judging it against the oracle.
 //!
 //! A case is compiled once (`tir_lower::compile_graph` for the backend's target, then
-//! `Backend::compile`) and run once per entry of [`Case::runs`] on the same executable. Before
-//! each run the oracle is given that run's sources plus the states the backend holds
+//! `Backend::compile`) and run once per entry of [`Case::runs`] on the same executable: each
+//! run sets the parameters it has and passes its inputs, from the host or, with [`Io::Device`],
+//! as device tensors with the outputs left on the device and copied back after. Before each
+//! run the oracle is given that run's sources plus the states the backend holds
 //! (`Executable::states`), so a state update is judged on the state the backend actually carried
 //! over; after the run every output and every state is compared ([`crate::compare`]). A case the
 //! backend's capabilities cannot run is skipped; anything else that goes wrong (lowering,
@@ -14,9 +16,21 @@ use crate::tolerance::coarsest_float;
 use serde::Serialize;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
-use tir_graph::eval::{evaluate, HostTensor};
+use tir_graph::eval::{evaluate, F64Tensor};
+use tir_lower::testing::RunF64;
 use tir_lower::{compile_graph, Backend, Target};
 use tir_opt::Limits;
+
+/// Where a case's tensors are when a run takes and returns them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Io {
+    /// Host tensors in, host tensors out (`Executable::run`).
+    #[default]
+    Host,
+    /// Parameters and inputs copied to the device first, outputs left there and copied back
+    /// after (`Executable::run_on_device`).
+    Device,
+}
 
 /// Where a failed case went wrong.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -84,14 +98,14 @@ impl CaseResult {
     }
 }
 
-/// Runs `case` on `backend` (see the module doc). Never panics: a panic in the backend or the
-/// pipeline fails the case.
-pub fn run_case(backend: &dyn Backend, case: &Case) -> CaseResult {
+/// Runs `case` on `backend` with its tensors as `io` says (see the module doc). Never panics:
+/// a panic in the backend or the pipeline fails the case.
+pub fn run_case(backend: &dyn Backend, case: &Case, io: Io) -> CaseResult {
     let start = Instant::now();
     let mut checks = Vec::new();
     let outcome = match case.skip_reason(&backend.capabilities()) {
         Some(reason) => Outcome::Skipped { reason },
-        None => catch_unwind(AssertUnwindSafe(|| execute(backend, case, &mut checks)))
+        None => catch_unwind(AssertUnwindSafe(|| execute(backend, case, io, &mut checks)))
             .unwrap_or_else(|payload| Outcome::Failed {
                 stage: Stage::Panic,
                 message: panic_message(payload.as_ref()),
@@ -122,7 +136,7 @@ fn fail(stage: Stage, message: impl Into<String>) -> Outcome {
     }
 }
 
-fn execute(backend: &dyn Backend, case: &Case, checks: &mut Vec<TensorCheck>) -> Outcome {
+fn execute(backend: &dyn Backend, case: &Case, io: Io, checks: &mut Vec<TensorCheck>) -> Outcome {
     let compiled = match compile_graph(&case.graph, &backend.target(), &Limits::default()) {
         Ok(c) => c,
         Err(e) => return fail(Stage::Lower, e.to_string()),
@@ -142,23 +156,27 @@ fn execute(backend: &dyn Backend, case: &Case, checks: &mut Vec<TensorCheck>) ->
             }
         };
         let mut oracle_sources = sources.clone();
-        oracle_sources.extend(exe.states());
+        oracle_sources.extend(exe.states_f64());
         let want = match evaluate(&case.graph, &oracle_sources) {
             Ok(w) => w,
             Err(e) => return fail(Stage::Oracle, at(e.to_string())),
         };
-        let got = match exe.run(sources) {
+        let ran = match io {
+            Io::Host => exe.run_f64(sources),
+            Io::Device => exe.run_f64_on_device(sources),
+        };
+        let got = match ran {
             Ok(g) => g,
             Err(e) => return fail(Stage::Run, at(e.to_string())),
         };
-        let states = exe.states();
+        let states = exe.states_f64();
         let missing = |kind: &str, name: &str| {
             fail(
                 Stage::Compare,
                 at(format!("the backend returned no {kind} `{name}`")),
             )
         };
-        let mut pairs: Vec<(String, &HostTensor, &HostTensor)> = Vec::new();
+        let mut pairs: Vec<(String, &F64Tensor, &F64Tensor)> = Vec::new();
         for (name, w) in &want.outputs {
             match got.outputs.get(name) {
                 Some(g) => pairs.push((format!("output {name}"), w, g)),

@@ -2,7 +2,7 @@
 //! from a range where the op under test is well-conditioned and away from its discontinuities.
 
 use std::collections::BTreeMap;
-use tir_graph::eval::{concrete_dims, HostTensor};
+use tir_graph::eval::{concrete_dims, F64Tensor};
 use tir_graph::{DType, Graph};
 
 /// How the values of one tensor are drawn.
@@ -136,7 +136,7 @@ fn draw(dtype: DType, values: &Values, rng: &mut Rng, i: usize) -> f64 {
         Values::Halves => rng.int(-4, 4) as f64 * 0.5,
         Values::Products => rng.unit() * 4.0 - 2.0,
     };
-    // `+ 0.0` turns -0.0 into +0.0 for integers (HostTensor wants integers as +0.0).
+    // `+ 0.0` turns -0.0 into +0.0 for integers (F64Tensor wants integers as +0.0).
     let rounded = dtype.round_value(v);
     if dtype.is_int() {
         rounded + 0.0
@@ -158,7 +158,7 @@ fn int_range_full(dtype: DType) -> (f64, f64) {
 
 /// A tensor of `dtype` and `dims` drawn from `values` with `seed`. Unless the values are a
 /// list or indices, a draw of all zeros gets a nonzero first element.
-pub fn tensor(dtype: DType, dims: &[u64], values: &Values, seed: u64) -> HostTensor {
+pub fn tensor(dtype: DType, dims: &[u64], values: &Values, seed: u64) -> F64Tensor {
     let n: usize = dims.iter().map(|&d| d as usize).product();
     let mut rng = Rng::new(seed);
     let mut data: Vec<f64> = (0..n).map(|i| draw(dtype, values, &mut rng, i)).collect();
@@ -166,7 +166,7 @@ pub fn tensor(dtype: DType, dims: &[u64], values: &Values, seed: u64) -> HostTen
     if !fixed && !data.is_empty() && data.iter().all(|&v| v == 0.0) {
         data[0] = 1.0;
     }
-    HostTensor {
+    F64Tensor {
         dtype,
         dims: dims.to_vec(),
         data,
@@ -183,7 +183,7 @@ pub fn sources(
     seed: u64,
     case: &str,
     run: usize,
-) -> BTreeMap<String, HostTensor> {
+) -> BTreeMap<String, F64Tensor> {
     graph
         .inputs()
         .into_iter()
@@ -208,8 +208,8 @@ pub fn sources(
 mod tests {
     use super::*;
 
-    fn exact(t: &HostTensor) -> bool {
-        HostTensor::new(t.dtype, t.dims.clone(), t.data.clone()).is_ok()
+    fn exact(t: &F64Tensor) -> bool {
+        F64Tensor::new(t.dtype, t.dims.clone(), t.data.clone()).is_ok()
     }
 
     #[test]

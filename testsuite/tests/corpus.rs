@@ -161,7 +161,7 @@ fn the_corpus_has_at_least_500_cases_with_unique_names() {
 
 /// Bitwise equality of two cases (NaN payloads included).
 fn same(a: &Case, b: &Case) -> bool {
-    let bits = |t: &tir_graph::eval::HostTensor| -> (DType, Vec<u64>, Vec<u64>) {
+    let bits = |t: &tir_graph::eval::F64Tensor| -> (DType, Vec<u64>, Vec<u64>) {
         (
             t.dtype,
             t.dims.clone(),
@@ -205,7 +205,7 @@ fn every_source_is_exact_in_its_dtype_and_matches_the_graph() {
         for (run, sources) in case.runs.iter().enumerate() {
             for (name, t) in sources {
                 let checked =
-                    tir_graph::eval::HostTensor::new(t.dtype, t.dims.clone(), t.data.clone());
+                    tir_graph::eval::F64Tensor::new(t.dtype, t.dims.clone(), t.data.clone());
                 assert!(
                     checked.is_ok(),
                     "{} run {run} `{name}`: {:?}",

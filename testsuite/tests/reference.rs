@@ -1,14 +1,15 @@
 //! The runner on the reference backend: a subset of the corpus (one case per op of the IR and
-//! per pattern and numerics kind; CI runs the whole corpus in release with `tir-conform`),
+//! per pattern and numerics kind; CI runs the whole corpus in release with `tir-conform`), with
+//! host tensors and with device tensors,
 //! skipping by capabilities, and backends that return wrong values failing as they should.
 
 use backend_ref::RefBackend;
 use std::collections::{BTreeMap, BTreeSet};
-use testsuite::{corpus, registry, report, run_case, Case, Outcome, Stage};
-use tir_graph::eval::HostTensor;
-use tir_graph::DType;
+use testsuite::{corpus, registry, report, run_case, Case, Io, Outcome, Stage};
+use tir_graph::{DType, HostTensor};
 use tir_lower::{
-    compile_graph, Backend, BackendError, Capabilities, Executable, Program, RunOutputs, Target,
+    compile_graph, Backend, BackendError, Capabilities, Device, DeviceTensor, Executable,
+    HostTensors, Program, Signature, Target, TensorRef,
 };
 use tir_opt::Limits;
 
@@ -39,12 +40,14 @@ fn one_case_per_op_and_kind_passes_on_the_reference() {
     assert!(picked.len() >= 60, "{} cases picked", picked.len());
     let registry = registry();
     let backend = registry.get("ref").expect("the reference is registered");
-    let failures: Vec<String> = picked
-        .iter()
-        .map(|c| run_case(backend, c))
-        .filter_map(|r| report::line(&r))
-        .collect();
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    for io in [Io::Host, Io::Device] {
+        let failures: Vec<String> = picked
+            .iter()
+            .map(|c| run_case(backend, c, io))
+            .filter_map(|r| report::line(&r))
+            .collect();
+        assert!(failures.is_empty(), "{io:?}: {}", failures.join("\n"));
+    }
 }
 
 fn case<'a>(cases: &'a [Case], name: &str) -> &'a Case {
@@ -80,7 +83,7 @@ impl Backend for Limited {
 fn cases_are_skipped_only_for_what_the_capabilities_lack() {
     let cases = corpus(0);
     let backend = Limited(RefBackend::checking());
-    let outcome = |name: &str| run_case(&backend, case(&cases, name)).outcome;
+    let outcome = |name: &str| run_case(&backend, case(&cases, name), Io::Host).outcome;
     assert_eq!(outcome("op/exp/f32/len1000"), Outcome::Passed);
     let skip = |name: &str| match outcome(name) {
         Outcome::Skipped { reason } => reason,
@@ -133,29 +136,63 @@ impl Backend for Broken {
     }
 }
 
-impl Executable for BrokenExecutable {
-    fn run(&mut self, sources: &BTreeMap<String, HostTensor>) -> Result<RunOutputs, BackendError> {
-        let mut out = self.0.run(sources)?;
-        for t in out.outputs.values_mut() {
-            match self.1 {
-                Breakage::Unwritten => t.data[0] = f64::NAN,
-                Breakage::Inaccurate => {
-                    for v in &mut t.data {
-                        *v = t.dtype.round_value(*v * (1.0 + 1e-3));
-                    }
-                }
-                Breakage::Missing | Breakage::Panics => {}
-            }
-        }
+impl BrokenExecutable {
+    fn break_value(&self, t: HostTensor<'static>) -> HostTensor<'static> {
+        let mut v = t.to_f64();
         match self.1 {
-            Breakage::Missing => out.outputs.clear(),
-            Breakage::Panics => panic!("the device fell over"),
-            _ => {}
+            Breakage::Unwritten => v.data[0] = f64::NAN,
+            Breakage::Inaccurate => {
+                for x in &mut v.data {
+                    *x = v.dtype.round_value(*x * (1.0 + 1e-3));
+                }
+            }
+            Breakage::Missing | Breakage::Panics => {}
         }
-        Ok(out)
+        HostTensor::from_f64_rounded(&v).unwrap()
+    }
+}
+
+impl Executable for BrokenExecutable {
+    fn signature(&self) -> &Signature {
+        self.0.signature()
     }
 
-    fn states(&self) -> BTreeMap<String, HostTensor> {
+    fn device(&self) -> Device {
+        self.0.device()
+    }
+
+    fn set_parameter(&mut self, name: &str, value: TensorRef<'_>) -> Result<(), BackendError> {
+        self.0.set_parameter(name, value)
+    }
+
+    fn run(&mut self, inputs: &[(&str, TensorRef<'_>)]) -> Result<HostTensors, BackendError> {
+        let out = self.0.run(inputs)?;
+        match self.1 {
+            Breakage::Missing => Ok(BTreeMap::new()),
+            Breakage::Panics => panic!("the device fell over"),
+            _ => Ok(out
+                .into_iter()
+                .map(|(n, t)| (n, self.break_value(t)))
+                .collect()),
+        }
+    }
+
+    fn run_on_device(
+        &mut self,
+        inputs: &[(&str, TensorRef<'_>)],
+    ) -> Result<BTreeMap<String, DeviceTensor>, BackendError> {
+        self.0.run_on_device(inputs)
+    }
+
+    fn to_device(&mut self, tensor: &HostTensor<'_>) -> Result<DeviceTensor, BackendError> {
+        self.0.to_device(tensor)
+    }
+
+    fn alloc_host(&self, dtype: DType, dims: &[u64]) -> Result<HostTensor<'static>, BackendError> {
+        self.0.alloc_host(dtype, dims)
+    }
+
+    fn states(&self) -> Result<HostTensors, BackendError> {
         self.0.states()
     }
 }
@@ -164,7 +201,7 @@ impl Executable for BrokenExecutable {
 fn wrong_values_never_pass() {
     let cases = corpus(0);
     let add = case(&cases, "op/add/f32/len1000");
-    let run = |b: Breakage| run_case(&Broken(RefBackend::checking(), b), add);
+    let run = |b: Breakage| run_case(&Broken(RefBackend::checking(), b), add, Io::Host);
 
     let r = run(Breakage::Unwritten);
     let Outcome::Failed { stage, message } = &r.outcome else {
@@ -204,6 +241,7 @@ fn wrong_values_never_pass() {
     let r = run_case(
         &Broken(RefBackend::checking(), Breakage::Inaccurate),
         wrapped,
+        Io::Host,
     );
     assert!(
         r.passed(),
@@ -212,6 +250,7 @@ fn wrong_values_never_pass() {
     let r = run_case(
         &Broken(RefBackend::checking(), Breakage::Unwritten),
         wrapped,
+        Io::Host,
     );
     assert!(r.failed());
 }
@@ -255,7 +294,10 @@ fn the_json_record_has_every_case_and_check() {
         .map(|n| case(&cases, n))
         .collect();
     let backend = RefBackend::checking();
-    let results: Vec<_> = chosen.iter().map(|c| run_case(&backend, c)).collect();
+    let results: Vec<_> = chosen
+        .iter()
+        .map(|c| run_case(&backend, c, Io::Host))
+        .collect();
     let json = report::json("ref", 3, Some("x"), &chosen, &results, 1.5);
     assert_eq!(json["backend"], "ref");
     assert_eq!(json["seed"], 3);

@@ -14,21 +14,19 @@ pub mod infer;
 pub mod models;
 pub mod op;
 pub mod shape;
+pub mod tensor;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod text;
 pub mod types;
+pub mod weights;
 
 pub use builder::{GraphBuilder, Tensor};
 pub use dtype::DType;
-pub use eval::{evaluate, EvalError, Evaluation, HostTensor};
+pub use eval::{evaluate, EvalError, Evaluation, F64Tensor};
 pub use graph::{Graph, GraphData, GraphError, Node, NodeData, NodeId};
 pub use infer::InferError;
 pub use op::{BinaryOp, ConstData, ExactF64, Op, ReduceOp, ReshapeDim, SliceRange, UnaryOp};
 pub use shape::{Dim, Shape, ShapeError, MAX_RANK};
+pub use tensor::{Element, HostMemory, HostTensor, TensorError};
 pub use types::TensorType;
-
-/// The README's Rust examples, compiled and run as doctests so the README stays true.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-pub struct ReadmeDoctests;

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::f64::consts::{E, PI, SQRT_2};
-use tir_graph::eval::{bind_dims, concrete_dims, eval_op, evaluate, EvalError, HostTensor};
+use tir_graph::eval::{bind_dims, concrete_dims, eval_op, evaluate, EvalError, F64Tensor};
 use tir_graph::infer::infer;
 use tir_graph::models::{self, AttentionConfig, DecoderConfig};
 use tir_graph::op::ExactF64;
@@ -25,29 +25,29 @@ const INF: f64 = f64::INFINITY;
 
 /// A well-formed tensor (panics if it is not).
 #[track_caller]
-fn t(dtype: DType, dims: &[u64], data: &[f64]) -> HostTensor {
-    HostTensor::new(dtype, dims.to_vec(), data.to_vec()).unwrap()
+fn t(dtype: DType, dims: &[u64], data: &[f64]) -> F64Tensor {
+    F64Tensor::new(dtype, dims.to_vec(), data.to_vec()).unwrap()
 }
 
-fn f64t(dims: &[u64], data: &[f64]) -> HostTensor {
+fn f64t(dims: &[u64], data: &[f64]) -> F64Tensor {
     t(DType::F64, dims, data)
 }
 
-fn f32t(dims: &[u64], data: &[f64]) -> HostTensor {
+fn f32t(dims: &[u64], data: &[f64]) -> F64Tensor {
     t(DType::F32, dims, data)
 }
 
-fn static_type(x: &HostTensor) -> TensorType {
+fn static_type(x: &F64Tensor) -> TensorType {
     TensorType::new(x.dtype, Shape::of(&x.dims))
 }
 
 /// `op` on `xs` through [`eval_op`], with the result type inference gives.
 #[track_caller]
-fn run(op: Op, xs: &[&HostTensor]) -> HostTensor {
+fn run(op: Op, xs: &[&F64Tensor]) -> F64Tensor {
     run_result(op.clone(), xs).unwrap_or_else(|e| panic!("{op:?} should evaluate, got: {e}"))
 }
 
-fn run_result(op: Op, xs: &[&HostTensor]) -> Result<HostTensor, EvalError> {
+fn run_result(op: Op, xs: &[&F64Tensor]) -> Result<F64Tensor, EvalError> {
     let types: Vec<TensorType> = xs.iter().map(|x| static_type(x)).collect();
     let refs: Vec<&TensorType> = types.iter().collect();
     let ty = infer(&op, &refs).unwrap_or_else(|e| panic!("{op:?} should infer, got: {e}"));
@@ -56,22 +56,22 @@ fn run_result(op: Op, xs: &[&HostTensor]) -> Result<HostTensor, EvalError> {
 
 /// The error message of `op` on `xs`.
 #[track_caller]
-fn run_err(op: Op, xs: &[&HostTensor]) -> String {
+fn run_err(op: Op, xs: &[&F64Tensor]) -> String {
     match run_result(op.clone(), xs) {
         Ok(v) => panic!("{op:?} should fail, got {v:?}"),
         Err(e) => e.to_string(),
     }
 }
 
-fn unary(u: UnaryOp, x: &HostTensor) -> HostTensor {
+fn unary(u: UnaryOp, x: &F64Tensor) -> F64Tensor {
     run(Op::Unary(u), &[x])
 }
 
-fn binary(b: BinaryOp, x: &HostTensor, y: &HostTensor) -> HostTensor {
+fn binary(b: BinaryOp, x: &F64Tensor, y: &F64Tensor) -> F64Tensor {
     run(Op::Binary(b), &[x, y])
 }
 
-fn reduce(op: ReduceOp, axes: &[usize], keepdims: bool, x: &HostTensor) -> HostTensor {
+fn reduce(op: ReduceOp, axes: &[usize], keepdims: bool, x: &F64Tensor) -> F64Tensor {
     let axes = axes.to_vec();
     run(Op::Reduce { op, axes, keepdims }, &[x])
 }
@@ -97,7 +97,7 @@ fn assert_close(actual: &[f64], expected: &[f64]) {
 
 /// Bitwise-equal values (so NaN matches NaN and the sign of zero counts).
 #[track_caller]
-fn assert_bits(actual: &HostTensor, dims: &[u64], expected: &[f64]) {
+fn assert_bits(actual: &F64Tensor, dims: &[u64], expected: &[f64]) {
     assert_eq!(actual.dims, dims, "dims of {actual:?}");
     let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(
@@ -108,13 +108,13 @@ fn assert_bits(actual: &HostTensor, dims: &[u64], expected: &[f64]) {
     );
 }
 
-fn sources(pairs: Vec<(&str, HostTensor)>) -> BTreeMap<String, HostTensor> {
+fn sources(pairs: Vec<(&str, F64Tensor)>) -> BTreeMap<String, F64Tensor> {
     pairs.into_iter().map(|(n, t)| (n.to_string(), t)).collect()
 }
 
 /// The error message of evaluating `graph` on `pairs`.
 #[track_caller]
-fn eval_err(graph: &Graph, pairs: Vec<(&str, HostTensor)>) -> String {
+fn eval_err(graph: &Graph, pairs: Vec<(&str, F64Tensor)>) -> String {
     match evaluate(graph, &sources(pairs)) {
         Ok(v) => panic!("evaluation should fail, got {v:?}"),
         Err(e) => e.to_string(),
@@ -122,7 +122,7 @@ fn eval_err(graph: &Graph, pairs: Vec<(&str, HostTensor)>) -> String {
 }
 
 /// Random well-formed sources for every input and parameter of `graph` under `dims`.
-fn random_sources(graph: &Graph, dims: &BTreeMap<String, u64>) -> BTreeMap<String, HostTensor> {
+fn random_sources(graph: &Graph, dims: &BTreeMap<String, u64>) -> BTreeMap<String, F64Tensor> {
     let mut out = BTreeMap::new();
     for (i, (name, id)) in graph
         .inputs()
@@ -132,7 +132,7 @@ fn random_sources(graph: &Graph, dims: &BTreeMap<String, u64>) -> BTreeMap<Strin
     {
         let ty = graph.ty(id);
         let d = concrete_dims(&ty.shape, dims).unwrap();
-        out.insert(name, HostTensor::random(ty.dtype, d, 1000 + i as u64));
+        out.insert(name, F64Tensor::random(ty.dtype, d, 1000 + i as u64));
     }
     out
 }
@@ -552,7 +552,7 @@ fn integer_matmul_wraps() {
 // Layout ops and gather
 // ---------------------------------------------------------------------------------------------
 
-fn iota(dims: &[u64]) -> HostTensor {
+fn iota(dims: &[u64]) -> F64Tensor {
     let n: u64 = dims.iter().product();
     f32t(dims, &(0..n).map(|v| v as f64).collect::<Vec<_>>())
 }
@@ -885,7 +885,7 @@ fn source_errors_name_the_node_and_what_is_wrong() {
         "a tensor is supplied for `z`, but the graph has no input, parameter or state `z`"
     );
     // A tensor built around `new`'s checks is still checked.
-    let inexact = HostTensor {
+    let inexact = F64Tensor {
         dtype: DType::F16,
         dims: vec![3],
         data: vec![0.1, 0.0, 0.0],
@@ -897,7 +897,7 @@ fn source_errors_name_the_node_and_what_is_wrong() {
         ),
         "%2 (parameter `w`): element 0 (0.1) is not an exact f16 value"
     );
-    let short = HostTensor {
+    let short = F64Tensor {
         dtype: DType::F32,
         dims: vec![2, 3],
         data: vec![0.0; 5],
@@ -929,40 +929,40 @@ fn odd_source_names_keep_messages_on_one_line() {
 
 #[test]
 fn host_tensor_new_checks_length_and_exactness() {
-    let err = |r: Result<HostTensor, EvalError>| r.unwrap_err().to_string();
+    let err = |r: Result<F64Tensor, EvalError>| r.unwrap_err().to_string();
     assert_eq!(
-        err(HostTensor::new(DType::F32, vec![2, 2], vec![0.0; 3])),
+        err(F64Tensor::new(DType::F32, vec![2, 2], vec![0.0; 3])),
         "malformed tensor: f32[2, 2] needs 4 values, got 3"
     );
     assert_eq!(
-        err(HostTensor::new(DType::F16, vec![1], vec![0.1])),
+        err(F64Tensor::new(DType::F16, vec![1], vec![0.1])),
         "malformed tensor: element 0 (0.1) is not an exact f16 value"
     );
     assert_eq!(
-        err(HostTensor::new(DType::I32, vec![2], vec![1.0, 0.5])),
+        err(F64Tensor::new(DType::I32, vec![2], vec![1.0, 0.5])),
         "malformed tensor: element 1 (0.5) is not an exact i32 value"
     );
     assert_eq!(
-        err(HostTensor::new(DType::I8, vec![1], vec![NAN])),
+        err(F64Tensor::new(DType::I8, vec![1], vec![NAN])),
         "malformed tensor: element 0 (NaN) is not an exact i8 value"
     );
     assert_eq!(
-        err(HostTensor::new(DType::U8, vec![1], vec![256.0])),
+        err(F64Tensor::new(DType::U8, vec![1], vec![256.0])),
         "malformed tensor: element 0 (256.0) is not an exact u8 value"
     );
     assert_eq!(
-        err(HostTensor::new(DType::Bool, vec![1], vec![2.0])),
+        err(F64Tensor::new(DType::Bool, vec![1], vec![2.0])),
         "malformed tensor: element 0 (2.0) is not an exact bool value"
     );
     assert_eq!(
-        err(HostTensor::new(DType::F32, vec![1; 9], vec![0.0])),
+        err(F64Tensor::new(DType::F32, vec![1; 9], vec![0.0])),
         "malformed tensor: f32[1, 1, 1, 1, 1, 1, 1, 1, 1] has rank 9 > 8"
     );
-    assert!(HostTensor::new(DType::F16, vec![2], vec![NAN, INF]).is_ok());
-    assert!(HostTensor::new(DType::F32, vec![], vec![1.5]).is_ok());
-    let z = HostTensor::zeros(DType::I32, vec![2, 0, 3]);
+    assert!(F64Tensor::new(DType::F16, vec![2], vec![NAN, INF]).is_ok());
+    assert!(F64Tensor::new(DType::F32, vec![], vec![1.5]).is_ok());
+    let z = F64Tensor::zeros(DType::I32, vec![2, 0, 3]);
     assert_eq!((z.numel(), z.dims.clone()), (0, vec![2, 0, 3]));
-    assert_eq!(HostTensor::zeros(DType::F16, vec![2, 3]).data, vec![0.0; 6]);
+    assert_eq!(F64Tensor::zeros(DType::F16, vec![2, 3]).data, vec![0.0; 6]);
 }
 
 #[test]
@@ -970,7 +970,7 @@ fn eval_op_refuses_what_it_cannot_evaluate_without_panicking() {
     let x = iota(&[2, 3]);
     let ty = static_type(&x);
     let none = BTreeMap::new();
-    let msg = |r: Result<HostTensor, EvalError>| r.unwrap_err().to_string();
+    let msg = |r: Result<F64Tensor, EvalError>| r.unwrap_err().to_string();
     let input = Op::Input { name: "x".into() };
     assert_eq!(
         msg(eval_op(&input, &[], &ty, &none)),
@@ -986,7 +986,7 @@ fn eval_op_refuses_what_it_cannot_evaluate_without_panicking() {
         msg(eval_op(&exp, &[&x], &wrong, &none)),
         "exp: the operands give f32[2, 3], but the node's type is f32[2, 4]"
     );
-    let bad = HostTensor {
+    let bad = F64Tensor {
         dtype: DType::F32,
         dims: vec![2, 3],
         data: vec![],
@@ -1124,7 +1124,7 @@ fn softmax_rows_sum_to_one() {
     let x = g.input("x", DType::F32, shape!["rows", 5]).unwrap();
     g.output("y", &x.softmax(1).unwrap()).unwrap();
     let graph = g.finish().unwrap();
-    let x = HostTensor::random(DType::F32, vec![3, 5], 7);
+    let x = F64Tensor::random(DType::F32, vec![3, 5], 7);
     let run = evaluate(&graph, &sources(vec![("x", x.clone())])).unwrap();
     let y = &run.outputs["y"];
     assert_eq!(y.dims, vec![3, 5]);
@@ -1148,7 +1148,7 @@ fn layer_norm_centers_and_scales_rows() {
         .unwrap();
     let graph = g.finish().unwrap();
     let src = sources(vec![
-        ("x", HostTensor::random(DType::F32, vec![4, 8], 3)),
+        ("x", F64Tensor::random(DType::F32, vec![4, 8], 3)),
         ("gamma", f32t(&[8], &[1.0; 8])),
         ("beta", f32t(&[8], &[0.0; 8])),
     ]);
@@ -1173,9 +1173,9 @@ fn causal_attention_matches_a_hand_written_loop() {
     let graph = g.finish().unwrap();
     let dims = vec![1, s as u64, d as u64];
     let (qv, kv, vv) = (
-        HostTensor::random(DType::F64, dims.clone(), 1),
-        HostTensor::random(DType::F64, dims.clone(), 2),
-        HostTensor::random(DType::F64, dims, 3),
+        F64Tensor::random(DType::F64, dims.clone(), 1),
+        F64Tensor::random(DType::F64, dims.clone(), 2),
+        F64Tensor::random(DType::F64, dims, 3),
     );
     let src = sources(vec![
         ("q", qv.clone()),
@@ -1218,11 +1218,11 @@ fn causal_attention_matches_a_hand_written_loop() {
 #[test]
 fn random_tensors_are_deterministic_exact_and_never_all_zero() {
     for dtype in DType::ALL {
-        let a = HostTensor::random(dtype, vec![4, 16], 42);
-        assert_eq!(a, HostTensor::random(dtype, vec![4, 16], 42), "{dtype}");
-        assert_ne!(a, HostTensor::random(dtype, vec![4, 16], 43), "{dtype}");
+        let a = F64Tensor::random(dtype, vec![4, 16], 42);
+        assert_eq!(a, F64Tensor::random(dtype, vec![4, 16], 42), "{dtype}");
+        assert_ne!(a, F64Tensor::random(dtype, vec![4, 16], 43), "{dtype}");
         // Exact in the dtype: `new` accepts the same values.
-        assert!(HostTensor::new(dtype, a.dims.clone(), a.data.clone()).is_ok());
+        assert!(F64Tensor::new(dtype, a.dims.clone(), a.data.clone()).is_ok());
         let (lo, hi) = match dtype {
             DType::Bool => (0.0, 1.0),
             DType::U8 => (0.0, 15.0),
@@ -1234,13 +1234,13 @@ fn random_tensors_are_deterministic_exact_and_never_all_zero() {
             assert!(a.data.iter().any(|&v| v < 0.0), "{dtype} has negatives");
         }
         for seed in 0..64 {
-            let one = HostTensor::random(dtype, vec![1], seed);
+            let one = F64Tensor::random(dtype, vec![1], seed);
             assert_ne!(one.data, vec![0.0], "{dtype} seed {seed}");
-            let few = HostTensor::random(dtype, vec![2, 1], seed);
+            let few = F64Tensor::random(dtype, vec![2, 1], seed);
             assert!(few.data.iter().any(|&v| v != 0.0), "{dtype} seed {seed}");
         }
-        assert_eq!(HostTensor::random(dtype, vec![0, 3], 1).numel(), 0);
-        assert_eq!(HostTensor::random(dtype, vec![], 1).numel(), 1);
+        assert_eq!(F64Tensor::random(dtype, vec![0, 3], 1).numel(), 0);
+        assert_eq!(F64Tensor::random(dtype, vec![], 1).numel(), 1);
     }
 }
 
@@ -1308,7 +1308,7 @@ fn small_decoder_block_appends_to_its_caches() {
     let mut src = random_sources(&graph, &BTreeMap::new());
     src.insert("pos".into(), t(DType::I64, &[], &[1.0]));
     let cache_dims = vec![1, 2, 4, 4];
-    let k0 = HostTensor::random(DType::F16, cache_dims.clone(), 5);
+    let k0 = F64Tensor::random(DType::F16, cache_dims.clone(), 5);
     src.insert("k_cache".into(), k0.clone());
     let run = evaluate(&graph, &src).unwrap();
     let y = &run.outputs["y"];

@@ -1,12 +1,21 @@
 //! The backend plugin interface: a backend describes its target and capabilities, compiles a
 //! [`Program`] into an [`Executable`], and an executable runs with named tensors. Backends are
 //! found by name in a [`Registry`]; the CLI, the tests and the conformance runner use only this.
+//!
+//! Tensors cross the interface in their own dtypes: [`HostTensor`]s in host memory, and
+//! [`DeviceTensor`]s in a backend's memory (device memory on a GPU), which a run can take as
+//! inputs and leave its outputs in, so that one run feeds the next without a host round trip.
+//! Parameters are set once ([`Executable::set_parameter`], [`Executable::load_weights`]) and
+//! stay resident; a run takes the inputs only.
 
-use crate::program::Program;
+use crate::program::{Program, Signature};
 use crate::target::Target;
+use std::any::Any;
 use std::collections::BTreeMap;
-use tir_graph::eval::HostTensor;
-use tir_graph::DType;
+use std::fmt;
+use std::rc::Rc;
+use tir_graph::weights::WeightsFile;
+use tir_graph::{DType, HostTensor};
 
 /// What a backend can run, so callers can skip what it lacks (with this as the reason).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,22 +43,204 @@ pub enum BackendError {
     /// The program asks for something this backend cannot do.
     #[error("backend `{backend}` cannot compile this program: {reason}")]
     Unsupported { backend: String, reason: String },
+    /// The device failed outside a kernel (an allocation, a copy, a driver call).
+    #[error("device {device}: {reason}")]
+    Device { device: Device, reason: String },
 }
 
-/// What one run returns.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RunOutputs {
-    pub outputs: BTreeMap<String, HostTensor>,
+/// One device of a backend: where a [`DeviceTensor`] lives and an executable runs. The
+/// reference backend's device is host memory it owns (`ref:0`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Device {
+    pub backend: &'static str,
+    pub ordinal: u32,
 }
 
-/// A compiled program. States persist across runs.
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.backend, self.ordinal)
+    }
+}
+
+/// A backend's memory behind a [`DeviceTensor`]; the backend that made it downcasts it with
+/// [`DeviceStorage::as_any`] to read its address.
+pub trait DeviceStorage {
+    fn device(&self) -> Device;
+    /// The elements copied to the host, once the work that writes them has finished.
+    fn to_host(&self, dtype: DType, dims: &[u64]) -> Result<HostTensor<'static>, String>;
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A tensor in a backend's memory (see the module doc). Clones share the memory.
+#[derive(Clone)]
+pub struct DeviceTensor {
+    dtype: DType,
+    dims: Vec<u64>,
+    storage: Rc<dyn DeviceStorage>,
+}
+
+impl DeviceTensor {
+    /// For backends: a tensor of `dtype` and `dims` held in `storage`.
+    pub fn new(dtype: DType, dims: Vec<u64>, storage: Rc<dyn DeviceStorage>) -> DeviceTensor {
+        DeviceTensor {
+            dtype,
+            dims,
+            storage,
+        }
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    pub fn dims(&self) -> &[u64] {
+        &self.dims
+    }
+
+    pub fn device(&self) -> Device {
+        self.storage.device()
+    }
+
+    /// For backends: the memory, to downcast.
+    pub fn storage(&self) -> &dyn DeviceStorage {
+        self.storage.as_ref()
+    }
+
+    /// The tensor copied to the host (waiting for the run that writes it).
+    pub fn to_host(&self) -> Result<HostTensor<'static>, BackendError> {
+        self.storage
+            .to_host(self.dtype, &self.dims)
+            .map_err(|reason| BackendError::Device {
+                device: self.device(),
+                reason,
+            })
+    }
+}
+
+impl fmt::Debug for DeviceTensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "DeviceTensor({} on {})",
+            tir_graph::tensor::type_name(self.dtype, &self.dims),
+            self.device()
+        )
+    }
+}
+
+/// A tensor handed to a run or to [`Executable::set_parameter`]: in host memory or in a
+/// backend's.
+#[derive(Clone, Copy, Debug)]
+pub enum TensorRef<'a> {
+    Host(&'a HostTensor<'a>),
+    Device(&'a DeviceTensor),
+}
+
+impl TensorRef<'_> {
+    pub fn dtype(&self) -> DType {
+        match self {
+            TensorRef::Host(t) => t.dtype(),
+            TensorRef::Device(t) => t.dtype(),
+        }
+    }
+
+    pub fn dims(&self) -> &[u64] {
+        match self {
+            TensorRef::Host(t) => t.dims(),
+            TensorRef::Device(t) => t.dims(),
+        }
+    }
+}
+
+impl<'a> From<&'a HostTensor<'a>> for TensorRef<'a> {
+    fn from(t: &'a HostTensor<'a>) -> Self {
+        TensorRef::Host(t)
+    }
+}
+
+impl<'a> From<&'a DeviceTensor> for TensorRef<'a> {
+    fn from(t: &'a DeviceTensor) -> Self {
+        TensorRef::Device(t)
+    }
+}
+
+/// Tensors by name in host memory: a run's outputs, an executable's states.
+pub type HostTensors = BTreeMap<String, HostTensor<'static>>;
+
+/// What [`Executable::load_weights`] did with a file's tensors.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WeightsBound {
+    /// Parameters set from the file.
+    pub bound: Vec<String>,
+    /// Tensors of the file that are not parameters of the program.
+    pub unused: Vec<String>,
+    /// Parameters the file does not have (still unset, unless set before).
+    pub missing: Vec<String>,
+}
+
+/// A compiled program on one device. Parameters stay set and states persist across runs.
 pub trait Executable {
-    /// Runs with `sources`: every input and parameter by name (values exact in their dtypes).
-    /// Symbolic dims are bound from the inputs' shapes.
-    fn run(&mut self, sources: &BTreeMap<String, HostTensor>) -> Result<RunOutputs, BackendError>;
+    /// The names and types a run binds and returns.
+    fn signature(&self) -> &Signature;
 
-    /// The current value of every state.
-    fn states(&self) -> BTreeMap<String, HostTensor>;
+    /// The device the executable runs on.
+    fn device(&self) -> Device;
+
+    /// Sets parameter `name` to `value` until it is set again: a host tensor is copied into
+    /// the backend's memory now, a device tensor of this device is used in place. Its dtype and
+    /// shape must fit the parameter's type.
+    fn set_parameter(&mut self, name: &str, value: TensorRef<'_>) -> Result<(), BackendError>;
+
+    /// Runs with `inputs` (every input of the signature, once, by name; every parameter must be
+    /// set). Symbolic dims are bound from the inputs' and parameters' shapes. Returns the
+    /// outputs in host memory.
+    fn run(&mut self, inputs: &[(&str, TensorRef<'_>)]) -> Result<HostTensors, BackendError>;
+
+    /// Runs like [`Executable::run`] but leaves the outputs in the backend's memory; it may
+    /// return before the device has finished (reading an output waits for it).
+    fn run_on_device(
+        &mut self,
+        inputs: &[(&str, TensorRef<'_>)],
+    ) -> Result<BTreeMap<String, DeviceTensor>, BackendError>;
+
+    /// A copy of `tensor` in the backend's memory.
+    fn to_device(&mut self, tensor: &HostTensor<'_>) -> Result<DeviceTensor, BackendError>;
+
+    /// A zeroed host tensor in the memory this backend copies from and to fastest
+    /// (page-locked memory on CUDA): fill it and pass it to runs.
+    fn alloc_host(&self, dtype: DType, dims: &[u64]) -> Result<HostTensor<'static>, BackendError>;
+
+    /// The current value of every state (zeros before a run has bound it, where its shape is
+    /// static).
+    fn states(&self) -> Result<HostTensors, BackendError>;
+
+    /// Sets every parameter that `weights` has a tensor for (by name); see [`WeightsBound`].
+    /// A tensor whose dtype or shape does not fit its parameter is refused, naming it.
+    fn load_weights(&mut self, weights: &WeightsFile) -> Result<WeightsBound, BackendError> {
+        let parameters: Vec<String> = self
+            .signature()
+            .parameters
+            .iter()
+            .map(|(n, _)| n.clone())
+            .collect();
+        let mut report = WeightsBound::default();
+        for (name, tensor) in weights.iter() {
+            if parameters.iter().any(|p| p == name) {
+                self.set_parameter(name, TensorRef::Host(&tensor))
+                    .map_err(|e| {
+                        BackendError::BadInput(format!("{}: {e}", weights.path().display()))
+                    })?;
+                report.bound.push(name.to_string());
+            } else {
+                report.unused.push(name.to_string());
+            }
+        }
+        report.missing = parameters
+            .into_iter()
+            .filter(|p| !report.bound.contains(p))
+            .collect();
+        Ok(report)
+    }
 }
 
 /// A backend: compile, capabilities, target.

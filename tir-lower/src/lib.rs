@@ -8,9 +8,14 @@ pub mod program;
 pub mod run;
 pub mod schedule;
 pub mod target;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod tile;
 
-pub use backend::{Backend, BackendError, Capabilities, Executable, Registry, RunOutputs};
+pub use backend::{
+    Backend, BackendError, Capabilities, Device, DeviceStorage, DeviceTensor, Executable,
+    HostTensors, Registry, TensorRef, WeightsBound,
+};
 pub use program::{Buffer, Program, Signature, Storage};
 pub use target::{Target, TileShapes, MATVEC_M};
 pub mod lower;

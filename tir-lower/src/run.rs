@@ -1,30 +1,22 @@
-//! What every backend checks at each run, before any kernel: the sources against the
-//! signature (binding the symbolic dims from their shapes), each buffer's concrete shape, the
-//! memory plan's layout for those dims, and the launch checks of the certificates.
+//! What every backend checks before any kernel: a parameter's value against the signature when
+//! it is set; at each run the inputs against the signature (binding the symbolic dims from their
+//! shapes and the parameters'), each buffer's concrete shape, the memory plan's layout for those
+//! dims, and the launch checks of the certificates.
 //!
 //! Each check fails with one line naming the tensor, buffer or kernel at fault.
 
 use crate::legality::LaunchCheck;
 use crate::plan::{buffer_bytes, ArenaLayout, ALIGN};
-use crate::{BackendError, Program};
+use crate::{BackendError, Program, TensorRef};
 use std::collections::BTreeMap;
-use tir_graph::eval::HostTensor;
 use tir_graph::{DType, Dim, TensorType};
 
 fn bad_input(reason: String) -> BackendError {
     BackendError::BadInput(reason)
 }
 
-/// Whether `v` is stored unchanged by `dtype` (floats also hold NaN).
-fn exact_in(dtype: DType, v: f64) -> bool {
-    (v.is_nan() && dtype.is_float()) || dtype.round_value(v).to_bits() == v.to_bits()
-}
-
 /// `f32[2, 3]`.
-pub fn type_name(dtype: DType, dims: &[u64]) -> String {
-    let dims: Vec<String> = dims.iter().map(u64::to_string).collect();
-    format!("{dtype}[{}]", dims.join(", "))
-}
+pub use tir_graph::tensor::type_name;
 
 /// The value of `d` under `dims`.
 pub fn dim_value(d: &Dim, dims: &BTreeMap<String, u64>) -> Result<u64, String> {
@@ -37,70 +29,83 @@ pub fn dim_value(d: &Dim, dims: &BTreeMap<String, u64>) -> Result<u64, String> {
     }
 }
 
-/// Checks `sources` against the signature and binds the symbolic dims from their shapes
-/// (then from `held_states`, the shapes of states bound by earlier runs, for dims no source
-/// binds).
+/// Whether a tensor of `dtype` and `dims` fits `ty` (symbolic dims fit any size).
+fn fits(ty: &TensorType, dtype: DType, dims: &[u64]) -> bool {
+    dtype == ty.dtype
+        && dims.len() == ty.rank()
+        && ty
+            .shape
+            .dims()
+            .iter()
+            .zip(dims)
+            .all(|(d, &n)| d.as_static().is_none_or(|s| s == n))
+}
+
+/// Checks a value for parameter `name` (of `set_parameter`) against the signature.
+pub fn check_parameter(
+    program: &Program,
+    name: &str,
+    dtype: DType,
+    dims: &[u64],
+) -> Result<(), BackendError> {
+    let sig = &program.signature;
+    let Some((_, ty)) = sig.parameters.iter().find(|(n, _)| n == name) else {
+        let kind = if sig.inputs.iter().any(|(n, _)| n == name) {
+            "an input, passed to each run, not a parameter"
+        } else if sig.states.iter().any(|(n, _)| n == name) {
+            "a state, kept by the executable, not a parameter"
+        } else {
+            "not a parameter of the program"
+        };
+        return Err(bad_input(format!("{name:?} is {kind}")));
+    };
+    if !fits(ty, dtype, dims) {
+        return Err(bad_input(format!(
+            "parameter {name:?}: expected {ty}, got {}",
+            type_name(dtype, dims)
+        )));
+    }
+    Ok(())
+}
+
+/// Checks `inputs` against the signature (each input given once, of its type), checks that
+/// every parameter is set (`parameters` holds the dims of those set), and binds the symbolic
+/// dims from the inputs' shapes, then the parameters', then `held_states` (the shapes of
+/// states bound by earlier runs, for dims nothing else binds).
 pub fn bind_dims(
     program: &Program,
-    sources: &BTreeMap<String, HostTensor>,
+    inputs: &[(&str, TensorRef<'_>)],
+    parameters: &BTreeMap<String, Vec<u64>>,
     held_states: &BTreeMap<String, Vec<u64>>,
 ) -> Result<BTreeMap<String, u64>, BackendError> {
     let sig = &program.signature;
-    let declared: Vec<(&str, &String, &TensorType)> = sig
-        .inputs
-        .iter()
-        .map(|(n, t)| ("input", n, t))
-        .chain(sig.parameters.iter().map(|(n, t)| ("parameter", n, t)))
-        .collect();
-    for name in sources.keys() {
-        if declared.iter().any(|(_, n, _)| *n == name) {
+    for (i, (name, _)) in inputs.iter().enumerate() {
+        if inputs[..i].iter().any(|(n, _)| n == name) {
+            return Err(bad_input(format!("input {name:?} is given twice")));
+        }
+        if sig.inputs.iter().any(|(n, _)| n == name) {
             continue;
         }
-        return Err(bad_input(if sig.states.iter().any(|(n, _)| n == name) {
-            format!(
-                "tensor {name:?} is a state of the program: states are kept by the \
+        return Err(bad_input(
+            if sig.parameters.iter().any(|(n, _)| n == name) {
+                format!(
+                    "{name:?} is a parameter: set it once with set_parameter or load_weights, not \
+                 at each run"
+                )
+            } else if sig.states.iter().any(|(n, _)| n == name) {
+                format!(
+                    "tensor {name:?} is a state of the program: states are kept by the \
                  executable, not supplied"
-            )
-        } else {
-            format!("unknown tensor {name:?}: the program has no input or parameter of that name")
-        }));
+                )
+            } else {
+                format!("unknown input {name:?}: the program has no input of that name")
+            },
+        ));
     }
     let mut bound: BTreeMap<String, (u64, String)> = BTreeMap::new();
-    for (kind, name, ty) in declared {
-        let Some(t) = sources.get(name) else {
-            return Err(bad_input(format!("missing {kind} {name:?}: expected {ty}")));
-        };
-        let got = type_name(t.dtype, &t.dims);
-        let fits_type = t.dtype == ty.dtype
-            && t.dims.len() == ty.rank()
-            && ty
-                .shape
-                .dims()
-                .iter()
-                .zip(&t.dims)
-                .all(|(d, &n)| d.as_static().is_none_or(|s| s == n));
-        if !fits_type {
-            return Err(bad_input(format!(
-                "{kind} {name:?}: expected {ty}, got {got}"
-            )));
-        }
-        let numel = t.dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
-        if numel != Some(t.data.len() as u64) {
-            return Err(bad_input(format!(
-                "{kind} {name:?}: {got} needs {} values, got {}",
-                numel.map_or("too many".into(), |n| n.to_string()),
-                t.data.len()
-            )));
-        }
-        if let Some(i) = t.data.iter().position(|&v| !exact_in(t.dtype, v)) {
-            return Err(bad_input(format!(
-                "{kind} {name:?}: element {i} ({:?}) is not an exact {} value",
-                t.data[i], t.dtype
-            )));
-        }
-        for (d, &n) in ty.shape.dims().iter().zip(&t.dims) {
+    let mut bind = |ty: &TensorType, dims: &[u64], here: String| {
+        for (d, &n) in ty.shape.dims().iter().zip(dims) {
             let Dim::Symbolic(s) = d else { continue };
-            let here = format!("{kind} {name:?}");
             match bound.get(s) {
                 Some((first, by)) if *first != n => {
                     return Err(bad_input(format!(
@@ -109,10 +114,32 @@ pub fn bind_dims(
                 }
                 Some(_) => {}
                 None => {
-                    bound.insert(s.clone(), (n, here));
+                    bound.insert(s.clone(), (n, here.clone()));
                 }
             }
         }
+        Ok(())
+    };
+    for (name, ty) in &sig.inputs {
+        let Some((_, t)) = inputs.iter().find(|(n, _)| n == name) else {
+            return Err(bad_input(format!("missing input {name:?}: expected {ty}")));
+        };
+        if !fits(ty, t.dtype(), t.dims()) {
+            return Err(bad_input(format!(
+                "input {name:?}: expected {ty}, got {}",
+                type_name(t.dtype(), t.dims())
+            )));
+        }
+        bind(ty, t.dims(), format!("input {name:?}"))?;
+    }
+    for (name, ty) in &sig.parameters {
+        let Some(dims) = parameters.get(name) else {
+            return Err(bad_input(format!(
+                "parameter {name:?} is not set: expected {ty} (set it with set_parameter, \
+                 load_weights or tirc run --weights)"
+            )));
+        };
+        bind(ty, dims, format!("parameter {name:?}"))?;
     }
     let mut dims: BTreeMap<String, u64> = bound.into_iter().map(|(k, (v, _))| (k, v)).collect();
     for (name, ty) in &sig.states {

@@ -9,7 +9,7 @@
 
 use egg::{Analysis, DidMerge, EGraph, Id, Language};
 use std::collections::BTreeMap;
-use tir_graph::eval::{eval_op, HostTensor};
+use tir_graph::eval::{eval_op, F64Tensor};
 use tir_graph::infer::infer;
 use tir_graph::op::ConstData;
 use tir_graph::{Op, TensorType};
@@ -67,7 +67,7 @@ impl Language for TirNode {
 #[derive(Clone, Debug)]
 pub struct ClassData {
     pub ty: TensorType,
-    pub constant: Option<HostTensor>,
+    pub constant: Option<F64Tensor>,
 }
 
 /// The simplifier's analysis: types and constant folding. Counts the folds it made.
@@ -89,11 +89,11 @@ fn foldable(op: &Op) -> bool {
     !op.is_source() && !op.is_state_update()
 }
 
-fn fold(egraph: &TirEGraph, op: &Op, children: &[Id], ty: &TensorType) -> Option<HostTensor> {
+fn fold(egraph: &TirEGraph, op: &Op, children: &[Id], ty: &TensorType) -> Option<F64Tensor> {
     if !foldable(op) || ty.shape.static_numel()? > FOLD_LIMIT {
         return None;
     }
-    let operands: Option<Vec<&HostTensor>> = children
+    let operands: Option<Vec<&F64Tensor>> = children
         .iter()
         .map(|&c| egraph[c].data.constant.as_ref())
         .collect();
@@ -101,12 +101,12 @@ fn fold(egraph: &TirEGraph, op: &Op, children: &[Id], ty: &TensorType) -> Option
 }
 
 /// The value of a constant leaf.
-pub fn constant_value(data: &ConstData, ty: &TensorType) -> Option<HostTensor> {
+pub fn constant_value(data: &ConstData, ty: &TensorType) -> Option<F64Tensor> {
     let dims = ty.shape.static_dims()?;
     let values = (0..data.len())
         .map(|i| data.get_f64(i))
         .collect::<Option<Vec<f64>>>()?;
-    HostTensor::new(ty.dtype, dims, values).ok()
+    F64Tensor::new(ty.dtype, dims, values).ok()
 }
 
 impl Analysis<TirNode> for TirAnalysis {

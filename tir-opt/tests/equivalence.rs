@@ -3,13 +3,13 @@
 
 use proptest::prelude::*;
 use std::collections::BTreeMap;
-use tir_graph::eval::{evaluate, HostTensor};
+use tir_graph::eval::{evaluate, F64Tensor};
 use tir_graph::testing::{arb_graph, arb_numeric_graph};
 use tir_graph::Graph;
 use tir_opt::{optimize, OptOptions};
 
 /// Random values for every input and parameter of `graph` (static shapes only).
-fn random_sources(graph: &Graph, seed: u64) -> BTreeMap<String, HostTensor> {
+fn random_sources(graph: &Graph, seed: u64) -> BTreeMap<String, F64Tensor> {
     graph
         .inputs()
         .into_iter()
@@ -20,7 +20,7 @@ fn random_sources(graph: &Graph, seed: u64) -> BTreeMap<String, HostTensor> {
             let dims = ty.shape.static_dims().expect("numeric graphs are static");
             (
                 name,
-                HostTensor::random(ty.dtype, dims, seed ^ (i as u64) << 8),
+                F64Tensor::random(ty.dtype, dims, seed ^ (i as u64) << 8),
             )
         })
         .collect()

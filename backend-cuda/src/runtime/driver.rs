@@ -18,10 +18,58 @@ fn call<T>(what: &str, r: Result<T, result::DriverError>) -> DriverResult<T> {
     })
 }
 
-/// One GPU and its primary context, current on the thread that opened it.
-pub struct Gpu {
+/// A device's primary context, retained while this lives (by the [`Gpu`] and by every block of
+/// page-locked memory, which host tensors may hold after the GPU is dropped).
+pub struct PrimaryContext {
     device: sys::CUdevice,
     context: sys::CUcontext,
+}
+
+// SAFETY: a primary context is a process-wide handle; retain and release are thread-safe, and
+// it is only made current through the driver.
+unsafe impl Send for PrimaryContext {}
+unsafe impl Sync for PrimaryContext {}
+
+impl PrimaryContext {
+    fn retain(device: sys::CUdevice) -> DriverResult<PrimaryContext> {
+        // SAFETY: `device` came from cuDeviceGet.
+        let context = call("cuDevicePrimaryCtxRetain", unsafe {
+            result::primary_ctx::retain(device)
+        })?;
+        Ok(PrimaryContext { device, context })
+    }
+
+    /// Runs `f` with this context current on the calling thread, then restores the previous.
+    pub fn with_current<T>(&self, f: impl FnOnce() -> T) -> DriverResult<T> {
+        // SAFETY: the context is live; the push is popped below.
+        call("cuCtxPushCurrent", unsafe {
+            sys::cuCtxPushCurrent_v2(self.context).result()
+        })?;
+        let out = f();
+        let mut popped = std::ptr::null_mut();
+        // SAFETY: pops what was pushed above.
+        let _ = unsafe { sys::cuCtxPopCurrent_v2(&mut popped) };
+        Ok(out)
+    }
+}
+
+impl Drop for PrimaryContext {
+    fn drop(&mut self) {
+        // SAFETY: balances the retain.
+        let _ = unsafe { result::primary_ctx::release(self.device) };
+    }
+}
+
+/// The most streams one wave's kernels are spread over.
+pub const MAX_STREAMS: usize = 4;
+
+/// One GPU: its primary context, current on the thread that opened it, and the streams every
+/// executable on it enqueues on, so that work on one GPU of one thread runs in the order it
+/// was enqueued (a run's output, fed to another executable's run, is ready when that run reads
+/// it; memory returned to a pool is free for work enqueued after). [`Gpu::open`] hands every
+/// caller on a thread the same `Gpu` for an ordinal.
+pub struct Gpu {
+    pub ordinal: u32,
     /// `NVIDIA H100 80GB HBM3`.
     pub name: String,
     /// `sm_90`.
@@ -30,28 +78,63 @@ pub struct Gpu {
     pub driver: String,
     /// Streaming multiprocessors (132 on an H100 SXM).
     pub sms: u32,
+    /// Stream 0 orders everything; waves fork onto the others and join back.
+    streams: Vec<Stream>,
+    /// Device memory lent to device tensors and given back.
+    pub(crate) device_pool: super::memory::DevicePool,
+    /// Page-locked host memory lent to host tensors and given back.
+    pub(crate) pinned_pool: std::sync::Arc<super::memory::PinnedPool>,
+    /// Last: everything above needs the context.
+    context: std::sync::Arc<PrimaryContext>,
+}
+
+thread_local! {
+    /// The GPUs open on this thread, by ordinal.
+    static OPEN: std::cell::RefCell<Vec<(u32, std::rc::Weak<Gpu>)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl Gpu {
-    /// Opens GPU 0, or says why there is none (no driver library, no device).
-    pub fn open() -> DriverResult<Gpu> {
+    /// GPU `ordinal`, shared with every other caller on this thread that holds it open; or why
+    /// there is none (no driver library, no such device).
+    pub fn open(ordinal: u32) -> DriverResult<std::rc::Rc<Gpu>> {
+        let held = OPEN.with(|open| {
+            open.borrow()
+                .iter()
+                .find(|(o, _)| *o == ordinal)
+                .and_then(|(_, g)| g.upgrade())
+        });
+        if let Some(gpu) = held {
+            gpu.bind()?;
+            return Ok(gpu);
+        }
+        let gpu = std::rc::Rc::new(Gpu::open_new(ordinal)?);
+        OPEN.with(|open| {
+            let mut open = open.borrow_mut();
+            open.retain(|(o, g)| *o != ordinal && g.strong_count() > 0);
+            open.push((ordinal, std::rc::Rc::downgrade(&gpu)));
+        });
+        Ok(gpu)
+    }
+
+    fn open_new(ordinal: u32) -> DriverResult<Gpu> {
         // SAFETY: only probes whether the library can be loaded.
         if !unsafe { sys::is_culib_present() } {
             return Err("the CUDA driver (libcuda.so) was not found on this machine".into());
         }
         call("cuInit", result::init())?;
         let count = call("cuDeviceGetCount", result::device::get_count())?;
-        if count < 1 {
-            return Err("the CUDA driver found no GPU".into());
+        if i64::from(ordinal) >= i64::from(count) {
+            return Err(match count {
+                0 => "the CUDA driver found no GPU".to_string(),
+                n => format!("there is no GPU {ordinal} (the CUDA driver found {n})"),
+            });
         }
-        let device = call("cuDeviceGet", result::device::get(0))?;
-        // SAFETY: `device` came from cuDeviceGet.
-        let context = call("cuDevicePrimaryCtxRetain", unsafe {
-            result::primary_ctx::retain(device)
-        })?;
+        let device = call("cuDeviceGet", result::device::get(ordinal as i32))?;
+        let context = std::sync::Arc::new(PrimaryContext::retain(device)?);
         // SAFETY: `context` is a live primary context.
         call("cuCtxSetCurrent", unsafe {
-            result::ctx::set_current(context)
+            result::ctx::set_current(context.context)
         })?;
         let attr = |a| {
             // SAFETY: `device` is valid; the attribute is a plain integer query.
@@ -67,13 +150,19 @@ impl Gpu {
         call("cuDriverGetVersion", unsafe {
             sys::cuDriverGetVersion(&mut version).result()
         })?;
+        let streams = (0..MAX_STREAMS)
+            .map(|_| Stream::new())
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Gpu {
-            device,
-            context,
+            ordinal,
             name: call("cuDeviceGetName", result::device::get_name(device))?,
             arch: format!("sm_{major}{minor}"),
             driver: format!("{}.{}", version / 1000, (version % 1000) / 10),
             sms: sms.max(1) as u32,
+            streams,
+            device_pool: super::memory::DevicePool::default(),
+            pinned_pool: super::memory::PinnedPool::new(context.clone()),
+            context,
         })
     }
 
@@ -81,21 +170,24 @@ impl Gpu {
     pub fn bind(&self) -> DriverResult<()> {
         // SAFETY: the context lives as long as `self`.
         call("cuCtxSetCurrent", unsafe {
-            result::ctx::set_current(self.context)
+            result::ctx::set_current(self.context.context)
         })
+    }
+
+    /// The primary context, for memory that may outlive this value.
+    pub fn context(&self) -> &std::sync::Arc<PrimaryContext> {
+        &self.context
+    }
+
+    /// The shared streams (see the type's doc); stream 0 first.
+    pub fn streams(&self) -> &[Stream] {
+        &self.streams
     }
 
     /// Free and total device memory in bytes.
     pub fn memory(&self) -> DriverResult<(usize, usize)> {
         self.bind()?;
         call("cuMemGetInfo", result::mem_get_info())
-    }
-}
-
-impl Drop for Gpu {
-    fn drop(&mut self) {
-        // SAFETY: balances the retain in `open`.
-        let _ = unsafe { result::primary_ctx::release(self.device) };
     }
 }
 
@@ -155,6 +247,79 @@ impl Drop for DeviceMemory {
         // SAFETY: `ptr` came from cuMemAlloc and is freed once.
         let _ = unsafe { result::free_sync(self.ptr) };
     }
+}
+
+/// Page-locked host memory (`cuMemHostAlloc`): the GPU copies from and to it at full speed, and
+/// copies can be asynchronous. Freed on drop.
+pub struct PinnedMemory {
+    ptr: std::ptr::NonNull<u8>,
+    pub bytes: usize,
+    context: std::sync::Arc<PrimaryContext>,
+}
+
+// SAFETY: plain host memory owned by this value; the driver handle it came from is thread-safe.
+unsafe impl Send for PinnedMemory {}
+unsafe impl Sync for PinnedMemory {}
+
+impl PinnedMemory {
+    /// `bytes` of page-locked memory (at least one page) in `context`.
+    pub fn alloc(
+        context: &std::sync::Arc<PrimaryContext>,
+        bytes: usize,
+    ) -> DriverResult<PinnedMemory> {
+        let bytes = bytes.max(4096);
+        // SAFETY: plain allocation in the pushed context; the memory is uninitialized bytes,
+        // which `u8` may hold; it is zeroed below before anything reads it.
+        let ptr = context
+            .with_current(|| call("cuMemHostAlloc", unsafe { result::malloc_host(bytes, 0) }))??;
+        let ptr = std::ptr::NonNull::new(ptr.cast::<u8>())
+            .ok_or_else(|| "cuMemHostAlloc returned null".to_string())?;
+        // SAFETY: `bytes` bytes were just allocated at `ptr`.
+        unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, bytes) };
+        Ok(PinnedMemory {
+            ptr,
+            bytes,
+            context: context.clone(),
+        })
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `bytes` initialized bytes owned by self.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.bytes) }
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: `bytes` initialized bytes owned exclusively by self.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.bytes) }
+    }
+}
+
+impl Drop for PinnedMemory {
+    fn drop(&mut self) {
+        let ptr = self.ptr.as_ptr().cast();
+        // SAFETY: `ptr` came from cuMemHostAlloc and is freed once, in its context.
+        let _ = self
+            .context
+            .with_current(|| unsafe { result::free_host(ptr) });
+    }
+}
+
+/// Whether `bytes` lie in page-locked host memory the driver knows (so a copy can read them
+/// asynchronously at full speed, without staging).
+pub fn is_pinned(bytes: &[u8]) -> bool {
+    if bytes.is_empty() {
+        return false;
+    }
+    let mut kind = 0u32;
+    // SAFETY: a query that writes one u32; for memory the driver does not know it fails.
+    let r = unsafe {
+        sys::cuPointerGetAttribute(
+            (&mut kind as *mut u32).cast(),
+            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+            bytes.as_ptr() as sys::CUdeviceptr,
+        )
+    };
+    r == sys::CUresult::CUDA_SUCCESS && kind == sys::CUmemorytype::CU_MEMORYTYPE_HOST as u32
 }
 
 /// A loaded cubin and its one entry, through the library API (a context-independent
@@ -545,4 +710,37 @@ pub fn download_async(out: &mut [u8], src: u64, stream: &Stream) -> DriverResult
     call("cuMemcpyDtoHAsync", unsafe {
         result::memcpy_dtoh_async(out, src, stream.0)
     })
+}
+
+/// Copies `bytes` of device memory from `src` to `dst` on `stream`.
+pub fn copy_async(dst: u64, src: u64, bytes: usize, stream: &Stream) -> DriverResult<()> {
+    // SAFETY: both ranges are device memory of at least `bytes`, ordered by the stream.
+    call("cuMemcpyDtoDAsync", unsafe {
+        result::memcpy_dtod_async(dst, src, bytes, stream.0)
+    })
+}
+
+/// Calls `notify` on a driver thread once the work enqueued on `stream` so far has finished
+/// (or the stream has failed), with the stream's status: no thread of ours waits for it.
+/// `notify` must not call the CUDA API.
+pub fn on_done(stream: &Stream, notify: Box<dyn FnOnce(bool) + Send>) -> DriverResult<()> {
+    unsafe extern "C" fn trampoline(
+        _stream: sys::CUstream,
+        status: sys::CUresult,
+        data: *mut c_void,
+    ) {
+        // SAFETY: `data` is the box leaked below, taken back exactly once.
+        let notify = unsafe { Box::from_raw(data.cast::<Box<dyn FnOnce(bool) + Send>>()) };
+        notify(status == sys::CUresult::CUDA_SUCCESS);
+    }
+    let data = Box::into_raw(Box::new(notify));
+    // SAFETY: the driver calls `trampoline` once with `data`, on success and on error alike.
+    let added =
+        unsafe { sys::cuStreamAddCallback(stream.0, Some(trampoline), data.cast(), 0).result() };
+    if let Err(e) = added {
+        // SAFETY: the driver did not take `data`.
+        drop(unsafe { Box::from_raw(data) });
+        return call("cuStreamAddCallback", Err(e));
+    }
+    Ok(())
 }

@@ -1,106 +1,52 @@
-//! [`CudaExecutable`]: a program's kernels loaded on the GPU, its memory, and the three ways to
-//! run it.
+//! [`CudaExecutable`]: a program's kernels loaded on a GPU, its parameters (uploaded once, when
+//! set, and resident), its states and memory, and the ways to run it.
 //!
-//! Each run binds the sources and checks what every backend checks (`tir_lower::run`), places
-//! every buffer (the arena in one allocation laid out by the memory plan; inputs, parameters and
-//! outputs in staging buffers reused while they are large enough; states at stable addresses
-//! for the executable's life; constants uploaded once), evaluates the launch checks, and then:
-//! - [`ExecMode::Sync`] enqueues the copies and launches and waits for them;
-//! - [`ExecMode::Graph`] captures the launches into a CUDA graph once per placement (dims and
-//!   buffer addresses) and replays it, with inputs copied into the stable staging buffers;
-//! - [`CudaExecutable::run_async`] enqueues and returns a future that does not block the thread.
+//! A run:
+//! 1. binds the inputs: checks them against the signature and binds the symbolic dims
+//!    (`tir_lower::run`);
+//! 2. when the dims differ from the last run's, shapes every buffer, lays out and checks the
+//!    memory plan, sizes the arena and the staging memory and computes each kernel's grid
+//!    ([`Shaped`]); otherwise reuses all of it;
+//! 3. places every buffer: host inputs in staging device memory (module `staging` copies them
+//!    in), device inputs where they are, outputs in staging memory (for host outputs) or in
+//!    memory lent to the returned device tensors;
+//! 4. evaluates the certificates' launch checks;
+//! 5. enqueues the copies and the launches, spread over the GPU's streams by wave
+//!    ([`ExecMode::Sync`], [`ExecMode::Async`]), or replays the CUDA graph captured for these
+//!    addresses ([`ExecMode::Graph`]; a few graphs are kept, so a loop that alternates between
+//!    buffers replays without capturing again);
+//! 6. copies host outputs into page-locked memory lent to the returned tensors.
 //!
 //! Kernels of one schedule wave may run on separate streams; every kernel waits (by events) for
-//! the kernels of the previous wave, which is the order the memory plan's reuse assumes.
+//! the kernels of the previous wave, which is the order the memory plan's reuse assumes. All
+//! work joins back into the GPU's stream 0, which orders runs of every executable on the GPU.
 
 use super::blas::{Blas, MatmulShape};
-use super::driver::{self, DeviceMemory, Event, Gpu, Graph, GraphBuilder, Kernel, Node, Stream};
+use super::driver::{
+    self, DeviceMemory, Event, Gpu, Graph, GraphBuilder, Kernel, Node, PinnedMemory, Stream,
+};
+use super::future::{block_on, RunFuture};
+use super::memory::{pinned_tensor, TensorMemory};
+use super::policy::{ExecMode, MatmulPath, MatmulPolicy};
+use super::staging::{self, Source};
+use super::timing::ColdTimer;
 use crate::codegen::{KernelAbi, PARAM_ALIGN};
 use std::collections::{BTreeMap, HashMap};
-use std::future::Future;
-use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll};
-use tir_graph::eval::HostTensor;
+use tir_graph::{DType, HostTensor};
 use tir_lower::run::{self, type_name};
 use tir_lower::tile::{LibraryCall, TileKernel};
-use tir_lower::{BackendError, Executable, Program, RunOutputs, Storage};
+use tir_lower::{
+    BackendError, Device, DeviceTensor, Executable, HostTensors, Program, Signature, Storage,
+    TensorRef,
+};
 
-/// How [`Executable::run`] executes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ExecMode {
-    /// Enqueue copies and launches, then wait.
-    #[default]
-    Sync,
-    /// Replay a CUDA graph of the launches (captured again when dims or addresses change).
-    Graph,
-    /// [`CudaExecutable::run_async`], waited for.
-    Async,
-}
-
-/// How a kernel that is a plain matmul ([`LibraryCall::MatMul`]) runs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum MatmulPath {
-    /// The generated Tile IR kernel.
-    Generated,
-    /// cuBLASLt.
-    Cublas,
-    /// Whichever measures faster for the shape, timed on the GPU at the first run that binds
-    /// it (the generated kernel where cuBLASLt cannot run it).
-    #[default]
-    Auto,
-}
-
-/// The matmul path of every kernel, and of named kernels (`k3_matmul`, as `tirc explain
-/// --tile` names them).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct MatmulPolicy {
-    pub default: MatmulPath,
-    pub per_kernel: BTreeMap<String, MatmulPath>,
-}
-
-impl MatmulPolicy {
-    /// `auto`, `generated` or `cublaslt`, then optionally `KERNEL=PATH` items, comma-separated
-    /// (`generated,k3_matmul=cublaslt`).
-    pub fn parse(text: &str) -> Result<MatmulPolicy, String> {
-        let path = |word: &str| match word.trim() {
-            "auto" => Ok(MatmulPath::Auto),
-            "generated" => Ok(MatmulPath::Generated),
-            "cublaslt" => Ok(MatmulPath::Cublas),
-            other => Err(format!(
-                "unknown matmul path `{other}` (expected auto, generated or cublaslt)"
-            )),
-        };
-        let mut policy = MatmulPolicy::default();
-        for item in text.split(',').filter(|i| !i.trim().is_empty()) {
-            match item.split_once('=') {
-                Some((kernel, p)) => {
-                    policy
-                        .per_kernel
-                        .insert(kernel.trim().to_string(), path(p)?);
-                }
-                None => policy.default = path(item)?,
-            }
-        }
-        Ok(policy)
-    }
-
-    /// `$TIR_MATMUL` parsed, or the default (auto) when it is unset.
-    pub fn from_env() -> Result<MatmulPolicy, String> {
-        match std::env::var("TIR_MATMUL") {
-            Ok(text) => MatmulPolicy::parse(&text).map_err(|e| format!("TIR_MATMUL: {e}")),
-            Err(_) => Ok(MatmulPolicy::default()),
-        }
-    }
-
-    fn of(&self, kernel: &str) -> MatmulPath {
-        self.per_kernel.get(kernel).copied().unwrap_or(self.default)
-    }
-}
+/// The CUDA graphs an executable keeps, by the addresses they were captured for.
+const GRAPHS: usize = 8;
 
 /// One kernel's work in a run.
 #[derive(Clone, Debug, PartialEq)]
-enum Launch {
+pub(super) enum Launch {
     /// The generated kernel: tile blocks (0: nothing to do) and arguments.
     Tiles { blocks: u32, args: Vec<u64> },
     /// cuBLASLt on the addresses of `a`, `b` and `c`.
@@ -110,72 +56,87 @@ enum Launch {
     },
 }
 
-/// Times work on a stream from a cold L2: a scratch buffer five times the size of an H100's L2
-/// cache, overwritten before each timing, so the work reads its operands from memory as it
-/// does in a program whose working set exceeds L2; and two events around the work.
-struct ColdTimer {
-    scratch: DeviceMemory,
-    start: Event,
-    end: Event,
+/// Where a parameter's value is.
+enum ParameterMemory {
+    /// Uploaded from the host when set.
+    Owned(DeviceMemory),
+    /// A device tensor of this GPU, used in place.
+    Shared(DeviceTensor),
 }
 
-impl ColdTimer {
-    const SCRATCH_BYTES: usize = 256 << 20;
+struct Parameter {
+    memory: ParameterMemory,
+    /// Element 0, for launch checks that read it (set from the host).
+    first: Option<f64>,
+}
 
-    fn new() -> Result<ColdTimer, String> {
-        Ok(ColdTimer {
-            scratch: DeviceMemory::alloc(Self::SCRATCH_BYTES)?,
-            start: Event::timed()?,
-            end: Event::timed()?,
-        })
-    }
-
-    /// Evicts L2 (with a byte that changes with `rep`) and starts timing, on `stream`.
-    fn start(&self, rep: usize, stream: &Stream) -> Result<(), String> {
-        driver::fill_async(self.scratch.ptr, rep as u8, Self::SCRATCH_BYTES, stream)?;
-        self.start.record(stream)
-    }
-
-    /// Milliseconds since [`ColdTimer::start`], once the work enqueued since has finished.
-    fn stop(&self, stream: &Stream) -> Result<f32, String> {
-        self.end.record(stream)?;
-        self.end.synchronize()?;
-        self.start.elapsed_ms(&self.end)
+impl Parameter {
+    fn ptr(&self) -> u64 {
+        match &self.memory {
+            ParameterMemory::Owned(m) => m.ptr,
+            ParameterMemory::Shared(t) => tensor_memory(t).map_or(0, TensorMemory::ptr),
+        }
     }
 }
 
-/// One kernel's times from [`CudaExecutable::profile_kernels`].
-#[derive(Clone, Debug, PartialEq)]
-pub struct KernelTimes {
-    pub name: String,
-    /// `tiles xN` (the generated kernel on N tile blocks) or `cublaslt`.
-    pub how: String,
-    pub times_ms: Vec<f64>,
+/// The CUDA memory behind a device tensor, if it is one of this backend's.
+fn tensor_memory(t: &DeviceTensor) -> Option<&TensorMemory> {
+    t.storage().as_any().downcast_ref::<TensorMemory>()
 }
 
-/// The most streams one wave's kernels are spread over.
-const MAX_STREAMS: usize = 4;
+/// What a run's dims fix: every buffer's shape and size, the arena's layout, each kernel's grid.
+pub(super) struct Shaped {
+    dims: BTreeMap<String, u64>,
+    pub(super) shapes: Vec<Vec<u64>>,
+    bytes: Vec<usize>,
+    /// Arena buffers' offsets.
+    offsets: BTreeMap<usize, u64>,
+    /// Per kernel: its tile blocks and the scalar arguments after its pointers.
+    grids: Vec<(u32, Vec<u64>)>,
+}
+
+/// Where a run's outputs go.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Outputs {
+    /// Staging device memory, then page-locked host memory.
+    Host,
+    /// Device memory lent to the returned tensors.
+    Device,
+}
+
+/// One run's placement: every buffer's address, and the memory lent to device outputs.
+pub(super) struct Placed {
+    pub(super) addresses: Vec<u64>,
+    lent: Vec<Option<Rc<TensorMemory>>>,
+}
 
 /// A program compiled for and loaded on one GPU (see the module doc).
 pub struct CudaExecutable {
-    program: Program,
+    pub(super) program: Program,
     kernels: Vec<Kernel>,
     abis: Vec<KernelAbi>,
-    /// Shared so that enqueueing (which needs `&mut self` for cuBLASLt) can hold them.
-    streams: Rc<Vec<Stream>>,
     /// One per kernel, recorded after its launch.
     done: Vec<Event>,
     /// Recorded on stream 0 before the launches: the other streams start after it (after the
     /// uploads, and inside a graph capture).
     start: Event,
+    /// Recorded after a run's uploads: the host staging is free again once it has passed.
+    uploaded: Event,
     constants: Vec<Option<DeviceMemory>>,
-    /// Staging memory of input, parameter and output buffers, by buffer.
+    parameters: BTreeMap<String, Parameter>,
+    parameter_dims: BTreeMap<String, Vec<u64>>,
+    /// Device memory of input and output buffers, by buffer.
     staged: Vec<Option<DeviceMemory>>,
+    /// Page-locked staging of host inputs, by buffer.
+    host_staging: Vec<Option<PinnedMemory>>,
     arena: Option<DeviceMemory>,
     /// Each state's dims and memory, once a run has bound it.
     states: BTreeMap<String, (Vec<u64>, DeviceMemory)>,
+    state_dims: BTreeMap<String, Vec<u64>>,
+    pub(super) shaped: Option<Shaped>,
     mode: ExecMode,
-    graph: Option<(Placement, Graph)>,
+    /// Captured graphs by the addresses of their run, most recently used last.
+    graphs: Vec<(Vec<u64>, Graph)>,
     matmul: MatmulPolicy,
     /// Fill the arena and outputs with all-ones bytes (NaN in floats) before each run, so that
     /// an element no kernel writes cannot pass a comparison.
@@ -184,29 +145,12 @@ pub struct CudaExecutable {
     /// Auto's choices: whether cuBLASLt was faster for a kernel at a shape.
     chosen: HashMap<(usize, MatmulShape), bool>,
     /// Last: fields drop in order, and everything above needs the GPU's context.
-    gpu: Rc<Gpu>,
-}
-
-/// Where every buffer lives for one run, and the launches it needs.
-#[derive(Clone, Debug, PartialEq)]
-struct Placement {
-    dims: BTreeMap<String, u64>,
-    shapes: Vec<Vec<u64>>,
-    addresses: Vec<u64>,
-    /// Per kernel, what to run.
-    launches: Vec<Launch>,
+    pub(super) gpu: Rc<Gpu>,
 }
 
 fn kernel_error(kernel: &TileKernel, reason: String) -> BackendError {
     BackendError::Kernel {
         kernel: kernel.name.clone(),
-        reason,
-    }
-}
-
-fn device_error(reason: String) -> BackendError {
-    BackendError::Kernel {
-        kernel: "(device)".into(),
         reason,
     }
 }
@@ -259,6 +203,11 @@ fn ensure(slot: &mut Option<DeviceMemory>, bytes: usize) -> Result<u64, String> 
     Ok(slot.as_ref().map_or(0, |m| m.ptr))
 }
 
+/// The input named `name` of a run.
+fn input<'a>(inputs: &'a [(&str, TensorRef<'a>)], name: &str) -> Option<TensorRef<'a>> {
+    inputs.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+}
+
 impl CudaExecutable {
     /// Loads `cubins` (one per kernel of `program`, for `gpu`'s architecture) and uploads the
     /// constants.
@@ -274,57 +223,50 @@ impl CudaExecutable {
             .zip(cubins)
             .map(|(abi, cubin)| Kernel::load(cubin, &abi.entry))
             .collect::<Result<Vec<_>, _>>()?;
-        let widest = program
-            .schedule
-            .waves
-            .iter()
-            .map(Vec::len)
-            .max()
-            .unwrap_or(1);
-        let streams = Rc::new(
-            (0..widest.clamp(1, MAX_STREAMS))
-                .map(|_| Stream::new())
-                .collect::<Result<Vec<_>, _>>()?,
-        );
         let done = (0..kernels.len())
             .map(|_| Event::new())
             .collect::<Result<Vec<_>, _>>()?;
-        let start = Event::new()?;
         let mut constants = Vec::with_capacity(program.buffers.len());
         for b in &program.buffers {
             constants.push(match &b.storage {
                 Storage::Constant(data) => {
-                    let values = HostTensor {
+                    let values = tir_graph::eval::F64Tensor {
                         dtype: b.ty.dtype,
                         dims: vec![data.len() as u64],
                         data: (0..data.len()).filter_map(|i| data.get_f64(i)).collect(),
                     };
-                    let bytes = values.to_le_bytes();
-                    let mem = DeviceMemory::alloc(bytes.len())?;
-                    mem.upload(0, &bytes)?;
+                    let host = HostTensor::from_f64(&values).map_err(|e| e.to_string())?;
+                    let mem = DeviceMemory::alloc(host.bytes().len())?;
+                    mem.upload(0, host.bytes())?;
                     Some(mem)
                 }
                 _ => None,
             });
         }
+        let none = || (0..program.buffers.len()).map(|_| None).collect();
         Ok(CudaExecutable {
-            gpu,
             program: program.clone(),
             kernels,
             abis,
-            streams,
             done,
-            start,
+            start: Event::new()?,
+            uploaded: Event::new()?,
             constants,
-            staged: (0..program.buffers.len()).map(|_| None).collect(),
+            parameters: BTreeMap::new(),
+            parameter_dims: BTreeMap::new(),
+            staged: none(),
+            host_staging: (0..program.buffers.len()).map(|_| None).collect(),
             arena: None,
             states: BTreeMap::new(),
+            state_dims: BTreeMap::new(),
+            shaped: None,
             mode: ExecMode::Sync,
-            graph: None,
+            graphs: Vec::new(),
             matmul: MatmulPolicy::default(),
             poison: false,
             blas: None,
             chosen: HashMap::new(),
+            gpu,
         })
     }
 
@@ -351,69 +293,60 @@ impl CudaExecutable {
         self.poison = poison;
     }
 
-    /// The state tensors bound so far, as each run's dims; used to bind state-only dims.
-    fn held_state_dims(&self) -> BTreeMap<String, Vec<u64>> {
-        self.states
-            .iter()
-            .map(|(n, (d, _))| (n.clone(), d.clone()))
-            .collect()
+    /// The GPU this executable runs on.
+    pub fn gpu(&self) -> &Rc<Gpu> {
+        &self.gpu
     }
 
-    /// Element 0 of buffer `b` for a launch check, from the sources or the device.
-    fn first_element(&self, b: usize, sources: &BTreeMap<String, HostTensor>) -> Option<f64> {
-        let buffer = &self.program.buffers[b];
-        match &buffer.storage {
-            Storage::Input(n) | Storage::Parameter(n) => sources.get(n)?.data.first().copied(),
-            Storage::Constant(data) => data.get_f64(0),
-            Storage::State(n) => {
-                let (_, mem) = self.states.get(n)?;
-                let mut bytes = vec![0u8; buffer.ty.dtype.size_bytes()];
-                mem.download(0, &mut bytes).ok()?;
-                HostTensor::from_le_bytes(buffer.ty.dtype, vec![1], &bytes)
-                    .data
-                    .first()
-                    .copied()
-            }
-            Storage::Output | Storage::Arena => None,
+    pub(super) fn device_error(&self, reason: String) -> BackendError {
+        BackendError::Device {
+            device: self.device_of(),
+            reason,
         }
     }
 
-    /// Binds and checks `sources`, places every buffer and computes every launch.
-    fn place(&mut self, sources: &BTreeMap<String, HostTensor>) -> Result<Placement, BackendError> {
-        self.gpu.bind().map_err(device_error)?;
-        let dims = run::bind_dims(&self.program, sources, &self.held_state_dims())?;
+    /// Waits until the GPU has finished everything enqueued on its streams so far.
+    pub(super) fn wait(&self) -> Result<(), String> {
+        self.gpu.streams()[0].synchronize()
+    }
+
+    /// Steps 1 and 2 of a run (see the module doc).
+    fn bind(&mut self, inputs: &[(&str, TensorRef<'_>)]) -> Result<(), BackendError> {
+        let dims = run::bind_dims(
+            &self.program,
+            inputs,
+            &self.parameter_dims,
+            &self.state_dims,
+        )?;
+        if self.shaped.as_ref().is_some_and(|s| s.dims == dims) {
+            return Ok(());
+        }
+        self.reshape(dims)
+    }
+
+    /// Shapes every buffer for `dims` and makes room for them.
+    fn reshape(&mut self, dims: BTreeMap<String, u64>) -> Result<(), BackendError> {
         let shapes = run::buffer_shapes(&self.program, &dims)?;
         let layout = run::checked_layout(&self.program, &dims, "cuda")?;
-        for (k, kernel) in self.program.kernels.iter().enumerate() {
-            for check in &self.program.certificates[k].checks {
-                run::check_launch(
-                    &self.program,
-                    check,
-                    |b| self.first_element(b, sources),
-                    &dims,
-                )
-                .map_err(|e| kernel_error(kernel, e))?;
+        let bytes: Vec<usize> = self
+            .program
+            .buffers
+            .iter()
+            .zip(&shapes)
+            .map(|(b, s)| s.iter().product::<u64>() as usize * b.ty.dtype.size_bytes())
+            .collect();
+        ensure(&mut self.arena, layout.size as usize).map_err(|e| self.device_error(e))?;
+        for (b, buffer) in self.program.buffers.clone().iter().enumerate() {
+            match &buffer.storage {
+                Storage::Input(_) | Storage::Output => {
+                    ensure(&mut self.staged[b], bytes[b]).map_err(|e| self.device_error(e))?;
+                }
+                Storage::State(name) => self.bind_state(name, &shapes[b], bytes[b])?,
+                _ => {}
             }
         }
-        let arena = ensure(&mut self.arena, layout.size as usize).map_err(device_error)?;
-        let mut addresses = Vec::with_capacity(shapes.len());
-        for (b, shape) in shapes.iter().enumerate() {
-            let buffer = &self.program.buffers[b];
-            let bytes = shape.iter().product::<u64>() as usize * buffer.ty.dtype.size_bytes();
-            let address = match buffer.storage.clone() {
-                Storage::Arena => arena + layout.offsets.get(&b).copied().unwrap_or(0),
-                Storage::Constant(_) => self.constants[b].as_ref().map_or(0, |m| m.ptr),
-                Storage::State(name) => self.state_memory(&name, shape, bytes)?,
-                Storage::Input(_) | Storage::Parameter(_) | Storage::Output => {
-                    ensure(&mut self.staged[b], bytes).map_err(device_error)?
-                }
-            };
-            addresses.push(address);
-        }
-        let mut launches = Vec::with_capacity(self.kernels.len());
-        let mut timer = None;
-        for k in 0..self.kernels.len() {
-            let (kernel, abi) = (&self.program.kernels[k], &self.abis[k]);
+        let mut grids = Vec::with_capacity(self.kernels.len());
+        for (kernel, abi) in self.program.kernels.iter().zip(&self.abis) {
             let extents = kernel
                 .grid_extents(&dims)
                 .map_err(|e| kernel_error(kernel, e))?;
@@ -427,6 +360,240 @@ impl CudaExecutable {
                         format!("the grid {extents:?} has too many tile blocks"),
                     )
                 })?;
+            let mut scalars: Vec<u64> = abi
+                .dims
+                .iter()
+                .map(|d| dims.get(d).copied().unwrap_or(0))
+                .collect();
+            if abi.grid_extents {
+                scalars.extend(extents.iter().map(|&e| e as u64));
+            }
+            // A persistent entry loops over the grid's tiles, so fills the GPU once at most.
+            let blocks = match abi.blocks_per_sm {
+                Some(per_sm) => blocks.min(i64::from(self.gpu.sms) * i64::from(per_sm)),
+                None => blocks,
+            };
+            grids.push((blocks as u32, scalars));
+        }
+        self.graphs.clear();
+        self.shaped = Some(Shaped {
+            dims,
+            shapes,
+            bytes,
+            offsets: layout.offsets,
+            grids,
+        });
+        Ok(())
+    }
+
+    /// Binds state `name` to `dims` (zeros when first bound); refuses other dims later.
+    fn bind_state(&mut self, name: &str, dims: &[u64], bytes: usize) -> Result<(), BackendError> {
+        if let Some((held, _)) = self.states.get(name) {
+            if held.as_slice() == dims {
+                return Ok(());
+            }
+            let dtype = self
+                .program
+                .state_buffer(name)
+                .map_or(DType::F32, |b| self.program.buffers[b].ty.dtype);
+            return Err(BackendError::BadInput(format!(
+                "state {name:?}: this run binds {}, but earlier runs bound {}",
+                type_name(dtype, dims),
+                type_name(dtype, held)
+            )));
+        }
+        let mem = DeviceMemory::alloc(bytes).map_err(|e| self.device_error(e))?;
+        mem.zero().map_err(|e| self.device_error(e))?;
+        self.states.insert(name.to_string(), (dims.to_vec(), mem));
+        self.state_dims.insert(name.to_string(), dims.to_vec());
+        Ok(())
+    }
+
+    fn shaped(&self) -> Result<&Shaped, BackendError> {
+        self.shaped
+            .as_ref()
+            .ok_or_else(|| BackendError::BadInput("no run has bound the program's dims".into()))
+    }
+
+    /// Step 3: every buffer's address for a run with `inputs` whose outputs go to `outputs`.
+    fn place(
+        &self,
+        inputs: &[(&str, TensorRef<'_>)],
+        outputs: Outputs,
+    ) -> Result<Placed, BackendError> {
+        let shaped = self.shaped()?;
+        let n = self.program.buffers.len();
+        let (mut addresses, mut lent) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        for (b, buffer) in self.program.buffers.iter().enumerate() {
+            let staged = || self.staged[b].as_ref().map_or(0, |m| m.ptr);
+            let mut lend = None;
+            let address = match &buffer.storage {
+                Storage::Arena => {
+                    self.arena.as_ref().map_or(0, |m| m.ptr)
+                        + shaped.offsets.get(&b).copied().unwrap_or(0)
+                }
+                Storage::Constant(_) => self.constants[b].as_ref().map_or(0, |m| m.ptr),
+                Storage::State(name) => self.states.get(name).map_or(0, |(_, m)| m.ptr),
+                Storage::Parameter(name) => self.parameters.get(name).map_or(0, Parameter::ptr),
+                Storage::Input(name) => match input(inputs, name) {
+                    Some(TensorRef::Device(t)) => self.device_address(name, t)?,
+                    _ => staged(),
+                },
+                Storage::Output => match outputs {
+                    Outputs::Host => staged(),
+                    Outputs::Device => {
+                        let memory = TensorMemory::take(&self.gpu, shaped.bytes[b])
+                            .map_err(|e| self.device_error(e))?;
+                        let ptr = memory.ptr();
+                        lend = Some(Rc::new(memory));
+                        ptr
+                    }
+                },
+            };
+            addresses.push(address);
+            lent.push(lend);
+        }
+        Ok(Placed { addresses, lent })
+    }
+
+    /// The address of device tensor `t`, which must be on this executable's GPU.
+    fn device_address(&self, name: &str, t: &DeviceTensor) -> Result<u64, BackendError> {
+        match tensor_memory(t) {
+            Some(m) if m.is_on(&self.gpu) => Ok(m.ptr()),
+            _ => Err(BackendError::BadInput(format!(
+                "{name:?} is a tensor on {} (or another thread's), not on {}: copy it to the host \
+                 first",
+                t.device(),
+                self.device()
+            ))),
+        }
+    }
+
+    /// Step 4: the certificates' launch checks.
+    fn check_launches(
+        &self,
+        inputs: &[(&str, TensorRef<'_>)],
+        addresses: &[u64],
+    ) -> Result<(), BackendError> {
+        let dims = &self.shaped()?.dims;
+        for (k, kernel) in self.program.kernels.iter().enumerate() {
+            for check in &self.program.certificates[k].checks {
+                run::check_launch(
+                    &self.program,
+                    check,
+                    |b| self.first_element(b, inputs, addresses),
+                    dims,
+                )
+                .map_err(|e| kernel_error(kernel, e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Element 0 of buffer `b` for a launch check: from the host where it is there, else read
+    /// from the device (after the work before it).
+    fn first_element(
+        &self,
+        b: usize,
+        inputs: &[(&str, TensorRef<'_>)],
+        addresses: &[u64],
+    ) -> Option<f64> {
+        let buffer = &self.program.buffers[b];
+        match &buffer.storage {
+            Storage::Input(n) => match input(inputs, n)? {
+                TensorRef::Host(t) => t.element_f64(0),
+                TensorRef::Device(_) => self.read_first(buffer.ty.dtype, addresses[b]),
+            },
+            Storage::Parameter(n) => {
+                let p = self.parameters.get(n)?;
+                p.first
+                    .or_else(|| self.read_first(buffer.ty.dtype, addresses[b]))
+            }
+            Storage::Constant(data) => data.get_f64(0),
+            Storage::State(_) => self.read_first(buffer.ty.dtype, addresses[b]),
+            Storage::Output | Storage::Arena => None,
+        }
+    }
+
+    /// The first element of a `dtype` tensor at device `address`, once the GPU is idle.
+    fn read_first(&self, dtype: DType, address: u64) -> Option<f64> {
+        let mut bytes = vec![0u8; dtype.size_bytes()];
+        let stream = &self.gpu.streams()[0];
+        driver::download_async(&mut bytes, address, stream).ok()?;
+        stream.synchronize().ok()?;
+        HostTensor::from_bytes(dtype, &[1], &bytes)
+            .ok()?
+            .element_f64(0)
+    }
+
+    /// Step 5, the copies: enqueues each host input's copy into its staging device memory.
+    fn upload_inputs(
+        &mut self,
+        inputs: &[(&str, TensorRef<'_>)],
+        source: Source,
+    ) -> Result<(), BackendError> {
+        let gpu = self.gpu.clone();
+        let stream = &gpu.streams()[0];
+        // The staging of the last run's copies is rewritten only once they have run.
+        self.uploaded
+            .synchronize()
+            .map_err(|e| self.device_error(e))?;
+        for (b, buffer) in self.program.buffers.iter().enumerate() {
+            let Storage::Input(name) = &buffer.storage else {
+                continue;
+            };
+            let Some(TensorRef::Host(t)) = input(inputs, name) else {
+                continue;
+            };
+            let dst = self.staged[b].as_ref().map_or(0, |m| m.ptr);
+            staging::upload(
+                t.bytes(),
+                dst,
+                &mut self.host_staging[b],
+                gpu.context(),
+                source,
+                stream,
+            )
+            .map_err(|e| BackendError::Device {
+                device: self.device_of(),
+                reason: format!("input {name:?}: {e}"),
+            })?;
+        }
+        self.uploaded
+            .record(stream)
+            .map_err(|e| self.device_error(e))
+    }
+
+    fn device_of(&self) -> Device {
+        Device {
+            backend: "cuda",
+            ordinal: self.gpu.ordinal,
+        }
+    }
+
+    /// Steps 1 to 5 up to the launches, for every kind of run.
+    pub(super) fn prepare(
+        &mut self,
+        inputs: &[(&str, TensorRef<'_>)],
+        outputs: Outputs,
+        source: Source,
+    ) -> Result<Placed, BackendError> {
+        self.gpu.bind().map_err(|e| self.device_error(e))?;
+        self.bind(inputs)?;
+        let placed = self.place(inputs, outputs)?;
+        self.check_launches(inputs, &placed.addresses)?;
+        self.upload_inputs(inputs, source)?;
+        Ok(placed)
+    }
+
+    /// Every kernel's launch with buffers at `addresses` (auto's choice timed on first use).
+    pub(super) fn launches(&mut self, addresses: &[u64]) -> Result<Vec<Launch>, BackendError> {
+        let mut launches = Vec::with_capacity(self.kernels.len());
+        let mut timer = None;
+        for k in 0..self.kernels.len() {
+            let shaped = self.shaped()?;
+            let kernel = &self.program.kernels[k];
+            let (blocks, scalars) = &shaped.grids[k];
             let mut args: Vec<u64> = kernel.params.iter().map(|p| addresses[p.buffer]).collect();
             if let Some(p) = args.iter().position(|a| a % PARAM_ALIGN != 0) {
                 return Err(kernel_error(
@@ -434,20 +601,12 @@ impl CudaExecutable {
                     format!("parameter {p} is not {PARAM_ALIGN}-byte aligned"),
                 ));
             }
-            args.extend(abi.dims.iter().map(|d| dims.get(d).copied().unwrap_or(0)));
-            if abi.grid_extents {
-                args.extend(extents.iter().map(|&e| e as u64));
-            }
-            // A persistent entry loops over the grid's tiles, so fills the GPU once at most.
-            let blocks = match abi.blocks_per_sm {
-                Some(per_sm) => blocks.min(i64::from(self.gpu.sms) * i64::from(per_sm)),
-                None => blocks,
-            };
+            args.extend(scalars);
             let tiles = Launch::Tiles {
-                blocks: blocks as u32,
+                blocks: *blocks,
                 args,
             };
-            let launch = match library_shape(kernel, &dims, &addresses) {
+            let launch = match library_shape(kernel, &shaped.dims, addresses) {
                 Some((shape, buffers)) => {
                     let blas = Launch::Blas { shape, buffers };
                     let use_blas = self
@@ -463,12 +622,7 @@ impl CudaExecutable {
             };
             launches.push(launch);
         }
-        Ok(Placement {
-            dims,
-            shapes,
-            addresses,
-            launches,
-        })
+        Ok(launches)
     }
 
     /// Whether kernel `k` runs on cuBLASLt (`blas`) rather than as `tiles`, by the policy;
@@ -513,12 +667,13 @@ impl CudaExecutable {
     /// 4096x11008 matrix-vector product chose the generated kernel (0.054 ms from memory)
     /// over cuBLASLt (0.044). Its output is scratch until the run proper writes it.
     fn time(&mut self, k: usize, launch: &Launch, timer: &ColdTimer) -> Result<f32, String> {
-        let streams = self.streams.clone();
+        let gpu = self.gpu.clone();
+        let stream = &gpu.streams()[0];
         let mut best = f32::INFINITY;
         for rep in 0..4 {
-            timer.start(rep, &streams[0])?;
-            self.enqueue_one(k, launch, &streams[0])?;
-            let ms = timer.stop(&streams[0])?;
+            timer.start(rep, stream)?;
+            self.enqueue_one(k, launch, stream)?;
+            let ms = timer.stop(stream)?;
             if rep > 0 {
                 best = best.min(ms);
             }
@@ -527,7 +682,12 @@ impl CudaExecutable {
     }
 
     /// Enqueues kernel `k`'s `launch` on `stream`.
-    fn enqueue_one(&mut self, k: usize, launch: &Launch, stream: &Stream) -> Result<(), String> {
+    pub(super) fn enqueue_one(
+        &mut self,
+        k: usize,
+        launch: &Launch,
+        stream: &Stream,
+    ) -> Result<(), String> {
         let done = match launch {
             Launch::Tiles { blocks: 0, .. } => Ok(()),
             Launch::Tiles { blocks, args } => self.kernels[k].launch(*blocks, args, stream.0),
@@ -548,58 +708,11 @@ impl CudaExecutable {
             .ok_or_else(|| "cuBLASLt is not loaded".to_string())
     }
 
-    /// The memory of state `name` with `dims` (zeros when first bound).
-    fn state_memory(
-        &mut self,
-        name: &str,
-        dims: &[u64],
-        bytes: usize,
-    ) -> Result<u64, BackendError> {
-        if let Some((held, mem)) = self.states.get(name) {
-            if held.as_slice() != dims {
-                let dtype = self
-                    .program
-                    .state_buffer(name)
-                    .map(|b| self.program.buffers[b].ty.dtype)
-                    .unwrap_or(tir_graph::DType::F32);
-                return Err(BackendError::BadInput(format!(
-                    "state {name:?}: this run binds {}, but earlier runs bound {}",
-                    type_name(dtype, dims),
-                    type_name(dtype, held)
-                )));
-            }
-            return Ok(mem.ptr);
-        }
-        let mem = DeviceMemory::alloc(bytes).map_err(device_error)?;
-        mem.zero().map_err(device_error)?;
-        let ptr = mem.ptr;
-        self.states.insert(name.to_string(), (dims.to_vec(), mem));
-        Ok(ptr)
-    }
-
-    /// The host bytes of every input and parameter buffer, with its device address.
-    fn source_bytes(
-        &self,
-        sources: &BTreeMap<String, HostTensor>,
-        placement: &Placement,
-    ) -> Vec<(u64, Vec<u8>)> {
-        self.program
-            .buffers
-            .iter()
-            .enumerate()
-            .filter_map(|(b, buffer)| match &buffer.storage {
-                Storage::Input(n) | Storage::Parameter(n) => sources
-                    .get(n)
-                    .map(|t| (placement.addresses[b], t.to_le_bytes())),
-                _ => None,
-            })
-            .collect()
-    }
-
-    /// Enqueues every launch of `placement`, spread over the streams by wave (see the module
-    /// doc); everything joins back into stream 0.
-    fn enqueue_launches(&mut self, placement: &Placement) -> Result<(), String> {
-        let streams = self.streams.clone();
+    /// Enqueues `launches`, spread over the streams by wave (see the module doc); everything
+    /// joins back into stream 0.
+    fn enqueue_launches(&mut self, launches: &[Launch]) -> Result<(), String> {
+        let gpu = self.gpu.clone();
+        let streams = gpu.streams();
         let waves = self.program.schedule.waves.clone();
         let main = &streams[0];
         self.start.record(main)?;
@@ -617,7 +730,7 @@ impl CudaExecutable {
                 for &p in &previous {
                     stream.wait(&self.done[p])?;
                 }
-                self.enqueue_one(k, &placement.launches[k], stream)?;
+                self.enqueue_one(k, &launches[k], stream)?;
                 self.done[k].record(stream)?;
             }
             previous = wave.clone();
@@ -628,16 +741,17 @@ impl CudaExecutable {
         Ok(())
     }
 
-    /// The CUDA graph of `placement`'s launches: one node per kernel, each after every node of
-    /// the previous wave.
-    fn build_graph(&mut self, placement: &Placement) -> Result<Graph, String> {
-        let streams = self.streams.clone();
+    /// The CUDA graph of `launches`: one node per kernel, each after every node of the previous
+    /// wave.
+    fn build_graph(&mut self, launches: &[Launch]) -> Result<Graph, String> {
+        let gpu = self.gpu.clone();
+        let stream = &gpu.streams()[0];
         let mut builder = GraphBuilder::new()?;
         let mut previous: Vec<usize> = Vec::new();
         for wave in &self.program.schedule.waves {
             let mut this = Vec::with_capacity(wave.len());
             for &k in wave {
-                let node = match &placement.launches[k] {
+                let node = match &launches[k] {
                     Launch::Tiles { blocks: 0, .. } => Node::Empty,
                     Launch::Tiles { blocks, args } => Node::Kernel {
                         kernel: &self.kernels[k],
@@ -649,7 +763,6 @@ impl CudaExecutable {
                             .blas
                             .as_mut()
                             .ok_or_else(|| "cuBLASLt is not loaded".to_string())?;
-                        let stream = &streams[0];
                         Node::Captured {
                             stream,
                             record: Box::new(move || blas.matmul(*shape, *buffers, stream)),
@@ -667,278 +780,242 @@ impl CudaExecutable {
     }
 
     /// Fills the arena and every output buffer with all-ones bytes.
-    fn fill_scratch(&self, placement: &Placement, stream: &Stream) -> Result<(), String> {
+    fn fill_scratch(&self, placed: &Placed, stream: &Stream) -> Result<(), String> {
         if let Some(arena) = &self.arena {
             driver::fill_async(arena.ptr, 0xff, arena.bytes, stream)?;
         }
+        let bytes = &self.shaped.as_ref().map_or(&[][..], |s| &s.bytes[..]);
         for (b, buffer) in self.program.buffers.iter().enumerate() {
             if buffer.storage == Storage::Output {
-                let bytes = placement.shapes[b].iter().product::<u64>() as usize
-                    * buffer.ty.dtype.size_bytes();
-                driver::fill_async(placement.addresses[b], 0xff, bytes, stream)?;
+                driver::fill_async(placed.addresses[b], 0xff, bytes[b], stream)?;
             }
         }
         Ok(())
     }
 
-    /// Enqueues uploads, the launches (replaying the graph in graph mode) and nothing else.
-    fn enqueue(
-        &mut self,
-        placement: &Placement,
-        uploads: &[(u64, Vec<u8>)],
-    ) -> Result<(), BackendError> {
-        let streams = self.streams.clone();
+    /// Step 5, the launches: enqueues them (replaying the graph of these addresses in graph
+    /// mode, captured on first use).
+    pub(super) fn enqueue(&mut self, placed: &Placed) -> Result<(), BackendError> {
+        let gpu = self.gpu.clone();
+        let main = &gpu.streams()[0];
         if self.poison {
-            self.fill_scratch(placement, &streams[0])
-                .map_err(device_error)?;
+            self.fill_scratch(placed, main)
+                .map_err(|e| self.device_error(e))?;
         }
-        for (address, bytes) in uploads {
-            driver::upload_async(*address, bytes, &streams[0]).map_err(device_error)?;
+        if self.mode != ExecMode::Graph {
+            let launches = self.launches(&placed.addresses)?;
+            return self
+                .enqueue_launches(&launches)
+                .map_err(|e| self.device_error(e));
         }
-        match self.mode {
-            ExecMode::Sync | ExecMode::Async => {
-                self.enqueue_launches(placement).map_err(device_error)
+        let cached = self
+            .graphs
+            .iter()
+            .position(|(addresses, _)| *addresses == placed.addresses);
+        let graph = match cached {
+            Some(i) => self.graphs.remove(i).1,
+            None => {
+                let launches = self.launches(&placed.addresses)?;
+                self.build_graph(&launches)
+                    .map_err(|e| self.device_error(e))?
             }
-            ExecMode::Graph => {
-                let fresh = self.graph.as_ref().is_none_or(|(p, _)| p != placement);
-                if fresh {
-                    self.graph = None;
-                    let graph = self.build_graph(placement).map_err(device_error)?;
-                    self.graph = Some((placement.clone(), graph));
-                }
-                match &self.graph {
-                    Some((_, graph)) => graph.launch(&streams[0]).map_err(device_error),
-                    None => Err(device_error("no graph was captured".into())),
-                }
-            }
+        };
+        let launched = graph.launch(main).map_err(|e| self.device_error(e));
+        if self.graphs.len() == GRAPHS {
+            self.graphs.remove(0);
         }
+        self.graphs.push((placed.addresses.clone(), graph));
+        launched
     }
 
-    /// The outputs of a finished run.
-    fn outputs(&self, placement: &Placement) -> Result<RunOutputs, BackendError> {
-        let mut outputs = BTreeMap::new();
+    /// Step 6 for host outputs: enqueues each output's copy into page-locked memory lent to
+    /// the tensor returned; the tensors may be read once the copies have run.
+    pub(super) fn download_outputs(
+        &self,
+        placed: &Placed,
+    ) -> Result<Vec<(String, HostTensor<'static>)>, BackendError> {
+        let shaped = self.shaped()?;
+        let stream = &self.gpu.streams()[0];
+        let mut outputs = Vec::with_capacity(self.program.signature.outputs.len());
         for (name, b) in &self.program.signature.outputs {
             let dtype = self.program.buffers[*b].ty.dtype;
-            let dims = placement.shapes[*b].clone();
-            let mut bytes = vec![0u8; dims.iter().product::<u64>() as usize * dtype.size_bytes()];
-            driver::download_async(&mut bytes, placement.addresses[*b], &self.streams[0])
-                .and_then(|()| self.streams[0].synchronize())
-                .map_err(device_error)?;
-            outputs.insert(name.clone(), HostTensor::from_le_bytes(dtype, dims, &bytes));
+            let mut t = pinned_tensor(&self.gpu, dtype, &shaped.shapes[*b])
+                .map_err(|e| self.device_error(e))?;
+            let bytes = t
+                .bytes_mut()
+                .map_err(|e| self.device_error(e.to_string()))?;
+            driver::download_async(bytes, placed.addresses[*b], stream)
+                .map_err(|e| self.device_error(e))?;
+            outputs.push((name.clone(), t));
         }
-        Ok(RunOutputs { outputs })
+        Ok(outputs)
     }
 
-    /// Times the kernels alone, for benchmarks: binds and uploads `sources` once, then runs the
-    /// program's launches `warmup + reps` times in the current mode (a graph replay in graph
-    /// mode), each after overwriting a 256 MiB scratch buffer (so that the L2 cache holds none of
-    /// the inputs) and between two events; returns the `reps` times in milliseconds. The outputs
-    /// of the last run are then returned as [`Executable::run`] would.
-    pub fn time_runs(
-        &mut self,
-        sources: &BTreeMap<String, HostTensor>,
-        warmup: usize,
-        reps: usize,
-    ) -> Result<(Vec<f64>, RunOutputs), BackendError> {
-        let placement = self.place(sources)?;
-        let uploads = self.source_bytes(sources, &placement);
-        let streams = self.streams.clone();
-        let main = &streams[0];
-        for (address, bytes) in &uploads {
-            driver::upload_async(*address, bytes, main).map_err(device_error)?;
-        }
-        let timer = ColdTimer::new().map_err(device_error)?;
-        let mut times = Vec::with_capacity(reps);
-        for rep in 0..warmup + reps {
-            timer.start(rep, main).map_err(device_error)?;
-            self.enqueue(&placement, &[])?;
-            let ms = timer.stop(main).map_err(device_error)?;
-            if rep >= warmup {
-                times.push(f64::from(ms));
-            }
-        }
-        main.synchronize().map_err(device_error)?;
-        Ok((times, self.outputs(&placement)?))
-    }
-
-    /// Times each kernel alone, for finding where a program's time goes: binds and uploads
-    /// `sources`, runs the program once, then times each kernel `reps` times on one stream from
-    /// a cold L2 ([`ColdTimer`]). Returns, in schedule order, every kernel's name, how it ran
-    /// (`tiles` with its block count, or `cublaslt`) and its times in milliseconds.
-    pub fn profile_kernels(
-        &mut self,
-        sources: &BTreeMap<String, HostTensor>,
-        reps: usize,
-    ) -> Result<Vec<KernelTimes>, BackendError> {
-        let placement = self.place(sources)?;
-        let uploads = self.source_bytes(sources, &placement);
-        self.enqueue(&placement, &uploads)?;
-        let streams = self.streams.clone();
-        let main = &streams[0];
-        let timer = ColdTimer::new().map_err(device_error)?;
-        let order: Vec<usize> = self.program.schedule.waves.concat();
-        let mut profile = Vec::with_capacity(order.len());
-        for k in order {
-            let launch = placement.launches[k].clone();
-            let mut times_ms = Vec::with_capacity(reps);
-            for rep in 0..reps {
-                timer.start(rep, main).map_err(device_error)?;
-                self.enqueue_one(k, &launch, main).map_err(device_error)?;
-                times_ms.push(f64::from(timer.stop(main).map_err(device_error)?));
-            }
-            let how = match &launch {
-                Launch::Tiles { blocks, .. } => format!("tiles x{blocks}"),
-                Launch::Blas { .. } => "cublaslt".to_string(),
+    /// Step 6 for device outputs: the lent memory of each output written by a kernel, or a
+    /// copy (an output that is a state changes with the next run).
+    fn device_outputs(
+        &self,
+        placed: &Placed,
+    ) -> Result<BTreeMap<String, DeviceTensor>, BackendError> {
+        let shaped = self.shaped()?;
+        let stream = &self.gpu.streams()[0];
+        let mut outputs = BTreeMap::new();
+        for (name, b) in &self.program.signature.outputs {
+            let memory = match &placed.lent[*b] {
+                Some(m) => m.clone(),
+                None => {
+                    let copy = TensorMemory::take(&self.gpu, shaped.bytes[*b])
+                        .map_err(|e| self.device_error(e))?;
+                    driver::copy_async(copy.ptr(), placed.addresses[*b], shaped.bytes[*b], stream)
+                        .map_err(|e| self.device_error(e))?;
+                    Rc::new(copy)
+                }
             };
-            profile.push(KernelTimes {
-                name: self.program.kernels[k].name.clone(),
-                how,
-                times_ms,
-            });
+            let dtype = self.program.buffers[*b].ty.dtype;
+            let tensor = DeviceTensor::new(dtype, shaped.shapes[*b].clone(), memory);
+            outputs.insert(name.clone(), tensor);
         }
-        Ok(profile)
+        Ok(outputs)
     }
 
-    /// Runs like [`Executable::run`] in the current mode, but returns at once: the future
-    /// completes when the GPU has finished, and waiting for it does not block the thread (a
-    /// helper thread waits on the GPU and wakes the task).
+    /// Runs like [`Executable::run`] but returns at once: the future completes when the GPU
+    /// has finished, and waiting for it does not block the thread (a stream callback wakes it).
+    /// Host inputs are copied before this returns.
     pub fn run_async<'a>(
         &'a mut self,
-        sources: &BTreeMap<String, HostTensor>,
+        inputs: &[(&str, TensorRef<'_>)],
     ) -> Result<RunFuture<'a>, BackendError> {
-        let placement = self.place(sources)?;
-        let uploads = self.source_bytes(sources, &placement);
-        self.enqueue(&placement, &uploads)?;
-        let finished = Event::new().map_err(device_error)?;
-        finished.record(&self.streams[0]).map_err(device_error)?;
-        Ok(RunFuture {
-            exe: self,
-            placement,
-            _uploads: uploads,
-            finished: std::sync::Arc::new(finished),
-            waiter: None,
-        })
-    }
-}
-
-/// The result of [`CudaExecutable::run_async`].
-pub struct RunFuture<'a> {
-    exe: &'a mut CudaExecutable,
-    placement: Placement,
-    /// Host bytes of the uploads, alive until the GPU has read them.
-    _uploads: Vec<(u64, Vec<u8>)>,
-    finished: std::sync::Arc<Event>,
-    waiter: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Future for RunFuture<'_> {
-    type Output = Result<RunOutputs, BackendError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.finished.done() {
-            Ok(true) => {
-                let this = &mut *self;
-                this.exe.gpu.bind().map_err(device_error)?;
-                Poll::Ready(this.exe.outputs(&this.placement))
-            }
-            Ok(false) => {
-                if self.waiter.is_none() {
-                    let event = self.finished.clone();
-                    let waker = cx.waker().clone();
-                    self.waiter = Some(std::thread::spawn(move || {
-                        let _ = event.synchronize();
-                        waker.wake();
-                    }));
-                }
-                Poll::Pending
-            }
-            Err(e) => Poll::Ready(Err(device_error(e))),
-        }
+        let placed = self.prepare(inputs, Outputs::Host, Source::Staged)?;
+        self.enqueue(&placed)?;
+        let outputs = self.download_outputs(&placed)?;
+        let gpu = self.gpu.clone();
+        RunFuture::new(self, outputs, &gpu.streams()[0])
     }
 }
 
 impl Drop for CudaExecutable {
     fn drop(&mut self) {
+        // Memory is freed below while the GPU may still run work that uses it.
+        let _ = self.wait();
         // The graph's kernel nodes refer to the loaded libraries: destroying it after they are
         // unloaded crashes the driver.
-        self.graph = None;
-    }
-}
-
-/// Wakes a parked thread.
-struct Unpark(std::thread::Thread);
-
-impl std::task::Wake for Unpark {
-    fn wake(self: std::sync::Arc<Self>) {
-        self.0.unpark();
-    }
-}
-
-/// Runs `future` to completion on this thread, parking while it is pending.
-pub fn block_on<F: Future>(future: F) -> F::Output {
-    let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut future = std::pin::pin!(future);
-    loop {
-        match future.as_mut().poll(&mut cx) {
-            Poll::Ready(v) => return v,
-            Poll::Pending => std::thread::park(),
-        }
+        self.graphs.clear();
     }
 }
 
 impl Executable for CudaExecutable {
-    fn run(&mut self, sources: &BTreeMap<String, HostTensor>) -> Result<RunOutputs, BackendError> {
+    fn signature(&self) -> &Signature {
+        &self.program.signature
+    }
+
+    fn device(&self) -> Device {
+        self.device_of()
+    }
+
+    fn set_parameter(&mut self, name: &str, value: TensorRef<'_>) -> Result<(), BackendError> {
+        run::check_parameter(&self.program, name, value.dtype(), value.dims())?;
+        self.gpu.bind().map_err(|e| self.device_error(e))?;
+        let memory = match value {
+            TensorRef::Device(t) => {
+                self.device_address(name, t)?;
+                ParameterMemory::Shared(t.clone())
+            }
+            TensorRef::Host(t) => {
+                // A run still in flight may read the value this one replaces.
+                self.wait().map_err(|e| self.device_error(e))?;
+                let reused = match self.parameters.remove(name) {
+                    Some(Parameter {
+                        memory: ParameterMemory::Owned(m),
+                        ..
+                    }) if m.bytes >= t.bytes().len() => Some(m),
+                    _ => None,
+                };
+                let m = match reused {
+                    Some(m) => m,
+                    None => {
+                        DeviceMemory::alloc(t.bytes().len()).map_err(|e| self.device_error(e))?
+                    }
+                };
+                m.upload(0, t.bytes())
+                    .map_err(|e| self.device_error(format!("parameter {name:?}: {e}")))?;
+                ParameterMemory::Owned(m)
+            }
+        };
+        let first = match value {
+            TensorRef::Host(t) => t.element_f64(0),
+            TensorRef::Device(_) => None,
+        };
+        self.parameter_dims
+            .insert(name.to_string(), value.dims().to_vec());
+        self.parameters
+            .insert(name.to_string(), Parameter { memory, first });
+        Ok(())
+    }
+
+    fn run(&mut self, inputs: &[(&str, TensorRef<'_>)]) -> Result<HostTensors, BackendError> {
         if self.mode == ExecMode::Async {
-            return block_on(self.run_async(sources)?);
+            return block_on(self.run_async(inputs)?);
         }
-        let placement = self.place(sources)?;
-        let uploads = self.source_bytes(sources, &placement);
-        self.enqueue(&placement, &uploads)?;
-        self.streams[0].synchronize().map_err(device_error)?;
-        self.outputs(&placement)
+        let placed = self.prepare(inputs, Outputs::Host, Source::InPlace)?;
+        self.enqueue(&placed)?;
+        let outputs = self.download_outputs(&placed)?;
+        self.wait().map_err(|e| self.device_error(e))?;
+        Ok(outputs.into_iter().collect())
+    }
+
+    fn run_on_device(
+        &mut self,
+        inputs: &[(&str, TensorRef<'_>)],
+    ) -> Result<BTreeMap<String, DeviceTensor>, BackendError> {
+        let placed = self.prepare(inputs, Outputs::Device, Source::Staged)?;
+        self.enqueue(&placed)?;
+        self.device_outputs(&placed)
+    }
+
+    fn to_device(&mut self, tensor: &HostTensor<'_>) -> Result<DeviceTensor, BackendError> {
+        self.gpu.bind().map_err(|e| self.device_error(e))?;
+        let memory = TensorMemory::take(&self.gpu, tensor.bytes().len())
+            .map_err(|e| self.device_error(e))?;
+        let stream = &self.gpu.streams()[0];
+        driver::upload_async(memory.ptr(), tensor.bytes(), stream)
+            .and_then(|()| stream.synchronize())
+            .map_err(|e| self.device_error(e))?;
+        Ok(DeviceTensor::new(
+            tensor.dtype(),
+            tensor.dims().to_vec(),
+            Rc::new(memory),
+        ))
+    }
+
+    fn alloc_host(&self, dtype: DType, dims: &[u64]) -> Result<HostTensor<'static>, BackendError> {
+        self.gpu.bind().map_err(|e| self.device_error(e))?;
+        pinned_tensor(&self.gpu, dtype, dims).map_err(|e| self.device_error(e))
     }
 
     /// Every state bound by a run; before the first run, zeros for the states of static shape.
-    fn states(&self) -> BTreeMap<String, HostTensor> {
+    fn states(&self) -> Result<HostTensors, BackendError> {
+        self.gpu.bind().map_err(|e| self.device_error(e))?;
+        self.wait().map_err(|e| self.device_error(e))?;
         let mut out = BTreeMap::new();
-        if self.gpu.bind().is_err() {
-            return out;
-        }
         for (name, ty) in &self.program.signature.states {
-            match self.states.get(name) {
+            let value = match self.states.get(name) {
                 Some((dims, mem)) => {
-                    let mut bytes =
-                        vec![0u8; dims.iter().product::<u64>() as usize * ty.dtype.size_bytes()];
-                    if mem.download(0, &mut bytes).is_ok() {
-                        let t = HostTensor::from_le_bytes(ty.dtype, dims.clone(), &bytes);
-                        out.insert(name.clone(), t);
-                    }
+                    let mut t = HostTensor::zeros(ty.dtype, dims)
+                        .map_err(|e| BackendError::BadInput(e.to_string()))?;
+                    let bytes = t
+                        .bytes_mut()
+                        .map_err(|e| self.device_error(e.to_string()))?;
+                    mem.download(0, bytes).map_err(|e| self.device_error(e))?;
+                    t
                 }
-                None => {
-                    if let Some(dims) = ty.shape.static_dims() {
-                        out.insert(name.clone(), HostTensor::zeros(ty.dtype, dims));
-                    }
-                }
-            }
+                None => match ty.shape.static_dims() {
+                    Some(dims) => HostTensor::zeros(ty.dtype, &dims)
+                        .map_err(|e| BackendError::BadInput(e.to_string()))?,
+                    None => continue,
+                },
+            };
+            out.insert(name.clone(), value);
         }
-        out
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn matmul_policies_parse_with_per_kernel_overrides() {
-        let p = MatmulPolicy::parse("generated,k3_matmul=cublaslt, k5_matmul = auto").unwrap();
-        assert_eq!(p.default, MatmulPath::Generated);
-        assert_eq!(p.of("k3_matmul"), MatmulPath::Cublas);
-        assert_eq!(p.of("k5_matmul"), MatmulPath::Auto);
-        assert_eq!(p.of("k0_matmul"), MatmulPath::Generated);
-        assert_eq!(MatmulPolicy::parse("").unwrap(), MatmulPolicy::default());
-        let e = MatmulPolicy::parse("k1=fast").unwrap_err();
-        assert!(e.contains("`fast`"), "{e}");
+        Ok(out)
     }
 }

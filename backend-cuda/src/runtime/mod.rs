@@ -1,12 +1,19 @@
 //! The runtime: the CUDA driver through `cudarc` (loaded dynamically, so a machine without
-//! CUDA builds and runs everything else), and executables that run programs on a GPU.
+//! CUDA builds and runs everything else), memory pools, and executables that run programs on a
+//! GPU.
 
 mod blas;
 mod driver;
 mod exec;
+mod future;
+mod memory;
+mod policy;
+mod staging;
+mod timing;
 
 pub use driver::Gpu;
 pub(crate) use exec::CudaExecutable as Loaded;
-pub use exec::{
-    block_on, CudaExecutable, ExecMode, KernelTimes, MatmulPath, MatmulPolicy, RunFuture,
-};
+pub use exec::CudaExecutable;
+pub use future::{block_on, RunFuture};
+pub use policy::{ExecMode, MatmulPath, MatmulPolicy};
+pub use timing::KernelTimes;

@@ -6,7 +6,7 @@
 pub mod programs;
 
 use std::collections::{BTreeMap, BTreeSet};
-use tir_graph::eval::HostTensor;
+use tir_graph::eval::F64Tensor;
 use tir_graph::{BinaryOp, DType, Dim, ReduceOp, TensorType, UnaryOp};
 use tir_lower::legality::{Certificate, LaunchCheck};
 use tir_lower::plan::MemoryPlan;
@@ -492,14 +492,14 @@ impl ProgramBuilder {
 }
 
 /// Deterministic values exact in `dtype`.
-pub fn random(dtype: DType, dims: &[u64], seed: u64) -> HostTensor {
-    HostTensor::random(dtype, dims.to_vec(), seed)
+pub fn random(dtype: DType, dims: &[u64], seed: u64) -> F64Tensor {
+    F64Tensor::random(dtype, dims.to_vec(), seed)
 }
 
-pub fn tensor(dtype: DType, dims: &[u64], data: Vec<f64>) -> HostTensor {
-    HostTensor::new(dtype, dims.to_vec(), data).expect("a well-formed tensor")
+pub fn tensor(dtype: DType, dims: &[u64], data: Vec<f64>) -> F64Tensor {
+    F64Tensor::new(dtype, dims.to_vec(), data).expect("a well-formed tensor")
 }
 
-pub fn sources(items: Vec<(&str, HostTensor)>) -> BTreeMap<String, HostTensor> {
+pub fn sources(items: Vec<(&str, F64Tensor)>) -> BTreeMap<String, F64Tensor> {
     items.into_iter().map(|(n, t)| (n.to_string(), t)).collect()
 }

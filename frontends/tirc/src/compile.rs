@@ -11,7 +11,7 @@ use backend_cuda::package::{self, Package, PackageError};
 use backend_cuda::CudaBackend;
 use std::path::{Path, PathBuf};
 use tir_graph::Graph;
-use tir_lower::{BackendError, LowerError};
+use tir_lower::{Backend, BackendError, LowerError};
 
 /// What `tirc compile` was asked to do, checked (see [`CompileArgs::new`]).
 pub struct CompileArgs {
@@ -134,23 +134,22 @@ fn same_file(a: &Path, b: &Path) -> bool {
 /// Runs `tirc compile` on `graph` (read from `args`' file); returns the summary line.
 pub fn compile(graph: &Graph, args: &CompileArgs) -> Result<String, CompileError> {
     let path = args.file.display().to_string();
-    // Lowered for the matmul paths a run will take by default (`$TIR_MATMUL`, else `auto`).
-    let policy =
-        backend_cuda::MatmulPolicy::from_env().map_err(|reason| CompileError::Backend {
-            path: path.clone(),
-            source: BackendError::BadInput(reason),
-        })?;
-    let compiled = tir_lower::compile_graph(
-        graph,
-        &backend_cuda::gpu_target(&policy),
-        &tir_opt::Limits::default(),
-    )
-    .map_err(|source| CompileError::Lower {
+    // Lowered for the tuning and the matmul paths a run will take by default (`$TIR_TUNE`,
+    // `$TIR_MATMUL`, else `auto`).
+    let backend = CudaBackend::new();
+    let backend_error = |source| CompileError::Backend {
         path: path.clone(),
-        source: Box::new(source),
-    })?;
+        source,
+    };
+    backend.tuning().map_err(backend_error)?;
+    backend.matmul_policy().map_err(backend_error)?;
+    let compiled = tir_lower::compile_graph(graph, &backend.target(), &tir_opt::Limits::default())
+        .map_err(|source| CompileError::Lower {
+            path: path.clone(),
+            source: Box::new(source),
+        })?;
     let program = compiled.program;
-    let (kernels, used) = CudaBackend::new()
+    let (kernels, used) = backend
         .compile_for(&program, &args.archs)
         .map_err(|source| CompileError::Backend {
             path: path.clone(),

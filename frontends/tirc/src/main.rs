@@ -47,7 +47,11 @@ enum Command {
         /// A tensor for an input or parameter, from a .npy file (repeatable).
         #[arg(long = "input", value_name = "NAME=FILE.npy", value_parser = parse_input)]
         inputs: Vec<(String, PathBuf)>,
-        /// Generate every input and parameter not given with --input (also written to DIR).
+        /// Parameters from a .safetensors file, by name (memory-mapped; --input overrides one).
+        #[arg(long, value_name = "FILE.safetensors")]
+        weights: Option<PathBuf>,
+        /// Generate every input and parameter not given (also written to DIR): inputs uniform in
+        /// [-1, 1), parameters scaled by 1/sqrt(fan-in).
         #[arg(long)]
         random_inputs: bool,
         /// The seed of --random-inputs: the i-th of the inputs, then the parameters (each in graph
@@ -220,6 +224,7 @@ fn run(command: Command) -> Result<(), CliError> {
             file,
             backend,
             inputs,
+            weights,
             random_inputs,
             seed,
             dims,
@@ -231,6 +236,7 @@ fn run(command: Command) -> Result<(), CliError> {
                 file,
                 backend,
                 inputs,
+                weights,
                 random_inputs,
                 seed,
                 dims,

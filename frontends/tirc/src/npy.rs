@@ -1,18 +1,15 @@
-//! `.npy` files for `tirc run`: reading input tensors and writing outputs, with `npyz`.
+//! `.npy` files for `tirc run`: reading input tensors and writing outputs, with `npyz`, in the
+//! tensors' own dtypes ([`HostTensor`]).
 //!
 //! Element types: `bool` (`|b1`), `i8` (`|i1`), `u8` (`|u1`), `i32` (`<i4`), `i64` (`<i8`), `f16`
 //! (`<f2`), `f32` (`<f4`), `f64` (`<f8`); big-endian files are read too, and Fortran-order
 //! arrays are reordered to row-major. NumPy has no `bf16`, so a `bf16` tensor is written as `f32`
 //! (exact: every `bf16` is an `f32`) and read from an `f32` file whose values are all exact `bf16`
-//! values ([`NpyTensor::into_dtype`]). Other element types (`u16`, `u32`, `u64`, `i16`,
-//! complex, strings, structured, pickled objects) are refused with a message naming them.
-//!
-//! Values are held as `f64`, like [`HostTensor`]; an `i64` beyond 2^53 in magnitude cannot be
-//! held exactly and is refused.
+//! values ([`into_dtype`]). Other element types (`u16`, `u32`, `u64`, `i16`, complex, strings,
+//! structured, pickled objects) are refused with a message naming them.
 
 use npyz::WriterBuilder;
-use tir_graph::eval::HostTensor;
-use tir_graph::DType;
+use tir_graph::{DType, Element, HostMemory, HostTensor};
 
 /// Why a `.npy` file could not be read or a tensor not written. Messages do not name the file;
 /// the caller does.
@@ -28,37 +25,29 @@ pub enum NpyError {
     TrailingBytes(u64),
     #[error("reading the .npy data: {0}")]
     Data(String),
-    #[error("element {index} ({value}) of the .npy file cannot be held exactly (integers up to 2^53 in magnitude)")]
-    Inexact { index: usize, value: i64 },
     #[error("writing the .npy data: {0}")]
     Write(String),
 }
 
-/// A tensor read from a `.npy` file: its element type as the file states it, its dims and its
-/// row-major values.
-#[derive(Clone, Debug, PartialEq)]
-pub struct NpyTensor {
-    pub dtype: DType,
-    pub dims: Vec<u64>,
-    pub data: Vec<f64>,
-}
-
-impl NpyTensor {
-    /// The tensor as `dtype`: the file's own dtype, or `bf16` from an `f32` file whose values are
-    /// all exact `bf16` values. `None` when the file's values are not of that dtype.
-    pub fn into_dtype(self, dtype: DType) -> Option<HostTensor> {
-        let compatible = self.dtype == dtype
-            || (dtype == DType::BF16
-                && self.dtype == DType::F32
-                && self
-                    .data
-                    .iter()
-                    .all(|&v| v.is_nan() || DType::BF16.round_value(v).to_bits() == v.to_bits()));
-        if !compatible {
-            return None;
-        }
-        HostTensor::new(dtype, self.dims, self.data).ok()
+/// `t` as `dtype`: itself, or a `bf16` tensor from an `f32` one whose values are all exact
+/// `bf16` values. `None` when its values are not of that dtype.
+pub fn into_dtype(t: HostTensor<'static>, dtype: DType) -> Option<HostTensor<'static>> {
+    if t.dtype() == dtype {
+        return Some(t);
     }
+    if dtype != DType::BF16 || t.dtype() != DType::F32 {
+        return None;
+    }
+    let values = t.to_vec::<f32>().ok()?;
+    let narrowed: Vec<half::bf16> = values.iter().map(|&v| half::bf16::from_f32(v)).collect();
+    let exact = values
+        .iter()
+        .zip(&narrowed)
+        .all(|(v, n)| v.is_nan() || n.to_f32().to_bits() == v.to_bits());
+    if !exact {
+        return None;
+    }
+    HostTensor::from_vec(narrowed, t.dims()).ok()
 }
 
 /// The dtype of a `.npy` element type, as far as tir has it.
@@ -77,40 +66,26 @@ fn dtype_of(ty: &npyz::TypeStr) -> Option<DType> {
     })
 }
 
-fn values<T: npyz::Deserialize>(
-    file: npyz::NpyFile<&[u8]>,
-    to_f64: impl Fn(T) -> f64,
-) -> Result<Vec<f64>, NpyError> {
-    let reader = file
-        .data::<T>()
+/// The file's elements as a row-major tensor of `T`.
+fn read<T>(file: npyz::NpyFile<&[u8]>, dims: &[u64]) -> Result<HostTensor<'static>, NpyError>
+where
+    T: npyz::Deserialize + Element,
+    Vec<T>: HostMemory,
+{
+    let fortran = file.header().order() == npyz::Order::Fortran;
+    let values = file
+        .into_vec::<T>()
         .map_err(|e| NpyError::Data(e.to_string()))?;
-    reader
-        .map(|v| v.map(&to_f64))
-        .collect::<Result<Vec<f64>, _>>()
-        .map_err(|e| NpyError::Data(e.to_string()))
-}
-
-/// `i64` values, refusing those an `f64` cannot hold exactly.
-fn values_i64(file: npyz::NpyFile<&[u8]>) -> Result<Vec<f64>, NpyError> {
-    let ints = file
-        .data::<i64>()
-        .map_err(|e| NpyError::Data(e.to_string()))?
-        .collect::<Result<Vec<i64>, _>>()
-        .map_err(|e| NpyError::Data(e.to_string()))?;
-    ints.into_iter()
-        .enumerate()
-        .map(|(index, value)| {
-            if value.unsigned_abs() > 1 << 53 {
-                Err(NpyError::Inexact { index, value })
-            } else {
-                Ok(value as f64)
-            }
-        })
-        .collect()
+    let values = if fortran {
+        fortran_to_c(&values, dims)
+    } else {
+        values
+    };
+    HostTensor::from_vec(values, dims).map_err(|e| NpyError::Data(e.to_string()))
 }
 
 /// Reads a `.npy` file's bytes.
-pub fn decode(bytes: &[u8]) -> Result<NpyTensor, NpyError> {
+pub fn decode(bytes: &[u8]) -> Result<HostTensor<'static>, NpyError> {
     let mut rest: &[u8] = bytes;
     let header =
         npyz::NpyHeader::from_reader(&mut rest).map_err(|e| NpyError::Header(e.to_string()))?;
@@ -137,28 +112,40 @@ pub fn decode(bytes: &[u8]) -> Result<NpyTensor, NpyError> {
     if found > expected {
         return Err(NpyError::TrailingBytes(found - expected));
     }
-    let order = header.order();
     let file = npyz::NpyFile::with_header(header, rest);
-    let flat = match dtype {
-        DType::Bool => values(file, |v: bool| f64::from(u8::from(v)))?,
-        DType::I8 => values(file, |v: i8| f64::from(v))?,
-        DType::U8 => values(file, |v: u8| f64::from(v))?,
-        DType::I32 => values(file, |v: i32| f64::from(v))?,
-        DType::I64 => values_i64(file)?,
-        DType::F16 => values(file, |v: half::f16| f64::from(v))?,
-        DType::F32 => values(file, |v: f32| f64::from(v))?,
-        DType::F64 => values(file, |v: f64| v)?,
+    match dtype {
+        DType::Bool => {
+            let bools = read_bools(file, &dims)?;
+            HostTensor::from_slice(&bools, &dims)
+                .map(HostTensor::into_owned)
+                .map_err(|e| NpyError::Data(e.to_string()))
+        }
+        DType::I8 => read::<i8>(file, &dims),
+        DType::U8 => read::<u8>(file, &dims),
+        DType::I32 => read::<i32>(file, &dims),
+        DType::I64 => read::<i64>(file, &dims),
+        DType::F16 => read::<half::f16>(file, &dims),
+        DType::F32 => read::<f32>(file, &dims),
+        DType::F64 => read::<f64>(file, &dims),
         DType::BF16 => unreachable!("no .npy element type maps to bf16"),
-    };
-    let data = match order {
-        npyz::Order::C => flat,
-        npyz::Order::Fortran => fortran_to_c(&flat, &dims),
-    };
-    Ok(NpyTensor { dtype, dims, data })
+    }
+}
+
+/// A bool file's elements, row-major.
+fn read_bools(file: npyz::NpyFile<&[u8]>, dims: &[u64]) -> Result<Vec<bool>, NpyError> {
+    let fortran = file.header().order() == npyz::Order::Fortran;
+    let values = file
+        .into_vec::<bool>()
+        .map_err(|e| NpyError::Data(e.to_string()))?;
+    Ok(if fortran {
+        fortran_to_c(&values, dims)
+    } else {
+        values
+    })
 }
 
 /// Row-major values from column-major ones.
-fn fortran_to_c(flat: &[f64], dims: &[u64]) -> Vec<f64> {
+fn fortran_to_c<T: Copy>(flat: &[T], dims: &[u64]) -> Vec<T> {
     let mut strides = vec![1usize; dims.len()];
     for i in 1..dims.len() {
         strides[i] = strides[i - 1] * dims[i - 1] as usize;
@@ -203,19 +190,28 @@ fn write_values<T: npyz::Serialize + npyz::AutoSerialize>(
     Ok(bytes)
 }
 
-/// The `.npy` bytes of `t` (little-endian, row-major; `bf16` as `f32`). Values are exact in the
-/// tensor's dtype where they come from a backend or [`HostTensor::new`]; others are rounded.
+/// `t`'s elements as `T`s.
+fn elements<T: Element>(t: &HostTensor) -> Result<Vec<T>, NpyError> {
+    t.to_vec::<T>().map_err(|e| NpyError::Write(e.to_string()))
+}
+
+/// The `.npy` bytes of `t` (little-endian, row-major; `bf16` as `f32`).
 pub fn encode(t: &HostTensor) -> Result<Vec<u8>, NpyError> {
-    let data = t.data.iter().copied();
-    let dims = &t.dims;
-    match t.dtype {
-        DType::Bool => write_values(dims, data.map(|v| v != 0.0)),
-        DType::I8 => write_values(dims, data.map(|v| v as i8)),
-        DType::U8 => write_values(dims, data.map(|v| v as u8)),
-        DType::I32 => write_values(dims, data.map(|v| v as i32)),
-        DType::I64 => write_values(dims, data.map(|v| v as i64)),
-        DType::F16 => write_values(dims, data.map(half::f16::from_f64)),
-        DType::BF16 | DType::F32 => write_values(dims, data.map(|v| v as f32)),
-        DType::F64 => write_values(dims, data),
+    let dims = t.dims();
+    match t.dtype() {
+        DType::Bool => write_values(dims, elements::<bool>(t)?.into_iter()),
+        DType::I8 => write_values(dims, elements::<i8>(t)?.into_iter()),
+        DType::U8 => write_values(dims, elements::<u8>(t)?.into_iter()),
+        DType::I32 => write_values(dims, elements::<i32>(t)?.into_iter()),
+        DType::I64 => write_values(dims, elements::<i64>(t)?.into_iter()),
+        DType::F16 => write_values(dims, elements::<half::f16>(t)?.into_iter()),
+        DType::BF16 => write_values(
+            dims,
+            elements::<half::bf16>(t)?
+                .into_iter()
+                .map(half::bf16::to_f32),
+        ),
+        DType::F32 => write_values(dims, elements::<f32>(t)?.into_iter()),
+        DType::F64 => write_values(dims, elements::<f64>(t)?.into_iter()),
     }
 }

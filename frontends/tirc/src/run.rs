@@ -5,12 +5,17 @@
 //! the package program's signature) and in how the executable is made (lowering and the
 //! backend's compile, or [`CudaBackend::load_package`]); everything else is one code path.
 //!
+//! Tensors stay in their dtypes from the files to the backend and back ([`HostTensor`]); a
+//! `--weights` file is memory-mapped and its tensors are set as parameters without a copy on
+//! the host. Parameters are set on the executable once, then it runs with the inputs.
+//!
 //! Everything that can be refused is checked before anything is written: the backend, the
-//! `--dim` and `--input` arguments, every input file (its element type and shape against the
-//! interface's), the missing inputs, the output file names, lowering and the run itself. The files
-//! are written last, each atomically; if one cannot be written, those already written by this
-//! run are removed again (and the output directory, if this run created it; a file of an
-//! earlier run that this run had already replaced stays replaced).
+//! `--dim`, `--input` and `--weights` arguments, every input file and weight (its element type
+//! and shape against the interface's), the missing inputs and parameters, the output file
+//! names, lowering and the run itself. The files are written last, each atomically; if one
+//! cannot be written, those already written by this run are removed again (and the output
+//! directory, if this run created it; a file of an earlier run that this run had already
+//! replaced stays replaced).
 
 use crate::npy;
 use backend_cuda::package::Package;
@@ -18,10 +23,11 @@ use backend_cuda::CudaBackend;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use tir_graph::eval::{concrete_dims, HostTensor};
+use tir_graph::eval::concrete_dims;
 use tir_graph::file::{self, FileError};
-use tir_graph::{Dim, Graph, TensorType};
-use tir_lower::{Backend, BackendError, Executable, LowerError, Registry, Signature};
+use tir_graph::weights::{WeightsError, WeightsFile};
+use tir_graph::{DType, Dim, Graph, HostTensor, TensorType};
+use tir_lower::{Backend, BackendError, Executable, LowerError, Registry, Signature, TensorRef};
 
 /// Where outputs go without `--output-dir`.
 pub const DEFAULT_OUTPUT_DIR: &str = "tir-out";
@@ -50,6 +56,8 @@ pub struct RunArgs {
     /// `None`: [`DEFAULT_BACKEND`] for a graph, [`PACKAGE_BACKEND`] for a package.
     pub backend: Option<String>,
     pub inputs: Vec<(String, PathBuf)>,
+    /// A `.safetensors` file of parameters.
+    pub weights: Option<PathBuf>,
     pub random_inputs: bool,
     pub seed: u64,
     pub dims: Vec<(String, u64)>,
@@ -94,27 +102,35 @@ pub enum RunError {
     },
     #[error("{path}: {source}")]
     Npy { path: String, source: npy::NpyError },
-    #[error("--input {name}={path}: expected {expected}, got {got}")]
+    #[error("{given}: expected {expected}, got {got}")]
     WrongType {
-        name: String,
-        path: String,
+        given: String,
         expected: String,
         got: String,
     },
-    #[error("--input {name}={path}: dim `{dim}` is {value} here, but {bound_by} makes it {bound}")]
+    #[error("{given}: dim `{dim}` is {value} here, but {bound_by} makes it {bound}")]
     DimConflict {
-        name: String,
-        path: String,
+        given: String,
         dim: String,
         value: u64,
         bound: u64,
         bound_by: String,
     },
     #[error(
-        "no tensor for {} (give --input NAME=FILE.npy for each, or --random-inputs to generate them)",
+        "no tensor for {} (give --input NAME=FILE.npy or --weights FILE.safetensors, or --random-inputs to generate them)",
         .missing.join(", ")
     )]
     Missing { missing: Vec<String> },
+    #[error("{0}")]
+    Weights(#[from] WeightsError),
+    #[error(
+        "{path}: tensor {name:?} is an input of the {what}, not a parameter: give it with --input"
+    )]
+    WeightIsInput {
+        path: String,
+        name: String,
+        what: &'static str,
+    },
     #[error("{what} `{name}` cannot be written as a file: its name is not a plain file name")]
     BadFileName { what: &'static str, name: String },
     #[error("output `{name}` and the generated {what} `{name}` would both be written to {path}")]
@@ -340,7 +356,25 @@ fn maker<'a>(
 /// Where a source's tensor came from.
 enum Origin {
     File(PathBuf),
+    Weights,
     Random,
+}
+
+/// A random tensor of what a model would see: an input of unit scale (uniform in [-1, 1)); a
+/// parameter scaled by the inverse square root of its fan-in, the second-to-last dim (the rows
+/// of a `[in, out]` weight that an activation is multiplied by), so that products keep unit
+/// scale through deep graphs. A parameter of rank 0 or 1 (a bias, a norm's scale) is of unit
+/// scale.
+fn random_tensor(
+    source: &Source,
+    dims: &[u64],
+    seed: u64,
+) -> Result<HostTensor<'static>, tir_graph::TensorError> {
+    let fan_in = match dims {
+        [.., rows, _] if source.kind == "parameter" => (*rows).max(1),
+        _ => 1,
+    };
+    HostTensor::random(source.ty.dtype, dims, seed, 1.0 / (fan_in as f64).sqrt())
 }
 
 /// Where a dim's value came from, for the summary and for messages.
@@ -359,11 +393,6 @@ enum Binding {
     Default,
 }
 
-/// `f32[4, 1024]`, the way a [`TensorType`] prints.
-fn type_of(dtype: tir_graph::DType, dims: &[u64]) -> String {
-    TensorType::new(dtype, tir_graph::Shape::of(dims)).to_string()
-}
-
 /// Whether `name` can be a file name inside the output directory as it is.
 fn plain_file_name(name: &str) -> bool {
     !name.is_empty()
@@ -375,8 +404,8 @@ fn plain_file_name(name: &str) -> bool {
 
 /// A summary line's checksum of `t`: the sum of its values and FNV-1a 64 of its element bytes.
 fn checksum(t: &HostTensor) -> String {
-    let sum: f64 = t.data.iter().sum();
-    let fnv = file::checksum(&t.to_le_bytes());
+    let sum: f64 = t.to_f64().data.iter().sum();
+    let fnv = file::checksum(t.bytes());
     format!("sum={sum:.6} fnv1a={fnv:016x}")
 }
 
@@ -408,7 +437,7 @@ pub fn run(subject: Subject, args: &RunArgs) -> Result<String, RunError> {
 
     // Inputs given as files.
     let sources = &interface.sources;
-    let mut given: BTreeMap<String, (HostTensor, PathBuf)> = BTreeMap::new();
+    let mut given: BTreeMap<String, (HostTensor<'static>, PathBuf)> = BTreeMap::new();
     for (name, file_path) in &args.inputs {
         let Some(source) = sources.iter().find(|s| &s.name == name) else {
             return Err(RunError::UnknownInput {
@@ -424,9 +453,33 @@ pub fn run(subject: Subject, args: &RunArgs) -> Result<String, RunError> {
         given.insert(name.clone(), (tensor, file_path.clone()));
     }
 
+    // Parameters from the weights file (those not given with --input).
+    let weights = args.weights.as_ref().map(WeightsFile::open).transpose()?;
+    let mut from_weights: BTreeSet<String> = BTreeSet::new();
+    if let Some(w) = &weights {
+        let path = w.path().display().to_string();
+        for (name, tensor) in w.iter() {
+            match sources.iter().find(|s| s.name == name) {
+                Some(s) if s.kind == "input" => {
+                    return Err(RunError::WeightIsInput {
+                        path,
+                        name: name.to_string(),
+                        what: interface.what,
+                    })
+                }
+                Some(s) if !given.contains_key(name) => {
+                    let origin = format!("{path}: tensor {name:?}");
+                    fit(&origin, name, &s.ty, &tensor, &mut dims)?;
+                    from_weights.insert(name.to_string());
+                }
+                _ => {}
+            }
+        }
+    }
+
     let missing: Vec<&Source> = sources
         .iter()
-        .filter(|s| !given.contains_key(&s.name))
+        .filter(|s| !given.contains_key(&s.name) && !from_weights.contains(&s.name))
         .collect();
     if !missing.is_empty() && !args.random_inputs {
         return Err(RunError::Missing {
@@ -444,8 +497,8 @@ pub fn run(subject: Subject, args: &RunArgs) -> Result<String, RunError> {
     }
     let values: BTreeMap<String, u64> = dims.iter().map(|(k, (v, _))| (k.clone(), *v)).collect();
 
-    // The tensors of the run, and where each came from.
-    let mut tensors: BTreeMap<String, HostTensor> = BTreeMap::new();
+    // The tensors of the run that are not in the weights file, and where each came from.
+    let mut tensors: BTreeMap<String, HostTensor<'static>> = BTreeMap::new();
     let mut origins: Vec<(&Source, Origin)> = Vec::new();
     for (index, source) in sources.iter().enumerate() {
         let name = &source.name;
@@ -454,13 +507,23 @@ pub fn run(subject: Subject, args: &RunArgs) -> Result<String, RunError> {
             origins.push((source, Origin::File(p)));
             continue;
         }
+        if from_weights.contains(name) {
+            origins.push((source, Origin::Weights));
+            continue;
+        }
         let ty = &source.ty;
         let concrete = concrete_dims(&ty.shape, &values).map_err(|e| RunError::Shape {
             name: name.clone(),
             source: Box::new(e),
         })?;
         let seed = args.seed.wrapping_add(index as u64);
-        tensors.insert(name.clone(), HostTensor::random(ty.dtype, concrete, seed));
+        let t = random_tensor(source, &concrete, seed).map_err(|e| RunError::Shape {
+            name: name.clone(),
+            source: Box::new(tir_graph::EvalError::BadTensor {
+                reason: e.to_string(),
+            }),
+        })?;
+        tensors.insert(name.clone(), t);
         origins.push((source, Origin::Random));
     }
 
@@ -499,21 +562,41 @@ pub fn run(subject: Subject, args: &RunArgs) -> Result<String, RunError> {
     // hold the backends, so it is dropped first: a CUDA executable must go while its backend
     // still holds the GPU's context.
     let (mut executable, kernels, made) = maker.make(&args.file)?;
+    let backend_error = |source| RunError::Backend {
+        path: path.clone(),
+        source,
+    };
     let started = Instant::now();
-    let outputs = executable
-        .run(&tensors)
-        .map_err(|source| RunError::Backend {
-            path: path.clone(),
-            source,
-        })?;
+    let mut inputs: Vec<(&str, TensorRef)> = Vec::new();
+    for (source, _) in &origins {
+        let name = source.name.as_str();
+        match (source.kind, tensors.get(name)) {
+            ("input", Some(t)) => inputs.push((name, t.into())),
+            (_, Some(t)) => executable
+                .set_parameter(name, t.into())
+                .map_err(backend_error)?,
+            (_, None) => {}
+        }
+    }
+    if let Some(w) = &weights {
+        for (name, t) in w.iter().filter(|(n, _)| from_weights.contains(*n)) {
+            executable
+                .set_parameter(name, (&t).into())
+                .map_err(backend_error)?;
+        }
+    }
+    let set_in = started.elapsed();
+    let started = Instant::now();
+    let outputs = executable.run(&inputs).map_err(backend_error)?;
     let ran_in = started.elapsed();
 
     // The files, in memory first.
     let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
     let mut summary = format!(
-        "{path}: {kernels} kernels on backend `{}`: run {} ({made})\n",
+        "{path}: {kernels} kernels on backend `{}`: run {} ({made}, parameters set {})\n",
         maker.backend(),
         millis(ran_in),
+        millis(set_in),
     );
     if !dims.is_empty() {
         let shown: Vec<String> = dims
@@ -522,11 +605,29 @@ pub fn run(subject: Subject, args: &RunArgs) -> Result<String, RunError> {
             .collect();
         summary.push_str(&format!("dims: {}\n", shown.join(", ")));
     }
+    if let Some(w) = &weights {
+        let unused = w.len() - from_weights.len();
+        summary.push_str(&format!(
+            "weights: {} of {} tensors from {} ({} bytes, memory-mapped){}\n",
+            from_weights.len(),
+            w.len(),
+            w.path().display(),
+            w.size(),
+            if unused > 0 {
+                format!("; {unused} not parameters of the {}", interface.what)
+            } else {
+                String::new()
+            }
+        ));
+    }
     for (source, origin) in &origins {
         let (name, kind) = (&source.name, source.kind);
-        let t = &tensors[name];
-        let ty = type_of(t.dtype, &t.dims);
+        let Some(t) = tensors.get(name) else {
+            continue;
+        };
+        let ty = t.type_name();
         match origin {
+            Origin::Weights => {}
             Origin::File(p) => {
                 summary.push_str(&format!("{kind} {name:?}: {ty} from {}\n", p.display()));
             }
@@ -542,7 +643,7 @@ pub fn run(subject: Subject, args: &RunArgs) -> Result<String, RunError> {
         }
     }
     for name in &interface.outputs {
-        let Some(t) = outputs.outputs.get(name) else {
+        let Some(t) = outputs.get(name) else {
             return Err(RunError::MissingOutput {
                 path: path.clone(),
                 name: name.clone(),
@@ -551,7 +652,7 @@ pub fn run(subject: Subject, args: &RunArgs) -> Result<String, RunError> {
         let target = dir.join(format!("{name}.npy"));
         summary.push_str(&format!(
             "output {name:?}: {} {} -> {}\n",
-            type_of(t.dtype, &t.dims),
+            t.type_name(),
             checksum(t),
             target.display()
         ));
@@ -575,7 +676,7 @@ fn read_input(
     file_path: &Path,
     ty: &TensorType,
     dims: &mut BTreeMap<String, (u64, Binding)>,
-) -> Result<HostTensor, RunError> {
+) -> Result<HostTensor<'static>, RunError> {
     let shown = file_path.display().to_string();
     let bytes = std::fs::read(file_path).map_err(|source| RunError::ReadNpy {
         path: shown.clone(),
@@ -585,40 +686,60 @@ fn read_input(
         path: shown.clone(),
         source,
     })?;
+    let origin = format!("--input {name}={shown}");
     let wrong = |got: String| RunError::WrongType {
-        name: name.to_string(),
-        path: shown.clone(),
+        given: origin.clone(),
         expected: ty.to_string(),
         got,
     };
-    let got = type_of(read.dtype, &read.dims);
-    let fits_shape = read.dims.len() == ty.rank()
-        && ty
-            .shape
-            .dims()
-            .iter()
-            .zip(&read.dims)
-            .all(|(d, &n)| d.as_static().is_none_or(|s| s == n));
-    if !fits_shape {
-        return Err(wrong(got));
-    }
-    let file_dtype = read.dtype;
-    let file_dims = read.dims.clone();
-    let Some(tensor) = read.into_dtype(ty.dtype) else {
-        if file_dtype == tir_graph::DType::F32 && ty.dtype == tir_graph::DType::BF16 {
+    let got = read.type_name();
+    let file_dtype = read.dtype();
+    let dims_read = read.dims().to_vec();
+    let Some(tensor) = npy::into_dtype(read, ty.dtype) else {
+        if file_dtype == DType::F32 && ty.dtype == DType::BF16 && fits_shape(ty, &dims_read) {
             return Err(wrong(format!(
                 "{got} with values that are not exact bf16 values"
             )));
         }
         return Err(wrong(got));
     };
-    for (d, &n) in ty.shape.dims().iter().zip(&file_dims) {
+    fit(&origin, name, ty, &tensor, dims)?;
+    Ok(tensor)
+}
+
+/// Whether `dims` fit `ty`'s shape (symbolic dims fit any size).
+fn fits_shape(ty: &TensorType, dims: &[u64]) -> bool {
+    dims.len() == ty.rank()
+        && ty
+            .shape
+            .dims()
+            .iter()
+            .zip(dims)
+            .all(|(d, &n)| d.as_static().is_none_or(|s| s == n))
+}
+
+/// Checks that `tensor` (given as `origin`) is of type `ty` and binds its symbolic dims into
+/// `dims`.
+fn fit(
+    origin: &str,
+    name: &str,
+    ty: &TensorType,
+    tensor: &HostTensor,
+    dims: &mut BTreeMap<String, (u64, Binding)>,
+) -> Result<(), RunError> {
+    if tensor.dtype() != ty.dtype || !fits_shape(ty, tensor.dims()) {
+        return Err(RunError::WrongType {
+            given: origin.to_string(),
+            expected: ty.to_string(),
+            got: tensor.type_name(),
+        });
+    }
+    for (d, &n) in ty.shape.dims().iter().zip(tensor.dims()) {
         let Dim::Symbolic(s) = d else { continue };
         match dims.get(s) {
             Some((bound, by)) if *bound != n => {
                 return Err(RunError::DimConflict {
-                    name: name.to_string(),
-                    path: shown,
+                    given: origin.to_string(),
                     dim: s.clone(),
                     value: n,
                     bound: *bound,
@@ -634,7 +755,7 @@ fn read_input(
             }
         }
     }
-    Ok(tensor)
+    Ok(())
 }
 
 /// Writes every file, each atomically; on a failure removes what this call wrote (and `dir` if

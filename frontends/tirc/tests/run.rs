@@ -6,8 +6,7 @@ mod common;
 
 use common::{assert_ok, assert_refused, example, stderr, tirc as run};
 use std::path::Path;
-use tir_graph::eval::HostTensor;
-use tir_graph::DType;
+use tir_graph::{DType, HostTensor};
 use tirc::npy;
 
 /// Writes `t` as `dir/name` and returns the path.
@@ -17,8 +16,13 @@ fn write_npy(dir: &Path, name: &str, t: &HostTensor) -> String {
     path.display().to_string()
 }
 
-fn read_npy(path: &Path) -> npy::NpyTensor {
+fn read_npy(path: &Path) -> HostTensor<'static> {
     npy::decode(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// Random values in [-2, 2).
+fn random(dtype: DType, dims: &[u64], seed: u64) -> HostTensor<'static> {
+    HostTensor::random(dtype, dims, seed, 2.0).unwrap()
 }
 
 /// Whether two files hold the same bytes (compared without printing them).
@@ -40,11 +44,7 @@ fn refused_without_output(dir: &Path, args: &[&str], needles: &[&str]) {
 #[test]
 fn an_unknown_input_name_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let x = write_npy(
-        dir.path(),
-        "x.npy",
-        &HostTensor::random(DType::F16, vec![4, 1024], 1),
-    );
+    let x = write_npy(dir.path(), "x.npy", &random(DType::F16, &[4, 1024], 1));
     refused_without_output(
         dir.path(),
         &[
@@ -65,11 +65,7 @@ fn an_unknown_input_name_is_refused() {
 #[test]
 fn missing_inputs_are_named_with_a_hint() {
     let dir = tempfile::tempdir().unwrap();
-    let x = write_npy(
-        dir.path(),
-        "x.npy",
-        &HostTensor::random(DType::F16, vec![4, 1024], 1),
-    );
+    let x = write_npy(dir.path(), "x.npy", &random(DType::F16, &[4, 1024], 1));
     refused_without_output(
         dir.path(),
         &["run", &example("mlp.tir"), "--input", &arg("x", &x)],
@@ -87,11 +83,7 @@ fn missing_inputs_are_named_with_a_hint() {
 fn a_wrong_dtype_or_shape_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let f32_x = write_npy(
-        d,
-        "x32.npy",
-        &HostTensor::random(DType::F32, vec![4, 1024], 1),
-    );
+    let f32_x = write_npy(d, "x32.npy", &random(DType::F32, &[4, 1024], 1));
     refused_without_output(
         d,
         &[
@@ -107,11 +99,7 @@ fn a_wrong_dtype_or_shape_is_refused() {
             "expected f16[batch, 1024], got f32[4, 1024]",
         ],
     );
-    let narrow = write_npy(
-        d,
-        "narrow.npy",
-        &HostTensor::random(DType::F16, vec![4, 1000], 1),
-    );
+    let narrow = write_npy(d, "narrow.npy", &random(DType::F16, &[4, 1000], 1));
     refused_without_output(
         d,
         &[
@@ -123,11 +111,7 @@ fn a_wrong_dtype_or_shape_is_refused() {
         ],
         &["expected f16[batch, 1024], got f16[4, 1000]"],
     );
-    let rank3 = write_npy(
-        d,
-        "rank3.npy",
-        &HostTensor::random(DType::F16, vec![1, 4, 1024], 1),
-    );
+    let rank3 = write_npy(d, "rank3.npy", &random(DType::F16, &[1, 4, 1024], 1));
     refused_without_output(
         d,
         &[
@@ -139,11 +123,7 @@ fn a_wrong_dtype_or_shape_is_refused() {
         ],
         &["got f16[1, 4, 1024]"],
     );
-    let w1 = write_npy(
-        d,
-        "w1.npy",
-        &HostTensor::random(DType::F16, vec![1024, 4095], 1),
-    );
+    let w1 = write_npy(d, "w1.npy", &random(DType::F16, &[1024, 4095], 1));
     refused_without_output(
         d,
         &[
@@ -163,11 +143,7 @@ fn a_wrong_dtype_or_shape_is_refused() {
 #[test]
 fn a_dim_that_disagrees_with_an_input_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let x = write_npy(
-        dir.path(),
-        "x.npy",
-        &HostTensor::random(DType::F16, vec![4, 1024], 1),
-    );
+    let x = write_npy(dir.path(), "x.npy", &random(DType::F16, &[4, 1024], 1));
     refused_without_output(
         dir.path(),
         &[
@@ -187,7 +163,7 @@ fn a_dim_that_disagrees_with_an_input_is_refused() {
 fn unreadable_and_corrupt_npy_files_are_named() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let good = npy::encode(&HostTensor::random(DType::F16, vec![4, 1024], 1)).unwrap();
+    let good = npy::encode(&random(DType::F16, &[4, 1024], 1)).unwrap();
     let cases: Vec<(String, &str)> = vec![
         (d.join("missing.npy").display().to_string(), "missing.npy"),
         (
@@ -335,11 +311,7 @@ fn bad_dims_are_refused() {
 #[test]
 fn an_input_given_twice_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let x = write_npy(
-        dir.path(),
-        "x.npy",
-        &HostTensor::random(DType::F16, vec![4, 1024], 1),
-    );
+    let x = write_npy(dir.path(), "x.npy", &random(DType::F16, &[4, 1024], 1));
     refused_without_output(
         dir.path(),
         &[
@@ -398,10 +370,10 @@ fn mlp_random_inputs_write_every_tensor_and_reproduce_from_files() {
         assert!(first.join(format!("{name}.npy")).exists(), "{name}.npy");
     }
     let x = read_npy(&first.join("x.npy"));
-    assert_eq!((x.dtype, x.dims.clone()), (DType::F16, vec![4, 1024]));
+    assert_eq!(x.type_name(), "f16[4, 1024]");
     let y = read_npy(&first.join("y.npy"));
-    assert_eq!((y.dtype, y.dims.clone()), (DType::F16, vec![4, 1024]));
-    assert!(y.data.iter().all(|v| v.is_finite()));
+    assert_eq!(y.type_name(), "f16[4, 1024]");
+    assert!(y.to_f64().data.iter().all(|v| v.is_finite()));
 
     // Again from the written files, without --random-inputs: the same bytes.
     let second = dir.path().join("second");
@@ -430,7 +402,7 @@ fn softmax_rows_sum_to_one() {
     let dir = tempfile::tempdir().unwrap();
     let summary = run_random(&example("softmax.tir"), &["--dim", "rows=3"], dir.path());
     assert!(summary.contains("output \"y\": f16[3, 4096]"), "{summary}");
-    let y = read_npy(&dir.path().join("y.npy"));
+    let y = read_npy(&dir.path().join("y.npy")).to_f64();
     assert_eq!(y.dims, vec![3, 4096]);
     for row in y.data.chunks(4096) {
         let sum: f64 = row.iter().sum();
@@ -444,13 +416,9 @@ fn unbound_dims_default_to_two_and_inputs_bind_them() {
     let dir = tempfile::tempdir().unwrap();
     let summary = run_random(&example("softmax.tir"), &[], &dir.path().join("a"));
     assert!(summary.contains("dims: rows=2 (the default)"), "{summary}");
-    assert_eq!(read_npy(&dir.path().join("a/y.npy")).dims, vec![2, 4096]);
+    assert_eq!(read_npy(&dir.path().join("a/y.npy")).dims(), [2, 4096]);
     // A given input binds the dim (and the text form runs as the .tir file does).
-    let x = write_npy(
-        dir.path(),
-        "x.npy",
-        &HostTensor::random(DType::F16, vec![3, 4096], 9),
-    );
+    let x = write_npy(dir.path(), "x.npy", &random(DType::F16, &[3, 4096], 9));
     let summary = run_random(
         &example("softmax.tirt"),
         &["--input", &arg("x", &x)],
@@ -461,7 +429,7 @@ fn unbound_dims_default_to_two_and_inputs_bind_them() {
         summary.contains(&format!("input \"x\": f16[3, 4096] from {x}")),
         "{summary}"
     );
-    assert_eq!(read_npy(&dir.path().join("b/y.npy")).dims, vec![3, 4096]);
+    assert_eq!(read_npy(&dir.path().join("b/y.npy")).dims(), [3, 4096]);
     assert!(
         !dir.path().join("b/x.npy").exists(),
         "a given input is not written"
@@ -518,9 +486,124 @@ fn random_inputs_take_seeds_inputs_first_then_parameters() {
     let x_at = summary.find("input \"x\"").expect("x in the summary");
     let w_at = summary.find("parameter \"w\"").expect("w in the summary");
     assert!(x_at < w_at, "{summary}");
+    // Both of unit scale: an input, and a parameter of rank 1 (no fan-in to scale by).
     for (name, seed) in [("x", 7), ("w", 8)] {
-        let expected = npy::encode(&HostTensor::random(DType::F32, vec![3], seed)).unwrap();
+        let t = HostTensor::random(DType::F32, &[3], seed, 1.0).unwrap();
+        let expected = npy::encode(&t).unwrap();
         let written = std::fs::read(dir.path().join(format!("out/{name}.npy"))).unwrap();
         assert_eq!(written, expected, "{name}.npy");
     }
+}
+
+// ---- --weights ----
+
+/// mlp's parameters from a first random run, written to `dir/w.safetensors` (all but `skip`).
+fn mlp_weights(dir: &Path, skip: &[&str]) -> String {
+    let first = dir.join("first");
+    run_random(&example("mlp.tir"), &["--dim", "batch=4"], &first);
+    let tensors: Vec<(String, HostTensor)> = ["w1", "b1", "w2", "b2"]
+        .iter()
+        .filter(|n| !skip.contains(n))
+        .map(|n| (n.to_string(), read_npy(&first.join(format!("{n}.npy")))))
+        .collect();
+    let named: Vec<(&str, &HostTensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let path = dir.join("w.safetensors");
+    tir_graph::weights::write_safetensors(&path, &named).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn weights_from_safetensors_reproduce_a_run_from_npy_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let weights = mlp_weights(dir.path(), &[]);
+    let x = dir.path().join("first/x.npy").display().to_string();
+    let out = dir.path().join("second");
+    let summary = assert_ok(&run(&[
+        "run",
+        &example("mlp.tir"),
+        "--weights",
+        &weights,
+        "--input",
+        &arg("x", &x),
+        "--output-dir",
+        &out.display().to_string(),
+    ]));
+    assert!(
+        summary.contains(&format!("weights: 4 of 4 tensors from {weights}")),
+        "{summary}"
+    );
+    assert!(same_bytes(
+        &out.join("y.npy"),
+        &dir.path().join("first/y.npy")
+    ));
+    // Only the output is written: nothing was generated.
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 1);
+}
+
+#[test]
+fn a_weight_missing_from_the_file_is_named_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let weights = mlp_weights(dir.path(), &["b2"]);
+    let x = dir.path().join("first/x.npy").display().to_string();
+    refused_without_output(
+        dir.path(),
+        &[
+            "run",
+            &example("mlp.tir"),
+            "--weights",
+            &weights,
+            "--input",
+            &arg("x", &x),
+        ],
+        &["no tensor for parameter `b2` (f16[1024])"],
+    );
+}
+
+#[test]
+fn bad_weights_files_are_refused_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let weights = mlp_weights(dir.path(), &[]);
+    let bytes = std::fs::read(&weights).unwrap();
+    let write = |name: &str, bytes: &[u8]| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p.display().to_string()
+    };
+    let mlp = example("mlp.tir");
+    let try_weights = |path: &str, needles: &[&str]| {
+        refused_without_output(
+            dir.path(),
+            &["run", &mlp, "--weights", path, "--random-inputs"],
+            needles,
+        )
+    };
+    let truncated = write("truncated.safetensors", &bytes[..bytes.len() / 2]);
+    try_weights(&truncated, &[&truncated, "not a valid safetensors file"]);
+    let mut lying = bytes.clone();
+    lying[..8].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    let lying = write("lying.safetensors", &lying);
+    try_weights(&lying, &[&lying, "not a valid safetensors file"]);
+    let missing = dir.path().join("none.safetensors").display().to_string();
+    try_weights(&missing, &[&missing]);
+
+    let wrong = |name: &str, t: &HostTensor| {
+        let p = dir.path().join(format!("{name}.safetensors"));
+        tir_graph::weights::write_safetensors(&p, &[(name, t)]).unwrap();
+        p.display().to_string()
+    };
+    let f32_w1 = wrong("w1", &HostTensor::zeros(DType::F32, &[1024, 4096]).unwrap());
+    try_weights(
+        &f32_w1,
+        &["tensor \"w1\": expected f16[1024, 4096], got f32[1024, 4096]"],
+    );
+    let short_b1 = wrong("b1", &HostTensor::zeros(DType::F16, &[4095]).unwrap());
+    try_weights(
+        &short_b1,
+        &["tensor \"b1\": expected f16[4096], got f16[4095]"],
+    );
+    let x_as_weight = wrong("x", &HostTensor::zeros(DType::F16, &[2, 1024]).unwrap());
+    try_weights(
+        &x_as_weight,
+        &["tensor \"x\" is an input of the graph, not a parameter"],
+    );
 }

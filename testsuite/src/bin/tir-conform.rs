@@ -1,9 +1,12 @@
 //! `tir-conform`: runs the conformance corpus on a backend and compares with the f64 oracle.
 //!
 //! ```text
-//! tir-conform --backend NAME [--filter PATTERN] [--list] [--json FILE] [--seed N]
+//! tir-conform --backend NAME [--filter PATTERN] [--list] [--json FILE] [--seed N] [--io host|device]
 //! tir-conform --backend cuda --compile-only --arch sm_90[,sm_100]
 //! ```
+//!
+//! `--io device` passes every parameter and input as a device tensor and leaves the outputs on
+//! the device (copied back to compare), instead of host tensors in and out.
 //!
 //! `--compile-only` (CUDA only) lowers every case and compiles its kernels to cubins for the
 //! named architectures without running anything, so it needs the Tile IR toolchain but no GPU.
@@ -19,7 +22,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 use testsuite::{
-    compile_case, corpus, matches_filter, registry, report, run_case, Case, CaseResult, Summary,
+    compile_case, corpus, matches_filter, registry, report, run_case, Case, CaseResult, Io, Summary,
 };
 
 #[derive(Parser)]
@@ -54,6 +57,10 @@ struct Cli {
     /// (default: $TIR_MATMUL, else auto).
     #[arg(long, value_name = "POLICY")]
     matmul: Option<String>,
+    /// Where the tensors of a run are: host (host tensors in and out) or device (parameters and
+    /// inputs copied to the device first, outputs left there).
+    #[arg(long, value_name = "WHERE", value_parser = ["host", "device"], default_value = "host")]
+    io: String,
     /// The GPU architectures to compile for with --compile-only (comma-separated).
     #[arg(
         long,
@@ -165,9 +172,13 @@ fn run(cli: &Cli) -> Result<bool, String> {
     let results = if cli.compile_only {
         compile_all(cli, backend, &cases, &mut out)?
     } else {
+        let io = match cli.io.as_str() {
+            "device" => Io::Device,
+            _ => Io::Host,
+        };
         let mut results = Vec::with_capacity(cases.len());
         for case in &cases {
-            let result = run_case(backend, case);
+            let result = run_case(backend, case, io);
             report_line(&mut out, &result)?;
             results.push(result);
         }
@@ -233,11 +244,12 @@ fn compile_all(
     if cli.arch.is_empty() {
         return Err("--compile-only needs --arch (e.g. --arch sm_90,sm_100)".into());
     }
-    let compiler = backend_cuda::KernelCompiler::from_env()?;
+    let cuda = cuda_backend(cli)?;
+    let compiler = cuda.compiler().map_err(|e| e.to_string())?;
     let target = backend.target();
     let results: Vec<CaseResult> = cases
         .par_iter()
-        .map(|case| compile_case(&compiler, &target, case, &cli.arch))
+        .map(|case| compile_case(compiler, &target, case, &cli.arch))
         .collect();
     for result in &results {
         report_line(out, result)?;

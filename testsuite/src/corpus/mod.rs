@@ -19,7 +19,7 @@ use crate::case::Case;
 use crate::tolerance::Tolerance;
 use crate::values::{sources, Values};
 use std::collections::BTreeMap;
-use tir_graph::eval::HostTensor;
+use tir_graph::eval::F64Tensor;
 use tir_graph::{BinaryOp, DType, Graph, GraphError, Tensor, UnaryOp};
 
 type Result<T> = std::result::Result<T, GraphError>;
@@ -99,7 +99,7 @@ impl Corpus {
         &mut self,
         name: String,
         graph: Graph,
-        runs: Vec<BTreeMap<String, HostTensor>>,
+        runs: Vec<BTreeMap<String, F64Tensor>>,
         tolerance: Tolerance,
     ) {
         self.cases.push(Case::new(name, graph, runs, tolerance));
@@ -113,15 +113,15 @@ impl Corpus {
         binding: &Binding,
         run: usize,
         values_of: &dyn Fn(&str) -> Values,
-    ) -> BTreeMap<String, HostTensor> {
+    ) -> BTreeMap<String, F64Tensor> {
         let dims = binding.iter().map(|(k, v)| (k.to_string(), *v)).collect();
         sources(graph, &dims, values_of, self.seed, name, run)
     }
 }
 
 /// A scalar tensor of `dtype` holding `v` (exact in the dtype).
-pub(crate) fn scalar(dtype: DType, v: f64) -> HostTensor {
-    HostTensor {
+pub(crate) fn scalar(dtype: DType, v: f64) -> F64Tensor {
+    F64Tensor {
         dtype,
         dims: vec![],
         data: vec![dtype.round_value(v)],
@@ -129,8 +129,8 @@ pub(crate) fn scalar(dtype: DType, v: f64) -> HostTensor {
 }
 
 /// A tensor from explicit values, rounded to `dtype`.
-pub(crate) fn explicit(dtype: DType, dims: &[u64], values: &[f64]) -> HostTensor {
-    HostTensor {
+pub(crate) fn explicit(dtype: DType, dims: &[u64], values: &[f64]) -> F64Tensor {
+    F64Tensor {
         dtype,
         dims: dims.to_vec(),
         data: values

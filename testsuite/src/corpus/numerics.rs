@@ -9,7 +9,7 @@ use super::{explicit, ByOp, Corpus, Result, FLOATS, INTS};
 use crate::tolerance::Tolerance;
 use crate::values::Values;
 use std::collections::BTreeMap;
-use tir_graph::eval::HostTensor;
+use tir_graph::eval::F64Tensor;
 use tir_graph::{shape, BinaryOp, DType, Graph, GraphBuilder, ReduceOp, Tensor, UnaryOp};
 
 pub(super) fn add(c: &mut Corpus) -> Result<()> {
@@ -28,7 +28,7 @@ const NAN: f64 = f64::NAN;
 const INF: f64 = f64::INFINITY;
 
 /// One run with these sources.
-fn one_run(sources: Vec<(&str, HostTensor)>) -> Vec<BTreeMap<String, HostTensor>> {
+fn one_run(sources: Vec<(&str, F64Tensor)>) -> Vec<BTreeMap<String, F64Tensor>> {
     vec![sources
         .into_iter()
         .map(|(n, t)| (n.to_string(), t))

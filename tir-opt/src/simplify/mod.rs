@@ -21,7 +21,7 @@ use crate::saturate::{saturate, Limits, Rule, SaturationStats};
 use crate::OptError;
 use egg::{CostFunction, Extractor, Id, Language};
 use std::collections::HashMap;
-use tir_graph::eval::HostTensor;
+use tir_graph::eval::F64Tensor;
 use tir_graph::{Graph, NodeId, Op, TensorType};
 
 /// Every simplification rule, by topic.
@@ -205,12 +205,12 @@ pub(crate) fn unary_child(node: &TirNode, family: impl Fn(&Op) -> bool) -> Optio
 }
 
 /// The folded value of a class, if known.
-pub(crate) fn class_const(eg: &TirEGraph, id: Id) -> Option<&HostTensor> {
+pub(crate) fn class_const(eg: &TirEGraph, id: Id) -> Option<&F64Tensor> {
     eg[id].data.constant.as_ref()
 }
 
 /// Whether every element satisfies `pred` (false for an empty tensor: nothing to rely on).
-pub(crate) fn is_all(value: &HostTensor, pred: impl Fn(f64) -> bool) -> bool {
+pub(crate) fn is_all(value: &F64Tensor, pred: impl Fn(f64) -> bool) -> bool {
     !value.data.is_empty() && value.data.iter().all(|&v| pred(v))
 }
 
