@@ -135,6 +135,7 @@ def main():
     p.add_argument("dir")
     p.add_argument("--commit", required=True)
     p.add_argument("--compile-json")
+    p.add_argument("--weights-json")
     p.add_argument("--results", required=True)
     a = p.parse_args()
     entries = json.load(open(os.path.join(a.dir, "tir.json")))
@@ -153,7 +154,8 @@ def main():
                 row["peer_error"] = str(exc).splitlines()[0][:200]
         rows.append(row)
     compile_times = json.load(open(a.compile_json)) if a.compile_json else None
-    text = report(rows, bandwidth, a.commit, compile_times)
+    weights = json.load(open(a.weights_json)) if a.weights_json else None
+    text = report(rows, bandwidth, a.commit, compile_times, weights)
     print(text)
     with open(a.results, "w") as f:
         f.write(text)
@@ -163,7 +165,43 @@ def fmt(x, digits=3):
     return "-" if x is None else f"{x:.{digits}g}"
 
 
-def report(rows, bandwidth, commit, compile_times):
+def api_table(rows):
+    """What a user pays: the public run call against the kernels and the copies."""
+    lines = ["", "What a user pays per call (`Executable::run`, wall time, copies included; parameters",
+             "resident): `api` with the inputs in page-locked memory from `alloc_host`, `api Vec` with",
+             "them in ordinary memory; `copies` the inputs to the device and the outputs back at",
+             "page-locked speed, alone. The target is `api` within 15% of `kernels + copies`.", "",
+             "| workload | kernels ms | copies ms | api ms | api Vec ms | api / kernels | api / (kernels + copies) |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        if "api_ms" not in r:
+            continue
+        k, c, api = r["median_ms"], r["transfer_ms"], r["api_ms"]
+        lines.append(f"| {r['name']} ({r['mode']}) | {fmt(k)} | {fmt(c)} | {fmt(api)} | {fmt(r['api_vec_ms'])} | "
+                     f"{api / k:.2f}x | {api / (k + c):.2f}x |")
+    memory = [r for r in rows if r.get("device_memory")]
+    for r in memory:
+        m = r["device_memory"]
+        lines += ["", f"Device memory of {r['name']}: {m['used_after_warmup_bytes'] / 2**20:.1f} MiB in use after 100 runs, "
+                  f"{m['used_after_runs_bytes'] / 2**20:.1f} MiB after {m['runs']} more."]
+    return lines
+
+
+def weights_lines(w):
+    mib = lambda b: "-" if b is None else f"{b / 2**20:.1f} MiB"
+    need = w["device_needed_bytes"]
+    return ["", "Loading the decoder block's weights from safetensors (`load_weights`, a process of its own):", "",
+            f"- file {mib(w['file_bytes'])}, loaded and uploaded in {w['load_ms']:.1f} ms;",
+            f"- host memory: peak growth {mib(w['host_peak_growth_bytes'])} while loading, "
+            f"{mib(w['host_rss_growth_loaded_bytes'])} resident with the file mapped, "
+            f"{mib(w['host_rss_growth_after_bytes'])} after it is closed;",
+            f"- device memory held by the executable after a run: {mib(w['device_used_by_executable_bytes'])}; "
+            f"by the program: parameters {mib(need['parameters'])}, arena {mib(need['arena'])}, "
+            f"states {mib(need['states'])}, staging {mib(need['staging'])}, constants {mib(need['constants'])} "
+            f"(the rest: loaded kernels, cuBLASLt and its 32 MiB workspace)."]
+
+
+def report(rows, bandwidth, commit, compile_times, weights=None):
     device = torch.cuda.get_device_name()
     date = datetime.date.today().isoformat()
     lines = [
@@ -215,6 +253,9 @@ def report(rows, bandwidth, commit, compile_times):
                 return "-"
             lines.append(f"| {n} | {per('stream', 'median_ms')} | {per('graph', 'median_ms')} | "
                          f"{per('stream', 'eager_ms')} | {per('graph', 'eager_ms')} |")
+    lines += api_table(rows)
+    if weights:
+        lines += weights_lines(weights)
     if compile_times:
         lines += ["", "Compile times (measured on the 2-core development machine, not the GPU machine):", "",
                   f"- decoder block, cold kernel cache: {compile_times['decoder_cold_s']:.2f} s;"

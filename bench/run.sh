@@ -2,8 +2,9 @@
 # The benchmarks, in two halves:
 #   bash bench/run.sh prepare   # here: build tir-bench, compile every workload's kernels into a
 #                               # kernel cache, time compiling; pack it all into .device/bench/
-#   bash bench/run.sh run       # on the GPU machine (one device call): tir-bench, then the
-#                               # PyTorch peers on the same inputs; writes $OUT/RESULTS.md
+#   bash bench/run.sh run       # on the GPU machine (one device call): tir-bench, the weights
+#                               # loading, then the PyTorch peers on the same inputs; writes
+#                               # $OUT/RESULTS.md (FILTER=NAME: only the matching workloads)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
@@ -23,9 +24,14 @@ run)
     export TIR_CACHE_DIR=/tmp/tir/bench-cache
     out="${OUT:-.device/out}"
     mkdir -p "$out"
-    .device/bench/tir-bench run --out /tmp/tir-bench | tee "$out/tir-bench.log"
+    .device/bench/tir-bench run --out /tmp/tir-bench ${FILTER:+--filter "$FILTER"} \
+        | tee "$out/tir-bench.log"
+    # Loading the decoder block's weights, in a process of its own (its peak memory is read).
+    .device/bench/tir-bench write-weights /tmp/decoder.safetensors
+    .device/bench/tir-bench load-weights /tmp/decoder.safetensors | tee /tmp/tir-bench/weights.json
     python3 bench/peers.py /tmp/tir-bench --commit "$(cat .device/bench/commit)" \
-        --compile-json .device/bench/compile.json --results "$out/RESULTS.md"
+        --compile-json .device/bench/compile.json --weights-json /tmp/tir-bench/weights.json \
+        --results "$out/RESULTS.md"
     ;;
 *)
     echo "usage: bench/run.sh prepare | run" >&2

@@ -6,8 +6,12 @@
 #                                            # sm_90 (for the `auto` and the `generated` matmul
 #                                            # paths) into a kernel cache, pack it (xz) with
 #                                            # the binaries in .device/conform/
-#   bash scripts/gpu-conform.sh run [MODE..] # there: unpack, then tir-conform --backend cuda
-#                                            # per mode (sync, graph, async; default: all)
+#   bash scripts/gpu-conform.sh run [RUN..]  # there: unpack, then tir-conform --backend cuda
+#                                            # per RUN: MODE (sync, graph, async), MODE:device
+#                                            # (tensors on the device, --io device) or
+#                                            # sessions:MODE (--sessions); default: all of
+#                                            # sync graph async sync:device graph:device
+#                                            # sessions:sync sessions:graph
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
@@ -19,6 +23,7 @@ prepare)
     # Both lowerings: `auto` and `cublaslt` keep float matmul epilogues apart, `generated` fuses.
     target/release/tir-conform --backend cuda --compile-only --arch sm_90
     target/release/tir-conform --backend cuda --compile-only --arch sm_90 --matmul generated
+    target/release/tir-conform --backend cuda --compile-only --arch sm_90 --sessions
     tar -C "$TIR_CACHE_DIR/.." -cJf .device/conform/cache.tar.xz "$(basename "$TIR_CACHE_DIR")"
     cp target/release/tir-conform target/release/tirc .device/conform/
     ;;
@@ -31,17 +36,21 @@ run)
     # No toolchain there, so doctor reports it missing (and exits 1); the cache stands in.
     .device/conform/tirc doctor || true
     status=0
-    for mode in "${@:-sync graph async}"; do
-        for m in $mode; do
-            echo "== tir-conform --backend cuda --mode $m"
-            .device/conform/tir-conform --backend cuda --mode "$m" \
-                | tee "$out/conform-$m.log" | tail -25 || status=1
-        done
+    runs="${*:-sync graph async sync:device graph:device sessions:sync sessions:graph}"
+    for run in $runs; do
+        case "$run" in
+        sessions:*) args=(--mode "${run#sessions:}" --sessions) ;;
+        *:device) args=(--mode "${run%:device}" --io device) ;;
+        *) args=(--mode "$run") ;;
+        esac
+        echo "== tir-conform --backend cuda ${args[*]}"
+        .device/conform/tir-conform --backend cuda "${args[@]}" \
+            | tee "$out/conform-${run/:/-}.log" | tail -25 || status=1
     done
     exit $status
     ;;
 *)
-    echo "usage: scripts/gpu-conform.sh prepare | run [MODE...]" >&2
+    echo "usage: scripts/gpu-conform.sh prepare | run [RUN...]" >&2
     exit 1
     ;;
 esac

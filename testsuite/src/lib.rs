@@ -9,6 +9,7 @@ pub mod compare;
 mod corpus;
 pub mod report;
 pub mod runner;
+pub mod sessions;
 pub mod tolerance;
 pub mod values;
 

@@ -116,6 +116,17 @@ impl Shape {
         self.0.iter().map(Dim::as_static).collect()
     }
 
+    /// Whether concrete `dims` have this shape: the same rank and every static dim equal (a
+    /// symbolic dim admits any size).
+    pub fn admits(&self, dims: &[u64]) -> bool {
+        dims.len() == self.rank()
+            && self
+                .0
+                .iter()
+                .zip(dims)
+                .all(|(d, &n)| d.as_static().is_none_or(|s| s == n))
+    }
+
     /// NumPy broadcasting: align from the right; equal dims stay, a static 1 takes the other dim.
     /// Symbolic dims match only a symbolic dim of the same name (or a static 1).
     pub fn broadcast(&self, other: &Shape) -> Result<Shape, ShapeError> {

@@ -31,14 +31,7 @@ pub fn dim_value(d: &Dim, dims: &BTreeMap<String, u64>) -> Result<u64, String> {
 
 /// Whether a tensor of `dtype` and `dims` fits `ty` (symbolic dims fit any size).
 fn fits(ty: &TensorType, dtype: DType, dims: &[u64]) -> bool {
-    dtype == ty.dtype
-        && dims.len() == ty.rank()
-        && ty
-            .shape
-            .dims()
-            .iter()
-            .zip(dims)
-            .all(|(d, &n)| d.as_static().is_none_or(|s| s == n))
+    dtype == ty.dtype && ty.shape.admits(dims)
 }
 
 /// Checks a value for parameter `name` (of `set_parameter`) against the signature.

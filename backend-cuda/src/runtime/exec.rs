@@ -26,7 +26,7 @@ use super::driver::{
     self, DeviceMemory, Event, Gpu, Graph, GraphBuilder, Kernel, Node, PinnedMemory, Stream,
 };
 use super::future::{block_on, RunFuture};
-use super::memory::{pinned_tensor, TensorMemory};
+use super::memory::{pinned_tensor, Fill, TensorMemory};
 use super::policy::{ExecMode, MatmulPath, MatmulPolicy};
 use super::staging::{self, Source};
 use super::timing::ColdTimer;
@@ -336,14 +336,21 @@ impl CudaExecutable {
             .map(|(b, s)| s.iter().product::<u64>() as usize * b.ty.dtype.size_bytes())
             .collect();
         ensure(&mut self.arena, layout.size as usize).map_err(|e| self.device_error(e))?;
-        for (b, buffer) in self.program.buffers.clone().iter().enumerate() {
+        let mut states = Vec::new();
+        for (b, buffer) in self.program.buffers.iter().enumerate() {
             match &buffer.storage {
                 Storage::Input(_) | Storage::Output => {
-                    ensure(&mut self.staged[b], bytes[b]).map_err(|e| self.device_error(e))?;
+                    ensure(&mut self.staged[b], bytes[b]).map_err(|e| BackendError::Device {
+                        device: self.device_of(),
+                        reason: e,
+                    })?;
                 }
-                Storage::State(name) => self.bind_state(name, &shapes[b], bytes[b])?,
+                Storage::State(name) => states.push((name.clone(), b)),
                 _ => {}
             }
+        }
+        for (name, b) in states {
+            self.bind_state(&name, &shapes[b], bytes[b])?;
         }
         let mut grids = Vec::with_capacity(self.kernels.len());
         for (kernel, abi) in self.program.kernels.iter().zip(&self.abis) {
@@ -839,7 +846,7 @@ impl CudaExecutable {
         let mut outputs = Vec::with_capacity(self.program.signature.outputs.len());
         for (name, b) in &self.program.signature.outputs {
             let dtype = self.program.buffers[*b].ty.dtype;
-            let mut t = pinned_tensor(&self.gpu, dtype, &shaped.shapes[*b])
+            let mut t = pinned_tensor(&self.gpu, dtype, &shaped.shapes[*b], Fill::Stale)
                 .map_err(|e| self.device_error(e))?;
             let bytes = t
                 .bytes_mut()
@@ -896,6 +903,7 @@ impl CudaExecutable {
 impl Drop for CudaExecutable {
     fn drop(&mut self) {
         // Memory is freed below while the GPU may still run work that uses it.
+        let _ = self.gpu.bind();
         let _ = self.wait();
         // The graph's kernel nodes refer to the loaded libraries: destroying it after they are
         // unloaded crashes the driver.
@@ -989,7 +997,7 @@ impl Executable for CudaExecutable {
 
     fn alloc_host(&self, dtype: DType, dims: &[u64]) -> Result<HostTensor<'static>, BackendError> {
         self.gpu.bind().map_err(|e| self.device_error(e))?;
-        pinned_tensor(&self.gpu, dtype, dims).map_err(|e| self.device_error(e))
+        pinned_tensor(&self.gpu, dtype, dims, Fill::Zeros).map_err(|e| self.device_error(e))
     }
 
     /// Every state bound by a run; before the first run, zeros for the states of static shape.

@@ -106,8 +106,23 @@ impl Drop for PinnedBlock {
     }
 }
 
-/// A zeroed host tensor of `dtype` and `dims` in page-locked memory from `gpu`'s pool.
-pub fn pinned_tensor(gpu: &Gpu, dtype: DType, dims: &[u64]) -> Result<HostTensor<'static>, String> {
+/// What a new page-locked tensor holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Fill {
+    /// Zeros.
+    Zeros,
+    /// Whatever its block held before (for a copy from the device to overwrite; bool tensors
+    /// are zeroed, so they hold bools until then).
+    Stale,
+}
+
+/// A host tensor of `dtype` and `dims` in page-locked memory from `gpu`'s pool.
+pub fn pinned_tensor(
+    gpu: &Gpu,
+    dtype: DType,
+    dims: &[u64],
+    fill: Fill,
+) -> Result<HostTensor<'static>, String> {
     let bytes = tir_graph::tensor::numel(dims)
         .and_then(|n| n.checked_mul(dtype.size_bytes()))
         .ok_or_else(|| {
@@ -117,7 +132,9 @@ pub fn pinned_tensor(gpu: &Gpu, dtype: DType, dims: &[u64]) -> Result<HostTensor
             )
         })?;
     let mut block = gpu.pinned_pool.take(bytes)?;
-    block.bytes_mut().fill(0);
+    if fill == Fill::Zeros || dtype == DType::Bool {
+        block.bytes_mut().fill(0);
+    }
     HostTensor::from_memory(dtype, dims, Box::new(block)).map_err(|e| e.to_string())
 }
 
@@ -184,7 +201,7 @@ impl DeviceStorage for TensorMemory {
 
     fn to_host(&self, dtype: DType, dims: &[u64]) -> Result<HostTensor<'static>, String> {
         self.gpu.bind()?;
-        let mut out = pinned_tensor(&self.gpu, dtype, dims)?;
+        let mut out = pinned_tensor(&self.gpu, dtype, dims, Fill::Stale)?;
         let stream = &self.gpu.streams()[0];
         let bytes = out.bytes_mut().map_err(|e| e.to_string())?;
         driver::download_async(bytes, self.ptr(), stream)?;

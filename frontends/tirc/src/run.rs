@@ -696,7 +696,7 @@ fn read_input(
     let file_dtype = read.dtype();
     let dims_read = read.dims().to_vec();
     let Some(tensor) = npy::into_dtype(read, ty.dtype) else {
-        if file_dtype == DType::F32 && ty.dtype == DType::BF16 && fits_shape(ty, &dims_read) {
+        if file_dtype == DType::F32 && ty.dtype == DType::BF16 && ty.shape.admits(&dims_read) {
             return Err(wrong(format!(
                 "{got} with values that are not exact bf16 values"
             )));
@@ -705,17 +705,6 @@ fn read_input(
     };
     fit(&origin, name, ty, &tensor, dims)?;
     Ok(tensor)
-}
-
-/// Whether `dims` fit `ty`'s shape (symbolic dims fit any size).
-fn fits_shape(ty: &TensorType, dims: &[u64]) -> bool {
-    dims.len() == ty.rank()
-        && ty
-            .shape
-            .dims()
-            .iter()
-            .zip(dims)
-            .all(|(d, &n)| d.as_static().is_none_or(|s| s == n))
 }
 
 /// Checks that `tensor` (given as `origin`) is of type `ty` and binds its symbolic dims into
@@ -727,7 +716,7 @@ fn fit(
     tensor: &HostTensor,
     dims: &mut BTreeMap<String, (u64, Binding)>,
 ) -> Result<(), RunError> {
-    if tensor.dtype() != ty.dtype || !fits_shape(ty, tensor.dims()) {
+    if tensor.dtype() != ty.dtype || !ty.shape.admits(tensor.dims()) {
         return Err(RunError::WrongType {
             given: origin.to_string(),
             expected: ty.to_string(),

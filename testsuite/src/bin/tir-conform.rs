@@ -6,7 +6,9 @@
 //! ```
 //!
 //! `--io device` passes every parameter and input as a device tensor and leaves the outputs on
-//! the device (copied back to compare), instead of host tensors in and out.
+//! the device (copied back to compare), instead of host tensors in and out. `--sessions` runs
+//! the sessions of `testsuite::sessions` (the run API driven call after call) instead of the
+//! corpus.
 //!
 //! `--compile-only` (CUDA only) lowers every case and compiles its kernels to cubins for the
 //! named architectures without running anything, so it needs the Tile IR toolchain but no GPU.
@@ -61,6 +63,9 @@ struct Cli {
     /// inputs copied to the device first, outputs left there).
     #[arg(long, value_name = "WHERE", value_parser = ["host", "device"], default_value = "host")]
     io: String,
+    /// Run the sessions (the run API driven call after call) instead of the corpus.
+    #[arg(long, conflicts_with_all = ["list", "filter"])]
+    sessions: bool,
     /// The GPU architectures to compile for with --compile-only (comma-separated).
     #[arg(
         long,
@@ -168,6 +173,12 @@ fn run(cli: &Cli) -> Result<bool, String> {
         configured = cuda_backend(cli)?;
         &configured as &dyn tir_lower::Backend
     };
+    if cli.sessions && cli.compile_only {
+        return compile_sessions(cli, backend, &mut out);
+    }
+    if cli.sessions {
+        return run_sessions(backend, &mut out);
+    }
     let start = Instant::now();
     let results = if cli.compile_only {
         compile_all(cli, backend, &cases, &mut out)?
@@ -201,6 +212,48 @@ fn run(cli: &Cli) -> Result<bool, String> {
     }
     writeln!(out, "{summary}").map_err(io)?;
     Ok(summary.failed == 0)
+}
+
+/// `--sessions`: one line per failed session, then the counts.
+fn run_sessions(backend: &dyn tir_lower::Backend, out: &mut impl Write) -> Result<bool, String> {
+    let io = |e: std::io::Error| format!("writing to stdout: {e}");
+    let all = testsuite::sessions::sessions();
+    let mut failed = 0;
+    for session in &all {
+        if let Err(why) = (session.check)(backend) {
+            failed += 1;
+            writeln!(out, "FAIL session {}: {why}", session.name).map_err(io)?;
+        }
+    }
+    writeln!(
+        out,
+        "{} sessions passed, {failed} failed",
+        all.len() - failed
+    )
+    .map_err(io)?;
+    Ok(failed == 0)
+}
+
+/// `--sessions --compile-only`: the kernels of every graph the sessions compile.
+fn compile_sessions(
+    cli: &Cli,
+    backend: &dyn tir_lower::Backend,
+    out: &mut impl Write,
+) -> Result<bool, String> {
+    let cuda = cuda_backend(cli)?;
+    if backend.name() != "cuda" || cli.arch.is_empty() {
+        return Err("--sessions --compile-only needs --backend cuda and --arch".into());
+    }
+    let graphs = testsuite::sessions::graphs()?;
+    for graph in &graphs {
+        let compiled = tir_lower::compile_graph(graph, &backend.target(), &Default::default())
+            .map_err(|e| e.to_string())?;
+        cuda.compile_for(&compiled.program, &cli.arch)
+            .map_err(|e| e.to_string())?;
+    }
+    let io = |e: std::io::Error| format!("writing to stdout: {e}");
+    writeln!(out, "compiled the {} graphs of the sessions", graphs.len()).map_err(io)?;
+    Ok(true)
 }
 
 /// The cuda backend with `--mode` and `--matmul`.
