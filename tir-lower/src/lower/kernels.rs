@@ -403,12 +403,18 @@ impl KernelLowering<'_> {
         for (position, &k) in kept_axes.iter().enumerate() {
             ix[k] = Ix::axis(position);
         }
-        let mut stride = self.b.index(1);
-        for (&a, d) in axes.iter().zip(&reduced_dims).rev() {
-            let q = self.b.ix_scalar_op(&flat, IndexOp::Div, stride, inner);
-            let dv = self.b.dim(d);
-            ix[a] = self.b.ix_scalar_op(&q, IndexOp::Rem, dv, inner);
-            stride = self.b.arith(IndexOp::Mul, stride, dv);
+        if let [a] = axes.as_slice() {
+            // One reduced axis is the flat index itself: loads past its end pad, and `valid`
+            // below masks them, so no index arithmetic (and no indexed load) is needed.
+            ix[*a] = flat.clone();
+        } else {
+            let mut stride = self.b.index(1);
+            for (&a, d) in axes.iter().zip(&reduced_dims).rev() {
+                let q = self.b.ix_scalar_op(&flat, IndexOp::Div, stride, inner);
+                let dv = self.b.dim(d);
+                ix[a] = self.b.ix_scalar_op(&q, IndexOp::Rem, dv, inner);
+                stride = self.b.arith(IndexOp::Mul, stride, dv);
+            }
         }
         let x = self.value(operand, &ix, inner)?;
         let lo = self.b.index(0);

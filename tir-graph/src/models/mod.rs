@@ -4,6 +4,10 @@
 
 use crate::{shape, DType, Graph, GraphBuilder, GraphError, ReshapeDim, Tensor};
 
+pub mod bert;
+
+pub use bert::{bert_embedder, BertConfig};
+
 type Result<T> = std::result::Result<T, GraphError>;
 
 /// Every example, by file stem.
