@@ -69,9 +69,9 @@ fn bert_inputs(name: &str, dims: &[u64]) -> Option<Vec<f64>> {
     })
 }
 
-/// all-MiniLM-L6-v2's encoder in f16 on `batch` sentences of `seq` tokens, as a CUDA graph.
-fn bert(batch: u64, seq: u64) -> Result<Workload> {
-    let cfg = models::BertConfig::minilm_l6(DType::F16);
+/// all-MiniLM-L6-v2's encoder in `dtype` on `batch` sentences of `seq` tokens, as a CUDA graph.
+fn bert(dtype: DType, batch: u64, seq: u64) -> Result<Workload> {
+    let cfg = models::BertConfig::minilm_l6(dtype);
     let (h, ffn, layers) = (
         cfg.hidden as f64,
         cfg.intermediate as f64,
@@ -81,8 +81,13 @@ fn bert(batch: u64, seq: u64) -> Result<Workload> {
     // Projections and the feed-forward layer, then the two attention products.
     let flops = 2.0 * tokens * layers * (4.0 * h * h + 2.0 * h * ffn)
         + 4.0 * layers * tokens * seq as f64 * h;
+    let precision = if dtype == DType::F16 {
+        String::new()
+    } else {
+        format!("_{dtype}")
+    };
     let mut w = workload(
-        &format!("bert_minilm_b{batch}_s{seq}"),
+        &format!("bert_minilm{precision}_b{batch}_s{seq}"),
         models::bert_embedder(&cfg)?,
         Bound::Compute { flops },
     );
@@ -234,8 +239,12 @@ pub fn all() -> Result<Vec<Workload>> {
     );
     att.scale = 0.5;
     out.push(att);
-    for (batch, seq) in [(32u64, 128u64), (1, 16)] {
-        out.push(bert(batch, seq)?);
+    for (dtype, batch, seq) in [
+        (DType::F16, 32u64, 128u64),
+        (DType::F16, 1, 16),
+        (DType::F32, 32, 128),
+    ] {
+        out.push(bert(dtype, batch, seq)?);
     }
     let cfg = DecoderConfig {
         hidden: 4096,
