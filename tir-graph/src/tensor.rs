@@ -12,7 +12,7 @@
 //! [`HostTensor::to_f64`] and [`HostTensor::from_f64`] cross over, for comparisons and tests.
 
 use crate::eval::F64Tensor;
-use crate::DType;
+use crate::{ConstData, DType};
 use std::any::Any;
 use std::fmt;
 
@@ -290,6 +290,7 @@ impl<'a> HostTensor<'a> {
     /// (owned tensors always are).
     pub fn as_slice<T: Element>(&self) -> Result<&[T], TensorError> {
         self.expect_element::<T>()?;
+        self.expect_bools()?;
         T::from_bytes(self.bytes()).ok_or_else(|| TensorError::Misaligned {
             ty: self.type_name(),
             dtype: self.dtype,
@@ -299,6 +300,7 @@ impl<'a> HostTensor<'a> {
     /// The elements as mutable `T`s, for an owned tensor of dtype `T`.
     pub fn as_mut_slice<T: Element>(&mut self) -> Result<&mut [T], TensorError> {
         self.expect_element::<T>()?;
+        self.expect_bools()?;
         let ty = self.type_name();
         match &mut self.elements {
             Elements::Borrowed(_) => Err(TensorError::Borrowed { ty }),
@@ -314,6 +316,21 @@ impl<'a> HostTensor<'a> {
         self.expect_element::<T>()?;
         let size = self.dtype.size_bytes();
         Ok(self.bytes().chunks_exact(size).map(T::read).collect())
+    }
+
+    /// A bool tensor's bytes are all 0 or 1 (what was written through `bytes_mut` may not be).
+    fn expect_bools(&self) -> Result<(), TensorError> {
+        if self.dtype != DType::Bool {
+            return Ok(());
+        }
+        match bad_bool(self.bytes()) {
+            None => Ok(()),
+            Some((index, byte)) => Err(TensorError::BadBool {
+                ty: self.type_name(),
+                index,
+                byte,
+            }),
+        }
     }
 
     fn expect_element<T: Element>(&self) -> Result<(), TensorError> {
@@ -459,19 +476,55 @@ impl HostTensor<'static> {
         HostTensor::from_f64_rounded(t)
     }
 
+    /// A constant's values (`dims` must hold `data.len()` elements) in `dtype`, which the
+    /// values must fit ([`ConstData::fits`]): integers are written from their `i64`s
+    /// directly, not through `f64`.
+    pub fn from_const(dtype: DType, dims: &[u64], data: &ConstData) -> Result<Self, TensorError> {
+        let mut out = HostTensor::zeros(dtype, dims)?;
+        let size = dtype.size_bytes();
+        if data.len() != out.numel() || !data.fits(dtype) {
+            return Err(TensorError::Size {
+                ty: out.type_name(),
+                expected: out.bytes().len(),
+                got: data.len() * size,
+            });
+        }
+        let bytes = out.owned_bytes_mut();
+        match data {
+            ConstData::Int(values) => {
+                for (&v, b) in values.iter().zip(bytes.chunks_exact_mut(size)) {
+                    b.copy_from_slice(&v.to_le_bytes()[..size]);
+                }
+            }
+            ConstData::Bool(values) => {
+                for (&v, b) in values.iter().zip(bytes.iter_mut()) {
+                    *b = u8::from(v);
+                }
+            }
+            ConstData::Float(values) => {
+                for (v, b) in values.iter().zip(bytes.chunks_exact_mut(size)) {
+                    write_element(dtype, v.0, b);
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// The tensor holding `t`'s values as its dtype stores them: floats rounded to nearest,
     /// integers truncated and saturated as Rust's `as` casts do (an `i64` beyond 2^53, which an
     /// `f64` cannot hold exactly, comes back as the nearest `i64`). For values a computation in
     /// `f64` produced, such as the reference backend's.
     pub fn from_f64_rounded(t: &F64Tensor) -> Result<Self, TensorError> {
-        let mut out = HostTensor::zeros(t.dtype, &t.dims)?;
-        if t.data.len() != out.numel() {
+        let expected = byte_len(t.dtype, &t.dims)?;
+        let got = t.data.len().saturating_mul(t.dtype.size_bytes());
+        if got != expected {
             return Err(TensorError::Size {
-                ty: out.type_name(),
-                expected: out.bytes().len(),
-                got: t.data.len() * t.dtype.size_bytes(),
+                ty: type_name(t.dtype, &t.dims),
+                expected,
+                got,
             });
         }
+        let mut out = HostTensor::zeros(t.dtype, &t.dims)?;
         out.fill_from_f64(&t.data);
         Ok(out)
     }
@@ -655,6 +708,28 @@ mod tests {
             assert_eq!(h.bytes().len(), 15 * dtype.size_bytes());
             assert_eq!(h.to_f64(), t, "{dtype}");
         }
+    }
+
+    #[test]
+    fn constants_keep_their_integers_exactly() {
+        let data = ConstData::Int(vec![i64::MAX, (1 << 53) + 1, -3]);
+        let t = HostTensor::from_const(DType::I64, &[3], &data).unwrap();
+        assert_eq!(t.to_vec::<i64>().unwrap(), [i64::MAX, (1 << 53) + 1, -3]);
+        let t = HostTensor::from_const(DType::I8, &[1], &ConstData::Int(vec![-7])).unwrap();
+        assert_eq!(t.to_vec::<i8>().unwrap(), [-7]);
+        let bools = ConstData::Bool(vec![true, false]);
+        let t = HostTensor::from_const(DType::Bool, &[2], &bools).unwrap();
+        assert_eq!(t.to_vec::<bool>().unwrap(), [true, false]);
+        assert!(HostTensor::from_const(DType::I8, &[1], &ConstData::Int(vec![300])).is_err());
+        assert!(HostTensor::from_const(DType::I32, &[2], &ConstData::Int(vec![1])).is_err());
+    }
+
+    #[test]
+    fn bytes_written_into_a_bool_tensor_are_checked_when_read() {
+        let mut t = HostTensor::zeros(DType::Bool, &[2]).unwrap();
+        t.bytes_mut().unwrap()[1] = 0xff;
+        let e = t.as_slice::<bool>().unwrap_err();
+        assert_eq!(e.to_string(), "bool[2]: byte 1 is 255, not a bool (0 or 1)");
     }
 
     #[test]

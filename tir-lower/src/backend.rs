@@ -227,8 +227,11 @@ pub trait Executable {
         for (name, tensor) in weights.iter() {
             if parameters.iter().any(|p| p == name) {
                 self.set_parameter(name, TensorRef::Host(&tensor))
-                    .map_err(|e| {
-                        BackendError::BadInput(format!("{}: {e}", weights.path().display()))
+                    .map_err(|e| match e {
+                        BackendError::BadInput(why) => {
+                            BackendError::BadInput(format!("{}: {why}", weights.path().display()))
+                        }
+                        other => other,
                     })?;
                 report.bound.push(name.to_string());
             } else {

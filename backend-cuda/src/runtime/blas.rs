@@ -1,5 +1,7 @@
 //! cuBLASLt, for kernels that are a plain matmul ([`LibraryCall::MatMul`]): one handle, a
-//! workspace, and a plan (descriptors and the heuristic's algorithm) per shape.
+//! workspace per lane (the products of one schedule wave run at once, on streams or graph
+//! branches of their own, and a workspace is scratch memory of one product at a time), and a
+//! plan (descriptors and the heuristic's algorithm) per shape.
 //!
 //! Row-major `C[m, n] = A[m, k] @ B[k, n]` is column-major `C^T = B^T @ A^T`, so cuBLASLt is
 //! asked for that product with no transposes; batches are strided (B's stride is 0 when it is
@@ -49,10 +51,11 @@ impl Drop for Plan {
     }
 }
 
-/// A cuBLASLt handle with its workspace and plans.
+/// A cuBLASLt handle with its workspaces and plans.
 pub struct Blas {
     handle: sys::cublasLtHandle_t,
-    workspace: DeviceMemory,
+    /// By lane, made on first use.
+    workspaces: Vec<Option<DeviceMemory>>,
     plans: HashMap<MatmulShape, Plan>,
 }
 
@@ -120,7 +123,7 @@ impl Blas {
         }
         Ok(Blas {
             handle: call("cublasLtCreate", result::create_handle())?,
-            workspace: DeviceMemory::alloc(WORKSPACE)?,
+            workspaces: Vec::new(),
             plans: HashMap::new(),
         })
     }
@@ -203,17 +206,39 @@ impl Blas {
             .ok_or_else(|| "cuBLASLt plan missing".to_string())
     }
 
-    /// Enqueues `c = a @ b` of shape `s` (device addresses of row-major buffers) on `stream`.
+    /// Makes the workspaces of lanes `0..lanes` now (a graph capture may not allocate).
+    pub fn reserve_lanes(&mut self, lanes: usize) -> DriverResult<()> {
+        for lane in 0..lanes {
+            self.workspace(lane)?;
+        }
+        Ok(())
+    }
+
+    /// The workspace of `lane`.
+    fn workspace(&mut self, lane: usize) -> DriverResult<u64> {
+        if self.workspaces.len() <= lane {
+            self.workspaces.resize_with(lane + 1, || None);
+        }
+        if self.workspaces[lane].is_none() {
+            self.workspaces[lane] = Some(DeviceMemory::alloc(WORKSPACE)?);
+        }
+        Ok(self.workspaces[lane].as_ref().map_or(0, |m| m.ptr))
+    }
+
+    /// Enqueues `c = a @ b` of shape `s` (device addresses of row-major buffers) on `stream`,
+    /// with the workspace of `lane`: products that may run at the same time need lanes of
+    /// their own.
     pub fn matmul(
         &mut self,
         s: MatmulShape,
         [a, b, c]: [u64; 3],
         stream: &Stream,
+        lane: usize,
     ) -> DriverResult<()> {
         if s.batch == 0 || s.m == 0 || s.n == 0 {
             return Ok(());
         }
-        let workspace = self.workspace.ptr;
+        let workspace = self.workspace(lane)?;
         let handle = self.handle;
         let plan = self.plan(s)?;
         let (one32, zero32, one64, zero64) = (1f32, 0f32, 1f64, 0f64);

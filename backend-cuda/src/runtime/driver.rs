@@ -88,6 +88,13 @@ pub struct Gpu {
     context: std::sync::Arc<PrimaryContext>,
 }
 
+impl Drop for Gpu {
+    fn drop(&mut self) {
+        // The memory of its pools is freed next, in this context.
+        let _ = self.bind();
+    }
+}
+
 thread_local! {
     /// The GPUs open on this thread, by ordinal.
     static OPEN: std::cell::RefCell<Vec<(u32, std::rc::Weak<Gpu>)>> =
@@ -204,41 +211,6 @@ impl DeviceMemory {
         // SAFETY: plain allocation in the current context.
         let ptr = call("cuMemAlloc", unsafe { result::malloc_sync(bytes) })?;
         Ok(DeviceMemory { ptr, bytes })
-    }
-
-    pub fn upload(&self, offset: usize, data: &[u8]) -> DriverResult<()> {
-        if offset + data.len() > self.bytes {
-            return Err(format!(
-                "upload of {} bytes at {offset} past a {}-byte allocation",
-                data.len(),
-                self.bytes
-            ));
-        }
-        // SAFETY: the destination range lies inside this allocation (checked above).
-        call("cuMemcpyHtoD", unsafe {
-            result::memcpy_htod_sync(self.ptr + offset as u64, data)
-        })
-    }
-
-    pub fn download(&self, offset: usize, out: &mut [u8]) -> DriverResult<()> {
-        if offset + out.len() > self.bytes {
-            return Err(format!(
-                "download of {} bytes at {offset} past a {}-byte allocation",
-                out.len(),
-                self.bytes
-            ));
-        }
-        // SAFETY: the source range lies inside this allocation (checked above).
-        call("cuMemcpyDtoH", unsafe {
-            result::memcpy_dtoh_sync(out, self.ptr + offset as u64)
-        })
-    }
-
-    pub fn zero(&self) -> DriverResult<()> {
-        // SAFETY: the whole allocation.
-        call("cuMemsetD8", unsafe {
-            result::memset_d8_sync(self.ptr, 0, self.bytes)
-        })
     }
 }
 

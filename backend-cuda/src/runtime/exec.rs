@@ -226,18 +226,18 @@ impl CudaExecutable {
         let done = (0..kernels.len())
             .map(|_| Event::new())
             .collect::<Result<Vec<_>, _>>()?;
+        // Uploaded on stream 0, which orders them before every run (the other streams are
+        // non-blocking: a synchronous copy would not be).
+        let stream = &gpu.streams()[0];
         let mut constants = Vec::with_capacity(program.buffers.len());
         for b in &program.buffers {
             constants.push(match &b.storage {
                 Storage::Constant(data) => {
-                    let values = tir_graph::eval::F64Tensor {
-                        dtype: b.ty.dtype,
-                        dims: vec![data.len() as u64],
-                        data: (0..data.len()).filter_map(|i| data.get_f64(i)).collect(),
-                    };
-                    let host = HostTensor::from_f64(&values).map_err(|e| e.to_string())?;
+                    let host = HostTensor::from_const(b.ty.dtype, &[data.len() as u64], data)
+                        .map_err(|e| format!("constant {}: {e}", b.name))?;
                     let mem = DeviceMemory::alloc(host.bytes().len())?;
-                    mem.upload(0, host.bytes())?;
+                    driver::upload_async(mem.ptr, host.bytes(), stream)?;
+                    stream.synchronize()?;
                     Some(mem)
                 }
                 _ => None,
@@ -283,8 +283,11 @@ impl CudaExecutable {
         self.mode
     }
 
+    /// Sets the matmul paths; the choices and graphs made under the old ones are forgotten.
     pub fn set_matmul_policy(&mut self, policy: MatmulPolicy) {
         self.matmul = policy;
+        self.chosen.clear();
+        self.graphs.clear();
     }
 
     /// Whether each run first fills the arena and the outputs with all-ones bytes (NaN in
@@ -328,13 +331,18 @@ impl CudaExecutable {
     fn reshape(&mut self, dims: BTreeMap<String, u64>) -> Result<(), BackendError> {
         let shapes = run::buffer_shapes(&self.program, &dims)?;
         let layout = run::checked_layout(&self.program, &dims, "cuda")?;
-        let bytes: Vec<usize> = self
+        let bytes = self
             .program
             .buffers
             .iter()
-            .zip(&shapes)
-            .map(|(b, s)| s.iter().product::<u64>() as usize * b.ty.dtype.size_bytes())
-            .collect();
+            .map(|b| {
+                tir_lower::plan::buffer_bytes(b, &dims)
+                    .map(|n| n as usize)
+                    .map_err(|e| BackendError::BadInput(format!("buffer {}: {e}", b.name)))
+            })
+            .collect::<Result<Vec<usize>, _>>()?;
+        // Larger buffers replace smaller ones, which runs still in flight may use.
+        self.wait().map_err(|e| self.device_error(e))?;
         ensure(&mut self.arena, layout.size as usize).map_err(|e| self.device_error(e))?;
         let mut states = Vec::new();
         for (b, buffer) in self.program.buffers.iter().enumerate() {
@@ -410,7 +418,9 @@ impl CudaExecutable {
             )));
         }
         let mem = DeviceMemory::alloc(bytes).map_err(|e| self.device_error(e))?;
-        mem.zero().map_err(|e| self.device_error(e))?;
+        // On stream 0, so that the zeros land before this run's kernels read the state.
+        driver::fill_async(mem.ptr, 0, mem.bytes, &self.gpu.streams()[0])
+            .map_err(|e| self.device_error(e))?;
         self.states.insert(name.to_string(), (dims.to_vec(), mem));
         self.state_dims.insert(name.to_string(), dims.to_vec());
         Ok(())
@@ -441,7 +451,13 @@ impl CudaExecutable {
                 }
                 Storage::Constant(_) => self.constants[b].as_ref().map_or(0, |m| m.ptr),
                 Storage::State(name) => self.states.get(name).map_or(0, |(_, m)| m.ptr),
-                Storage::Parameter(name) => self.parameters.get(name).map_or(0, Parameter::ptr),
+                Storage::Parameter(name) => self
+                    .parameters
+                    .get(name)
+                    .map(Parameter::ptr)
+                    .ok_or_else(|| {
+                        BackendError::BadInput(format!("parameter {name:?} is not set"))
+                    })?,
                 Storage::Input(name) => match input(inputs, name) {
                     Some(TensorRef::Device(t)) => self.device_address(name, t)?,
                     _ => staged(),
@@ -506,6 +522,10 @@ impl CudaExecutable {
         addresses: &[u64],
     ) -> Option<f64> {
         let buffer = &self.program.buffers[b];
+        if self.shaped.as_ref()?.bytes[b] == 0 {
+            // Nothing to read: the allocation's padding is not an element.
+            return None;
+        }
         match &buffer.storage {
             Storage::Input(n) => match input(inputs, n)? {
                 TensorRef::Host(t) => t.element_f64(0),
@@ -552,9 +572,19 @@ impl CudaExecutable {
             let Some(TensorRef::Host(t)) = input(inputs, name) else {
                 continue;
             };
+            // Read once: the memory behind a tensor is the user's to implement.
+            let bytes = t.bytes();
+            let room = self.staged[b].as_ref().map_or(0, |m| m.bytes);
+            if bytes.len() > room {
+                return Err(BackendError::BadInput(format!(
+                    "input {name:?}: its memory holds {} bytes, more than the {room} of {}",
+                    bytes.len(),
+                    t.type_name()
+                )));
+            }
             let dst = self.staged[b].as_ref().map_or(0, |m| m.ptr);
             staging::upload(
-                t.bytes(),
+                bytes,
                 dst,
                 &mut self.host_staging[b],
                 gpu.context(),
@@ -679,7 +709,7 @@ impl CudaExecutable {
         let mut best = f32::INFINITY;
         for rep in 0..4 {
             timer.start(rep, stream)?;
-            self.enqueue_one(k, launch, stream)?;
+            self.enqueue_one(k, launch, stream, 0)?;
             let ms = timer.stop(stream)?;
             if rep > 0 {
                 best = best.min(ms);
@@ -688,19 +718,21 @@ impl CudaExecutable {
         Ok(best)
     }
 
-    /// Enqueues kernel `k`'s `launch` on `stream`.
+    /// Enqueues kernel `k`'s `launch` on `stream`, as the `lane`th of the kernels that may run
+    /// at the same time (a library call takes that lane's workspace).
     pub(super) fn enqueue_one(
         &mut self,
         k: usize,
         launch: &Launch,
         stream: &Stream,
+        lane: usize,
     ) -> Result<(), String> {
         let done = match launch {
             Launch::Tiles { blocks: 0, .. } => Ok(()),
             Launch::Tiles { blocks, args } => self.kernels[k].launch(*blocks, args, stream.0),
             Launch::Blas { shape, buffers } => self
                 .blas()
-                .and_then(|blas| blas.matmul(*shape, *buffers, stream)),
+                .and_then(|blas| blas.matmul(*shape, *buffers, stream, lane)),
         };
         done.map_err(|e| format!("kernel {}: {e}", self.program.kernels[k].name))
     }
@@ -737,7 +769,7 @@ impl CudaExecutable {
                 for &p in &previous {
                     stream.wait(&self.done[p])?;
                 }
-                self.enqueue_one(k, &launches[k], stream)?;
+                self.enqueue_one(k, &launches[k], stream, s)?;
                 self.done[k].record(stream)?;
             }
             previous = wave.clone();
@@ -752,12 +784,19 @@ impl CudaExecutable {
     /// wave.
     fn build_graph(&mut self, launches: &[Launch]) -> Result<Graph, String> {
         let gpu = self.gpu.clone();
+        let lanes = self.program.schedule.waves.iter().map(Vec::len).max();
+        if let (Some(blas), Some(lanes)) = (self.blas.as_mut(), lanes) {
+            // Allocated now: the capture of a library call may not allocate.
+            blas.reserve_lanes(lanes.min(driver::MAX_STREAMS))?;
+        }
         let stream = &gpu.streams()[0];
         let mut builder = GraphBuilder::new()?;
         let mut previous: Vec<usize> = Vec::new();
         for wave in &self.program.schedule.waves {
             let mut this = Vec::with_capacity(wave.len());
-            for &k in wave {
+            for (lane, &k) in wave.iter().enumerate() {
+                // Graph branches of one wave run at once, like the streams of a plain run.
+                let lane = lane % driver::MAX_STREAMS;
                 let node = match &launches[k] {
                     Launch::Tiles { blocks: 0, .. } => Node::Empty,
                     Launch::Tiles { blocks, args } => Node::Kernel {
@@ -772,7 +811,7 @@ impl CudaExecutable {
                             .ok_or_else(|| "cuBLASLt is not loaded".to_string())?;
                         Node::Captured {
                             stream,
-                            record: Box::new(move || blas.matmul(*shape, *buffers, stream)),
+                            record: Box::new(move || blas.matmul(*shape, *buffers, stream, lane)),
                         }
                     }
                 };
@@ -843,17 +882,23 @@ impl CudaExecutable {
     ) -> Result<Vec<(String, HostTensor<'static>)>, BackendError> {
         let shaped = self.shaped()?;
         let stream = &self.gpu.streams()[0];
+        // Every tensor first: once a copy is queued, no error may drop its destination.
         let mut outputs = Vec::with_capacity(self.program.signature.outputs.len());
         for (name, b) in &self.program.signature.outputs {
             let dtype = self.program.buffers[*b].ty.dtype;
-            let mut t = pinned_tensor(&self.gpu, dtype, &shaped.shapes[*b], Fill::Stale)
-                .map_err(|e| self.device_error(e))?;
-            let bytes = t
-                .bytes_mut()
-                .map_err(|e| self.device_error(e.to_string()))?;
-            driver::download_async(bytes, placed.addresses[*b], stream)
+            let t = pinned_tensor(&self.gpu, dtype, &shaped.shapes[*b], Fill::Stale)
                 .map_err(|e| self.device_error(e))?;
             outputs.push((name.clone(), t));
+        }
+        for ((_, t), (_, b)) in outputs.iter_mut().zip(&self.program.signature.outputs) {
+            let queued = t
+                .bytes_mut()
+                .map_err(|e| e.to_string())
+                .and_then(|bytes| driver::download_async(bytes, placed.addresses[*b], stream));
+            if let Err(e) = queued {
+                let _ = self.wait();
+                return Err(self.device_error(e));
+            }
         }
         Ok(outputs)
     }
@@ -923,35 +968,35 @@ impl Executable for CudaExecutable {
     fn set_parameter(&mut self, name: &str, value: TensorRef<'_>) -> Result<(), BackendError> {
         run::check_parameter(&self.program, name, value.dtype(), value.dims())?;
         self.gpu.bind().map_err(|e| self.device_error(e))?;
-        let memory = match value {
-            TensorRef::Device(t) => {
-                self.device_address(name, t)?;
-                ParameterMemory::Shared(t.clone())
-            }
+        if let TensorRef::Device(t) = value {
+            self.device_address(name, t)?;
+        }
+        // Runs still in flight may read the value this one replaces (or its memory, freed).
+        self.wait().map_err(|e| self.device_error(e))?;
+        // Unset until the new value is in place: a failure below leaves it unset, not stale.
+        let old = self.parameters.remove(name);
+        self.parameter_dims.remove(name);
+        let (memory, first) = match value {
+            TensorRef::Device(t) => (ParameterMemory::Shared(t.clone()), None),
             TensorRef::Host(t) => {
-                // A run still in flight may read the value this one replaces.
-                self.wait().map_err(|e| self.device_error(e))?;
-                let reused = match self.parameters.remove(name) {
+                let bytes = t.bytes();
+                let reused = match old {
                     Some(Parameter {
                         memory: ParameterMemory::Owned(m),
                         ..
-                    }) if m.bytes >= t.bytes().len() => Some(m),
+                    }) if m.bytes >= bytes.len() => Some(m),
                     _ => None,
                 };
                 let m = match reused {
                     Some(m) => m,
-                    None => {
-                        DeviceMemory::alloc(t.bytes().len()).map_err(|e| self.device_error(e))?
-                    }
+                    None => DeviceMemory::alloc(bytes.len()).map_err(|e| self.device_error(e))?,
                 };
-                m.upload(0, t.bytes())
+                let stream = &self.gpu.streams()[0];
+                driver::upload_async(m.ptr, bytes, stream)
+                    .and_then(|()| stream.synchronize())
                     .map_err(|e| self.device_error(format!("parameter {name:?}: {e}")))?;
-                ParameterMemory::Owned(m)
+                (ParameterMemory::Owned(m), t.element_f64(0))
             }
-        };
-        let first = match value {
-            TensorRef::Host(t) => t.element_f64(0),
-            TensorRef::Device(_) => None,
         };
         self.parameter_dims
             .insert(name.to_string(), value.dims().to_vec());
@@ -964,10 +1009,17 @@ impl Executable for CudaExecutable {
         if self.mode == ExecMode::Async {
             return block_on(self.run_async(inputs)?);
         }
-        let placed = self.prepare(inputs, Outputs::Host, Source::InPlace)?;
-        self.enqueue(&placed)?;
-        let outputs = self.download_outputs(&placed)?;
-        self.wait().map_err(|e| self.device_error(e))?;
+        let ran = self
+            .prepare(inputs, Outputs::Host, Source::InPlace)
+            .and_then(|placed| {
+                self.enqueue(&placed)?;
+                self.download_outputs(&placed)
+            });
+        // Also on an error: copies queued from the caller's memory must have run before it
+        // gets its memory back.
+        let waited = self.wait().map_err(|e| self.device_error(e));
+        let outputs = ran?;
+        waited?;
         Ok(outputs.into_iter().collect())
     }
 
@@ -982,10 +1034,11 @@ impl Executable for CudaExecutable {
 
     fn to_device(&mut self, tensor: &HostTensor<'_>) -> Result<DeviceTensor, BackendError> {
         self.gpu.bind().map_err(|e| self.device_error(e))?;
-        let memory = TensorMemory::take(&self.gpu, tensor.bytes().len())
-            .map_err(|e| self.device_error(e))?;
+        let bytes = tensor.bytes();
+        let memory =
+            TensorMemory::take(&self.gpu, bytes.len()).map_err(|e| self.device_error(e))?;
         let stream = &self.gpu.streams()[0];
-        driver::upload_async(memory.ptr(), tensor.bytes(), stream)
+        driver::upload_async(memory.ptr(), bytes, stream)
             .and_then(|()| stream.synchronize())
             .map_err(|e| self.device_error(e))?;
         Ok(DeviceTensor::new(
@@ -1013,7 +1066,10 @@ impl Executable for CudaExecutable {
                     let bytes = t
                         .bytes_mut()
                         .map_err(|e| self.device_error(e.to_string()))?;
-                    mem.download(0, bytes).map_err(|e| self.device_error(e))?;
+                    let stream = &self.gpu.streams()[0];
+                    driver::download_async(bytes, mem.ptr, stream)
+                        .and_then(|()| stream.synchronize())
+                        .map_err(|e| self.device_error(e))?;
                     t
                 }
                 None => match ty.shape.static_dims() {

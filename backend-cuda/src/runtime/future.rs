@@ -62,7 +62,14 @@ impl<'a> RunFuture<'a> {
         outputs: Vec<(String, HostTensor<'static>)>,
         stream: &Stream,
     ) -> Result<RunFuture<'a>, BackendError> {
-        let signal = Signal::armed(stream).map_err(|e| exe.device_error(e))?;
+        let signal = match Signal::armed(stream) {
+            Ok(signal) => signal,
+            Err(e) => {
+                // The copies into `outputs` are queued: they must run before it is dropped.
+                let _ = exe.wait();
+                return Err(exe.device_error(e));
+            }
+        };
         Ok(RunFuture {
             exe,
             outputs: Some(outputs),

@@ -157,12 +157,15 @@ impl DevicePool {
         }
     }
 
-    fn give_back(&self, memory: DeviceMemory) {
+    /// Keeps `memory` for reuse, or hands it back when the pool is full.
+    fn give_back(&self, memory: DeviceMemory) -> Option<DeviceMemory> {
         let mut free = self.free.borrow_mut();
         let kept: usize = free.iter().map(|m| m.bytes).sum();
         if kept + memory.bytes <= POOL_BYTES {
             free.push(memory);
+            return None;
         }
+        Some(memory)
     }
 }
 
@@ -216,8 +219,13 @@ impl DeviceStorage for TensorMemory {
 
 impl Drop for TensorMemory {
     fn drop(&mut self) {
-        if let Some(m) = self.memory.take() {
-            self.gpu.device_pool.give_back(m);
+        let Some(m) = self.memory.take() else { return };
+        if let Some(freed) = self.gpu.device_pool.give_back(m) {
+            // Work already queued may still use it; and frees need this GPU's context.
+            let _ = self.gpu.context().with_current(|| {
+                let _ = self.gpu.streams()[0].synchronize();
+                drop(freed);
+            });
         }
     }
 }

@@ -101,7 +101,7 @@ impl CudaExecutable {
             for rep in 0..reps {
                 let timed = timer
                     .start(rep, main)
-                    .and_then(|()| self.enqueue_one(k, launch, main))
+                    .and_then(|()| self.enqueue_one(k, launch, main, 0))
                     .and_then(|()| timer.stop(main));
                 times_ms.push(f64::from(timed.map_err(|e| self.device_error(e))?));
             }
