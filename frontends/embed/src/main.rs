@@ -41,16 +41,9 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match tirc::parse_cli::<Cli>("tir-embed") {
         Ok(cli) => cli,
-        Err(e) if !e.use_stderr() => {
-            let _ = e.print();
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            eprintln!("error: {} (see tir-embed --help)", one_line(&e.to_string()));
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     match run(&cli) {
         Ok(text) => {
@@ -61,18 +54,6 @@ fn main() -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// A clap error as one line: its first line, and the line it introduces if it ends with `:`
-/// (`the following required arguments were not provided: <SENTENCE>...`).
-fn one_line(message: &str) -> String {
-    let mut lines = message.lines().map(str::trim).filter(|l| !l.is_empty());
-    let first = lines.next().unwrap_or("invalid arguments");
-    let first = first.strip_prefix("error: ").unwrap_or(first);
-    match lines.next() {
-        Some(next) if first.ends_with(':') => format!("{first} {next}"),
-        _ => first.to_string(),
     }
 }
 

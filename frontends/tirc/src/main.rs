@@ -154,20 +154,9 @@ fn parse_dim(arg: &str) -> Result<(String, u64), String> {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match tirc::parse_cli::<Cli>("tirc") {
         Ok(cli) => cli,
-        Err(e) if !e.use_stderr() => {
-            // --help and --version are answers, not errors.
-            let _ = e.print();
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            eprintln!(
-                "error: {} (see tirc --help)",
-                usage_error_line(&e.to_string())
-            );
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
@@ -178,22 +167,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// A clap message as one line: its first line, and when that ends in a colon (as in "the
-/// following required arguments were not provided:"), the indented lines that follow it.
-fn usage_error_line(message: &str) -> String {
-    let mut lines = message.lines();
-    let first = lines.next().unwrap_or("invalid arguments");
-    let mut line = first.strip_prefix("error: ").unwrap_or(first).to_string();
-    if line.ends_with(':') {
-        let items: Vec<&str> = lines
-            .take_while(|l| l.starts_with(' '))
-            .map(str::trim)
-            .collect();
-        line = format!("{} {}", line, items.join(", "));
-    }
-    line
 }
 
 fn run(command: Command) -> Result<(), CliError> {

@@ -77,20 +77,9 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match tirc::parse_cli::<Cli>("tir-conform") {
         Ok(cli) => cli,
-        Err(e) if !e.use_stderr() => {
-            // --help and --version are answers, not errors.
-            let _ = e.print();
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            let message = e.to_string();
-            let first = message.lines().next().unwrap_or("invalid arguments");
-            let first = first.strip_prefix("error: ").unwrap_or(first);
-            eprintln!("error: {first} (see tir-conform --help)");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     match run(&cli) {
         Ok(true) => ExitCode::SUCCESS,
