@@ -27,8 +27,8 @@ use std::path::Path;
 use tir_lower::Program;
 
 /// The package format version this build writes and reads (2: kernel ABIs say whether the
-/// entry is persistent).
-pub const FORMAT_VERSION: u32 = 2;
+/// entry is persistent; 3: library matmuls may read B transposed).
+pub const FORMAT_VERSION: u32 = 3;
 /// The first bytes of every package.
 pub const MAGIC: [u8; 8] = *b"TIRPKG\0\0";
 /// Magic, version, payload length, checksum.
@@ -435,7 +435,7 @@ mod tests {
     #[test]
     fn other_versions_are_refused() {
         let mut bytes = to_bytes(&package()).unwrap();
-        for found in [0u32, 1, FORMAT_VERSION + 1, u32::MAX] {
+        for found in [0u32, 1, 2, FORMAT_VERSION + 1, u32::MAX] {
             bytes[8..12].copy_from_slice(&found.to_le_bytes());
             let err = from_bytes(&bytes, &p()).unwrap_err();
             match &err {
@@ -446,7 +446,7 @@ mod tests {
             }
             assert_eq!(
                 err.to_string(),
-                format!("model.tirpkg: package format version {found}, this build reads version 2")
+                format!("model.tirpkg: package format version {found}, this build reads version 3")
             );
         }
     }

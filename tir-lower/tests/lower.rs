@@ -101,6 +101,43 @@ fn lower_text(text: &str) -> Program {
 }
 
 #[test]
+fn a_product_with_a_transposed_weight_carries_a_library_call_that_reads_it_transposed() {
+    use tir_lower::tile::LibraryCall;
+    let program = lower_text(
+        "%0 = input \"x\" : f16[b, 8, 32]\n%1 = parameter \"w\" : f16[16, 32]\n\
+         %2 = permute %1 {perm = [1, 0]} : f16[32, 16]\n%3 = matmul %0, %2 : f16[b, 8, 16]\n\
+         output \"y\" = %3\n",
+    );
+    assert_eq!(
+        program.kernels.len(),
+        1,
+        "the transpose is an index map, not a copy"
+    );
+    let kernel = &program.kernels[0];
+    let Some(LibraryCall::MatMul {
+        b,
+        b_transposed,
+        n,
+        k,
+        ..
+    }) = &kernel.library
+    else {
+        panic!("no library call: {:?}", kernel.library)
+    };
+    assert!(*b_transposed);
+    assert_eq!(program.buffers[kernel.params[*b].buffer].name, "w");
+    use tir_graph::Dim;
+    assert_eq!((k, n), (&Dim::Static(32), &Dim::Static(16)));
+    // Any other permute of the weight is no library call.
+    let other = lower_text(
+        "%0 = input \"x\" : f16[2, 8, 32]\n%1 = parameter \"w\" : f16[16, 2, 32]\n\
+         %2 = permute %1 {perm = [1, 2, 0]} : f16[2, 32, 16]\n%3 = matmul %0, %2 : f16[2, 8, 16]\n\
+         output \"y\" = %3\n",
+    );
+    assert!(other.kernels[0].library.is_none());
+}
+
+#[test]
 fn a_plain_matmul_carries_a_library_call_and_a_fused_one_does_not() {
     use tir_graph::{DType, Dim};
     use tir_lower::tile::LibraryCall;
@@ -120,10 +157,12 @@ fn a_plain_matmul_carries_a_library_call_and_a_fused_one_does_not() {
         k,
         n,
         b_batched,
+        b_transposed,
     }) = &kernel.library
     else {
         panic!("no library call: {:?}", kernel.library)
     };
+    assert!(!b_transposed);
     assert_eq!(*dtype, DType::F16);
     assert_eq!(batch, &vec![Dim::Symbolic("b".into())]);
     assert_eq!(

@@ -4,7 +4,8 @@
 //! plan (descriptors and the heuristic's algorithm) per shape.
 //!
 //! Row-major `C[m, n] = A[m, k] @ B[k, n]` is column-major `C^T = B^T @ A^T`, so cuBLASLt is
-//! asked for that product with no transposes; batches are strided (B's stride is 0 when it is
+//! asked for that product with no transposes (a B stored transposed, `[n, k]` row-major, is
+//! column-major `B` itself, and its operand is transposed); batches are strided (B's stride is 0 when it is
 //! shared). 16-bit floats accumulate in `f32`, `f32` computes in `f32` (no TF32), `f64` in
 //! `f64`, as the kernels' tile IR does.
 
@@ -13,6 +14,9 @@ use cudarc::cublaslt::{result, sys};
 use std::collections::HashMap;
 use std::ffi::c_void;
 use tir_graph::DType;
+
+/// `cublasOperation_t`'s transpose.
+const CUBLAS_OP_T: i32 = 1;
 
 /// The workspace cuBLASLt may use (32 MiB, what it asks for on Hopper).
 const WORKSPACE: usize = 32 << 20;
@@ -30,6 +34,8 @@ pub struct MatmulShape {
     pub k: u64,
     pub n: u64,
     pub b_batched: bool,
+    /// B is stored transposed, `[n, k]` row-major.
+    pub b_transposed: bool,
 }
 
 struct Plan {
@@ -155,8 +161,26 @@ impl Blas {
             )?;
             let b_stride = if s.b_batched { (s.k * s.n) as i64 } else { 0 };
             // Column-major: first operand B^T (n x k), second A^T (k x m), result C^T (n x m).
+            // A B stored transposed is a k x n column-major matrix, read transposed.
+            let b_layout = if s.b_transposed {
+                // SAFETY: the attribute is an i32 (cublasOperation_t) passed with its size.
+                unsafe {
+                    call(
+                        "cublasLtMatmulDescSetAttribute(transa)",
+                        result::set_matmul_desc_attribute(
+                            desc,
+                            sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSA,
+                            &CUBLAS_OP_T as *const i32 as *const c_void,
+                            4,
+                        ),
+                    )?;
+                }
+                layout(ty, s.k, s.n, s.batch, b_stride)?
+            } else {
+                layout(ty, s.n, s.k, s.batch, b_stride)?
+            };
             let layouts = [
-                layout(ty, s.n, s.k, s.batch, b_stride)?,
+                b_layout,
                 layout(ty, s.k, s.m, s.batch, (s.m * s.k) as i64)?,
                 layout(ty, s.n, s.m, s.batch, (s.m * s.n) as i64)?,
             ];

@@ -171,6 +171,7 @@ fn library_shape(
         k,
         n,
         b_batched,
+        b_transposed,
     }) = &kernel.library
     else {
         return None;
@@ -189,6 +190,7 @@ fn library_shape(
             k: value(k)?,
             n: value(n)?,
             b_batched: *b_batched,
+            b_transposed: *b_transposed,
         },
         [address(a)?, address(b)?, address(c)?],
     ))

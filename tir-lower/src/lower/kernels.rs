@@ -248,9 +248,12 @@ impl KernelLowering<'_> {
             }
         };
         self.store_whole(out, out_space, value, view);
-        let only_mm = self.members.len() == 1 + chain.len() && top == mm;
+        // A transposed operand B fused in as an index map is a transposed operand of the call.
+        let b_transposed = transposed_source(g, &self.members, g.operands(mm)[1]);
+        let operands = 1 + usize::from(b_transposed.is_some());
+        let only_mm = self.members.len() == operands + chain.len() && top == mm;
         if only_mm && (chain.is_empty() || stores_row_major(g, &chain)) {
-            self.b.library = self.library_matmul(mm, out);
+            self.b.library = self.library_matmul(mm, b_transposed, out);
         }
         Ok(())
     }
@@ -258,7 +261,13 @@ impl KernelLowering<'_> {
     /// The library call equal to a kernel that is only `mm` (operands read from their buffers,
     /// the product stored whole to `out`, in `mm`'s own row-major order): floats, `a` with the
     /// output's batch dims, `b` with them or none.
-    fn library_matmul(&self, mm: NodeId, out: usize) -> Option<LibraryCall> {
+    /// `b_stored`, when given, is the node holding `bᵀ` that the kernel reads transposed.
+    fn library_matmul(
+        &self,
+        mm: NodeId,
+        b_stored: Option<NodeId>,
+        out: usize,
+    ) -> Option<LibraryCall> {
         let g = self.g;
         let (a, b) = (g.operands(mm)[0], g.operands(mm)[1]);
         let (sa, sb, sc) = (&g.ty(a).shape, &g.ty(b).shape, &g.ty(mm).shape);
@@ -276,7 +285,7 @@ impl KernelLowering<'_> {
         let param = |buffer: usize| self.b.params.iter().position(|p| p.buffer == buffer);
         Some(LibraryCall::MatMul {
             a: param(*self.buffer_of.get(&a)?)?,
-            b: param(*self.buffer_of.get(&b)?)?,
+            b: param(*self.buffer_of.get(&b_stored.unwrap_or(b))?)?,
             c: param(out)?,
             dtype,
             batch: batch.to_vec(),
@@ -284,6 +293,7 @@ impl KernelLowering<'_> {
             k: sa.dims()[rank - 1].clone(),
             n: sc.dims()[rank - 1].clone(),
             b_batched,
+            b_transposed: b_stored.is_some(),
         })
     }
 
@@ -758,6 +768,25 @@ fn operand_ix(shape: &Shape, rank: usize) -> Vec<Ix> {
             }
         })
         .collect()
+}
+
+/// The node whose transpose `b` is, when `b` is a member of the kernel that swaps the last
+/// two axes of a non-member (a value in a buffer): the weight of `x @ wᵀ`.
+fn transposed_source(
+    g: &Graph,
+    members: &std::collections::BTreeSet<NodeId>,
+    b: NodeId,
+) -> Option<NodeId> {
+    let Op::Permute { perm } = &g.node(b).op else {
+        return None;
+    };
+    let r = perm.len();
+    let swaps_last_two = r >= 2
+        && perm[..r - 2].iter().enumerate().all(|(i, &p)| i == p)
+        && perm[r - 2] == r - 1
+        && perm[r - 1] == r - 2;
+    let source = g.operands(b)[0];
+    (members.contains(&b) && !members.contains(&source) && swaps_last_two).then_some(source)
 }
 
 /// Whether the store `chain` of layout ops puts every element of its top operand where a

@@ -285,7 +285,9 @@ pub struct WriteRegion {
 pub enum LibraryCall {
     /// `c = a @ b` of row-major contiguous parameters `a: [..batch, m, k]`, `b: [..batch, k, n]`
     /// (or `[k, n]`, shared by every batch when `b_batched` is false) and `c: [..batch, m, n]`,
-    /// accumulating in `f32` for 16- and 32-bit floats (`f64` for `f64`), rounded once.
+    /// accumulating in `f32` for 16- and 32-bit floats (`f64` for `f64`), rounded once. With
+    /// `b_transposed`, parameter `b` holds `bᵀ` (`[..batch, n, k]`, as a PyTorch `Linear`
+    /// stores its weight) and the product reads it transposed.
     MatMul {
         a: usize,
         b: usize,
@@ -296,6 +298,7 @@ pub enum LibraryCall {
         k: tir_graph::Dim,
         n: tir_graph::Dim,
         b_batched: bool,
+        b_transposed: bool,
     },
 }
 
