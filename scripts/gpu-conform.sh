@@ -9,9 +9,11 @@
 #   bash scripts/gpu-conform.sh run [RUN..]  # there: unpack, then tir-conform --backend cuda
 #                                            # per RUN: MODE (sync, graph, async), MODE:device
 #                                            # (tensors on the device, --io device) or
-#                                            # sessions:MODE (--sessions); default: all of
-#                                            # sync graph async sync:device graph:device
-#                                            # sessions:sync sessions:graph
+#                                            # sessions:MODE (--sessions) or onnx:MODE
+#                                            # (ONNX's node tests and the test models that
+#                                            # import, --onnx-node); default: all of sync
+#                                            # graph async sync:device graph:device
+#                                            # sessions:sync sessions:graph onnx:sync onnx:graph
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
@@ -24,6 +26,22 @@ prepare)
     target/release/tir-conform --backend cuda --compile-only --arch sm_90
     target/release/tir-conform --backend cuda --compile-only --arch sm_90 --matmul generated
     target/release/tir-conform --backend cuda --compile-only --arch sm_90 --sessions
+    # ONNX: the tests that import (the others are refused the same way on every backend).
+    bash scripts/onnx-node-tests.sh
+    bash scripts/onnx-models.sh
+    rm -rf .device/conform/onnx && mkdir -p .device/conform/onnx
+    for dir in .tools/onnx-node-tests .tools/onnx-models; do
+        target/release/tir-conform --onnx-node "$dir" --backend cuda --compile-only --arch sm_90 \
+            --json .device/conform/onnx.json >/dev/null
+        python3 - "$dir" .device/conform/onnx.json .device/conform/onnx <<'PY'
+import json, shutil, sys
+src, report, dst = sys.argv[1:]
+for r in json.load(open(report))["results"]:
+    if r["outcome"] == "passed":
+        shutil.copytree(f"{src}/{r['name']}", f"{dst}/{r['name']}")
+PY
+    done
+    rm .device/conform/onnx.json
     tar -C "$TIR_CACHE_DIR/.." -cJf .device/conform/cache.tar.xz "$(basename "$TIR_CACHE_DIR")"
     cp target/release/tir-conform target/release/tirc .device/conform/
     ;;
@@ -36,10 +54,11 @@ run)
     # No toolchain there, so doctor reports it missing (and exits 1); the cache stands in.
     .device/conform/tirc doctor || true
     status=0
-    runs="${*:-sync graph async sync:device graph:device sessions:sync sessions:graph}"
+    runs="${*:-sync graph async sync:device graph:device sessions:sync sessions:graph onnx:sync onnx:graph}"
     for run in $runs; do
         case "$run" in
         sessions:*) args=(--mode "${run#sessions:}" --sessions) ;;
+        onnx:*) args=(--mode "${run#onnx:}" --onnx-node .device/conform/onnx) ;;
         *:device) args=(--mode "${run%:device}" --io device) ;;
         *) args=(--mode "$run") ;;
         esac

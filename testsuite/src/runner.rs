@@ -36,6 +36,8 @@ pub enum Io {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stage {
+    /// Importing a model (ONNX tests): a model or data file that cannot be read.
+    Import,
     /// Optimizing and lowering the graph for the backend's target.
     Lower,
     /// The backend compiling the program.
@@ -53,6 +55,7 @@ pub enum Stage {
 impl Stage {
     pub fn name(self) -> &'static str {
         match self {
+            Stage::Import => "import",
             Stage::Lower => "lower",
             Stage::Compile => "compile",
             Stage::Oracle => "oracle",
@@ -119,7 +122,7 @@ pub fn run_case(backend: &dyn Backend, case: &Case, io: Io) -> CaseResult {
     }
 }
 
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         s.to_string()
     } else if let Some(s) = payload.downcast_ref::<String>() {

@@ -83,6 +83,11 @@ impl GraphBuilder {
         self.source(Op::Constant { data }, TensorType::new(dtype, shape))
     }
 
+    /// A small embedded tensor with its values given exactly (integers past 2^53 included).
+    pub fn constant_data(&self, dtype: DType, shape: Shape, data: ConstData) -> Result<Tensor> {
+        self.source(Op::Constant { data }, TensorType::new(dtype, shape))
+    }
+
     /// A rank-0 constant.
     pub fn scalar(&self, dtype: DType, value: f64) -> Result<Tensor> {
         self.constant(dtype, Shape::scalar(), &[value])
@@ -236,6 +241,11 @@ impl Tensor {
         })
     }
 
+    /// `op` applied to each element.
+    pub fn unary(&self, op: UnaryOp) -> Result<Tensor> {
+        self.apply(Op::Unary(op), &[])
+    }
+
     /// A scalar constant of this tensor's dtype.
     fn scalar_like(&self, value: f64) -> Result<Tensor> {
         self.builder().scalar(self.dtype(), value)
@@ -259,6 +269,7 @@ impl Tensor {
         /// Gelu's tanh approximation.
         gelu_tanh => GeluTanh;
         silu => Silu;
+        erf => Erf;
         floor => Floor;
         ceil => Ceil;
         /// Logical not (bool only).

@@ -809,6 +809,7 @@ fn unary(u: UnaryOp, dtype: DType, x: f64) -> f64 {
         UnaryOp::Cos => x.cos(),
         UnaryOp::Tanh => x.tanh(),
         UnaryOp::Sigmoid => sigmoid(x),
+        UnaryOp::Erf => libm::erf(x),
         UnaryOp::GeluErf => x * 0.5 * (1.0 + libm::erf(x / std::f64::consts::SQRT_2)),
         UnaryOp::GeluTanh => {
             let c = (2.0 / std::f64::consts::PI).sqrt();

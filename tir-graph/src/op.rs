@@ -24,6 +24,8 @@ pub enum UnaryOp {
     /// The tanh approximation of gelu.
     GeluTanh,
     Silu,
+    /// The error function.
+    Erf,
     Floor,
     Ceil,
     /// Logical not of a bool tensor.
@@ -303,7 +305,7 @@ impl fmt::Display for Arity {
 }
 
 impl UnaryOp {
-    pub const ALL: [UnaryOp; 18] = [
+    pub const ALL: [UnaryOp; 19] = [
         UnaryOp::Neg,
         UnaryOp::Abs,
         UnaryOp::Exp,
@@ -319,6 +321,7 @@ impl UnaryOp {
         UnaryOp::GeluErf,
         UnaryOp::GeluTanh,
         UnaryOp::Silu,
+        UnaryOp::Erf,
         UnaryOp::Floor,
         UnaryOp::Ceil,
         UnaryOp::Not,
@@ -341,6 +344,7 @@ impl UnaryOp {
             UnaryOp::GeluErf => "gelu_erf",
             UnaryOp::GeluTanh => "gelu_tanh",
             UnaryOp::Silu => "silu",
+            UnaryOp::Erf => "erf",
             UnaryOp::Floor => "floor",
             UnaryOp::Ceil => "ceil",
             UnaryOp::Not => "not",

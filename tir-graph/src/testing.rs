@@ -1745,6 +1745,6 @@ mod tests {
         let names = all_op_names();
         let unique: BTreeSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len());
-        assert_eq!(names.len(), 4 + 18 + 1 + 15 + 1 + 7 + 10 + 2);
+        assert_eq!(names.len(), 4 + 19 + 1 + 15 + 1 + 7 + 10 + 2);
     }
 }

@@ -90,7 +90,8 @@ impl Emitter {
     }
 
     /// `erf(x)`: to double precision for `f64` tiles ([`Emitter::erf_f64`]), else by Abramowitz
-    /// and Stegun 7.1.26 (absolute error below 1.5e-7, under `f32`'s tolerance).
+    /// and Stegun 7.1.26 (absolute error below 1.5e-7) from |x| = 0.5 on and its Maclaurin
+    /// series below, so that the relative error stays near `f32`'s rounding everywhere.
     fn erf(&mut self, x: Value) -> Value {
         if self.elem(x) == ScalarType::F64 {
             return self.erf_f64(x);
@@ -126,7 +127,30 @@ impl Emitter {
         let neg = self.unary(Opcode::NegF, pos, vec![]);
         let zero = self.like(x, 0.0);
         let is_neg = self.cmpf(Pred::Lt, x, zero);
-        self.select(is_neg, neg, pos)
+        let far = self.select(is_neg, neg, pos);
+        // Near 0 the approximation's absolute error (1.5e-7) is a large relative one: there the
+        // Maclaurin series `2/√π x Σ (-x²)^n / (n! (2n+1))` to x^13 (error below 1e-9 relative).
+        let x2 = self.float_op(Opcode::MulF, x, x);
+        let coeffs = [
+            1.0 / 9360.0,
+            -1.0 / 1320.0,
+            1.0 / 216.0,
+            -1.0 / 42.0,
+            0.1,
+            -1.0 / 3.0,
+            1.0,
+        ];
+        let mut series = self.like(x, coeffs[0]);
+        for &c in &coeffs[1..] {
+            let cc = self.like(x, c);
+            series = self.fma(series, x2, cc);
+        }
+        let scale = self.like(x, std::f64::consts::FRAC_2_SQRT_PI);
+        let sx = self.float_op(Opcode::MulF, scale, x);
+        let near = self.float_op(Opcode::MulF, sx, series);
+        let half = self.like(x, 0.5);
+        let is_near = self.cmpf(Pred::Lt, ax, half);
+        self.select(is_near, near, far)
     }
 
     /// `erf(x)` in `f64`, odd in `x`. Below 3 the series `erf(a) = 2/√π e^(-a²) Σ 2^n a^(2n+1) /
@@ -261,6 +285,7 @@ impl Emitter {
                 let s = self.sigmoid(x);
                 self.float_op(Opcode::MulF, x, s)
             }
+            UnaryOp::Erf => self.erf(x),
             UnaryOp::GeluErf => {
                 let r = self.like(x, std::f64::consts::FRAC_1_SQRT_2);
                 let xs = self.float_op(Opcode::MulF, x, r);

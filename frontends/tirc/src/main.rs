@@ -21,7 +21,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Verify a graph (.tir or text form) and print its inputs, outputs and op counts.
+    /// Verify a graph (.tir, .onnx or text form) and print its inputs, outputs and op counts.
     Check { file: PathBuf },
     /// Print a graph (.tir or text form) in the text form.
     Dump { file: PathBuf },
@@ -39,7 +39,7 @@ enum Command {
     /// Compile a graph for a backend (or load a package made by `tirc compile`), run it once,
     /// write each output as DIR/NAME.npy and print a summary (shapes, checksums, times).
     Run {
-        /// A graph (.tir or text form) or a package (.tirpkg, told by its magic bytes).
+        /// A graph (.tir, .onnx or text form) or a package (.tirpkg, told by its magic bytes).
         file: PathBuf,
         /// The backend to run on [default: ref for a graph; a package runs only on cuda].
         #[arg(long, value_name = "NAME")]
@@ -74,6 +74,16 @@ enum Command {
         text: PathBuf,
         #[arg(short, long, value_name = "FILE.tir")]
         output: PathBuf,
+    },
+    /// Import an ONNX model as a .tir graph; its initializers too large to embed become
+    /// parameters, written with --weights-out.
+    Import {
+        model: PathBuf,
+        #[arg(short, long, value_name = "OUT.tir", required = true)]
+        output: PathBuf,
+        /// Where the parameters' values go (a .safetensors file `tirc run --weights` reads).
+        #[arg(long, value_name = "W.safetensors")]
+        weights_out: Option<PathBuf>,
     },
     /// Compile a graph ahead of time for GPU architectures (no GPU needed) and write the program
     /// with its cubins as a package that `tirc run` runs on a machine with a GPU.
@@ -129,6 +139,23 @@ enum CliError {
     NotUsable,
     #[error("writing to stdout: {0}")]
     Stdout(std::io::Error),
+    #[error("{}", onnx_message(path, source))]
+    Onnx {
+        path: String,
+        source: tir_onnx::OnnxError,
+    },
+    #[error("{path}: the model has {count} initializers too large to embed (parameters); give --weights-out W.safetensors to write them")]
+    WeightsOutNeeded { path: String, count: usize },
+    #[error("{0}")]
+    Weights(#[from] tir_graph::weights::WeightsError),
+}
+
+/// An import error with the file named once (reading and decoding errors name it already).
+fn onnx_message(path: &str, e: &tir_onnx::OnnxError) -> String {
+    match e {
+        tir_onnx::OnnxError::Io { .. } | tir_onnx::OnnxError::Decode { .. } => e.to_string(),
+        _ => format!("{path}: {e}"),
+    }
 }
 
 /// `NAME=FILE.npy` of `--input`.
@@ -204,8 +231,14 @@ fn run(command: Command) -> Result<(), CliError> {
             output_dir,
             check,
         } => {
-            let loaded = load_runnable(&file)?;
+            let (loaded, model_parameters) = if is_onnx(&file) {
+                let imported = import_onnx(&file)?;
+                (Runnable::Graph(imported.graph), imported.weights)
+            } else {
+                (load_runnable(&file)?, Vec::new())
+            };
             let args = run::RunArgs {
+                model_parameters,
                 file,
                 backend,
                 inputs,
@@ -221,6 +254,38 @@ fn run(command: Command) -> Result<(), CliError> {
                 Runnable::Package(package) => run::Subject::Package(package),
             };
             print_stdout(&run::run(subject, &args)?)
+        }
+        Command::Import {
+            model,
+            output,
+            weights_out,
+        } => {
+            let imported = import_onnx(&model)?;
+            let count = imported.weights.len();
+            if count > 0 && weights_out.is_none() {
+                return Err(CliError::WeightsOutNeeded {
+                    path: model.display().to_string(),
+                    count,
+                });
+            }
+            if let Some(w) = &weights_out {
+                let tensors: Vec<(&str, &tir_graph::HostTensor)> = imported
+                    .weights
+                    .iter()
+                    .map(|(n, t)| (n.as_str(), t))
+                    .collect();
+                tir_graph::weights::write_safetensors(w, &tensors)?;
+            }
+            file::write(&output, &imported.graph).map_err(|source| CliError::File {
+                path: output.display().to_string(),
+                source,
+            })?;
+            print_stdout(&format!(
+                "imported {} (opset {}): {} nodes, {count} parameters\n",
+                model.display(),
+                imported.opset,
+                imported.graph.len()
+            ))
         }
         Command::Parse { text, output } => {
             let graph = parse_text(&text, &read_bytes(&text)?)?;
@@ -318,8 +383,26 @@ fn load_runnable(path: &Path) -> Result<Runnable, CliError> {
     decode_graph(path, &bytes).map(Runnable::Graph)
 }
 
-/// A graph from a `.tir` file (told by its magic bytes or its extension) or from the text form.
+/// Whether `path` names an ONNX model (by its extension).
+fn is_onnx(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "onnx")
+}
+
+fn import_onnx(path: &Path) -> Result<tir_onnx::Imported, CliError> {
+    tir_onnx::import_file(path, &tir_onnx::ImportOptions::default()).map_err(|source| {
+        CliError::Onnx {
+            path: path.display().to_string(),
+            source,
+        }
+    })
+}
+
+/// A graph from an ONNX model (its parameters' values dropped), a `.tir` file (told by its magic
+/// bytes or its extension) or the text form.
 fn load(path: &Path) -> Result<Graph, CliError> {
+    if is_onnx(path) {
+        return import_onnx(path).map(|imported| imported.graph);
+    }
     let bytes = read_bytes(path)?;
     if bytes.starts_with(&backend_cuda::package::MAGIC) {
         return Err(CliError::IsPackage {

@@ -52,6 +52,9 @@ pub enum Subject<'a> {
 
 /// What `tirc run` was asked to do.
 pub struct RunArgs {
+    /// Parameters that come with the model (an ONNX file's initializers), set unless given
+    /// with --input or found in --weights.
+    pub model_parameters: Vec<(String, HostTensor<'static>)>,
     pub file: PathBuf,
     /// `None`: [`DEFAULT_BACKEND`] for a graph, [`PACKAGE_BACKEND`] for a package.
     pub backend: Option<String>,
@@ -451,6 +454,13 @@ pub fn run(subject: Subject, args: &RunArgs) -> Result<String, RunError> {
         }
         let tensor = read_input(name, file_path, &source.ty, &mut dims)?;
         given.insert(name.clone(), (tensor, file_path.clone()));
+    }
+
+    // Parameters that come with the model (those not given with --input).
+    for (name, tensor) in &args.model_parameters {
+        if !given.contains_key(name) {
+            given.insert(name.clone(), (tensor.clone(), args.file.clone()));
+        }
     }
 
     // Parameters from the weights file (those not given with --input).

@@ -3,7 +3,13 @@
 //! ```text
 //! tir-conform --backend NAME [--filter PATTERN] [--list] [--json FILE] [--seed N] [--io host|device]
 //! tir-conform --backend cuda --compile-only --arch sm_90[,sm_100]
+//! tir-conform --onnx-node DIR --backend NAME [--filter PATTERN] [--compile-only --arch ARCHS]
 //! ```
+//!
+//! `--onnx-node DIR` runs ONNX's backend node tests written into DIR by
+//! `scripts/onnx-node-tests.sh` (or models in the same layout) instead of the corpus: one line
+//! per failed (`FAIL`) test, `--verbose` also one per unsupported (`UNSUPPORTED`) test with the
+//! reason, then the counts; `--json FILE` writes every result and the counts per op type.
 //!
 //! `--io device` passes every parameter and input as a device tensor and leaves the outputs on
 //! the device (copied back to compare), instead of host tensors in and out. `--sessions` runs
@@ -66,6 +72,12 @@ struct Cli {
     /// Run the sessions (the run API driven call after call) instead of the corpus.
     #[arg(long, conflicts_with_all = ["list", "filter"])]
     sessions: bool,
+    /// Run the ONNX node tests (or models) in the folders under DIR instead of the corpus.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["list", "sessions"])]
+    onnx_node: Option<PathBuf>,
+    /// With --onnx-node: also print a line per unsupported test.
+    #[arg(long, requires = "onnx_node")]
+    verbose: bool,
     /// The GPU architectures to compile for with --compile-only (comma-separated).
     #[arg(
         long,
@@ -168,6 +180,9 @@ fn run(cli: &Cli) -> Result<bool, String> {
     if cli.sessions {
         return run_sessions(backend, &mut out);
     }
+    if let Some(dir) = &cli.onnx_node {
+        return run_onnx_node(cli, dir, backend, &mut out);
+    }
     let start = Instant::now();
     let results = if cli.compile_only {
         compile_all(cli, backend, &cases, &mut out)?
@@ -195,6 +210,89 @@ fn run(cli: &Cli) -> Result<bool, String> {
             &results,
             seconds,
         );
+        let text =
+            serde_json::to_string_pretty(&value).map_err(|e| format!("{}: {e}", path.display()))?;
+        std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    writeln!(out, "{summary}").map_err(io)?;
+    Ok(summary.failed == 0)
+}
+
+/// `--onnx-node DIR`: ONNX's node tests, in parallel.
+fn run_onnx_node(
+    cli: &Cli,
+    dir: &std::path::Path,
+    backend: &dyn tir_lower::Backend,
+    out: &mut impl Write,
+) -> Result<bool, String> {
+    use testsuite::onnx_node::{self, NodeOutcome, NodeSummary};
+    let tests: Vec<_> = onnx_node::discover(dir)?
+        .into_iter()
+        .filter(|t| {
+            cli.filter
+                .as_deref()
+                .is_none_or(|p| matches_filter(&t.name, p))
+        })
+        .collect();
+    if tests.is_empty() {
+        return Err(format!(
+            "no test in {} matches the filter `{}`",
+            dir.display(),
+            cli.filter.as_deref().unwrap_or("")
+        ));
+    }
+    let start = Instant::now();
+    let results: Vec<_> = if cli.compile_only {
+        if backend.name() != "cuda" || cli.arch.is_empty() {
+            return Err("--onnx-node --compile-only needs --backend cuda and --arch".into());
+        }
+        let cuda = cuda_backend(cli)?;
+        let compiler = cuda.compiler().map_err(|e| e.to_string())?;
+        let target = backend.target();
+        tests
+            .par_iter()
+            .map(|t| onnx_node::compile_node_test(compiler, &target, t, &cli.arch))
+            .collect()
+    } else if backend.name() == "cuda" {
+        // One GPU: tests one after another.
+        tests
+            .iter()
+            .map(|t| onnx_node::run_node_test(backend, t))
+            .collect()
+    } else {
+        // Each worker thread with a backend of its own (backends are not shared across threads).
+        let name = backend.name();
+        tests
+            .par_iter()
+            .map_init(registry, |registry, t| {
+                let backend = registry
+                    .get(name)
+                    .expect("the backend was found by this name");
+                onnx_node::run_node_test(backend, t)
+            })
+            .collect()
+    };
+    let io = |e: std::io::Error| format!("writing to stdout: {e}");
+    for r in &results {
+        match &r.outcome {
+            NodeOutcome::Failed { stage, message } => {
+                writeln!(out, "FAIL {} [{}]: {message}", r.name, stage.name()).map_err(io)?
+            }
+            NodeOutcome::Unsupported { reason } if cli.verbose => {
+                writeln!(out, "UNSUPPORTED {}: {reason}", r.name).map_err(io)?
+            }
+            _ => {}
+        }
+    }
+    let summary = NodeSummary::of(&results);
+    if let Some(path) = &cli.json {
+        let value = serde_json::json!({
+            "backend": backend.name(),
+            "dir": dir.display().to_string(),
+            "seconds": start.elapsed().as_secs_f64(),
+            "summary": summary,
+            "results": results,
+        });
         let text =
             serde_json::to_string_pretty(&value).map_err(|e| format!("{}: {e}", path.display()))?;
         std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;

@@ -172,6 +172,7 @@ impl ByOp for Tensor {
             UnaryOp::GeluErf => x.gelu(),
             UnaryOp::GeluTanh => x.gelu_tanh(),
             UnaryOp::Silu => x.silu(),
+            UnaryOp::Erf => x.erf(),
             UnaryOp::Floor => x.floor(),
             UnaryOp::Ceil => x.ceil(),
             UnaryOp::Not => x.not(),

@@ -119,7 +119,8 @@ fn unary_spec(u: UnaryOp) -> (Vec<DType>, Values, Tolerance) {
         | UnaryOp::Sigmoid
         | UnaryOp::GeluErf
         | UnaryOp::GeluTanh
-        | UnaryOp::Silu => (FLOATS.to_vec(), Values::Default, Tolerance::TRANSCENDENTAL),
+        | UnaryOp::Silu
+        | UnaryOp::Erf => (FLOATS.to_vec(), Values::Default, Tolerance::TRANSCENDENTAL),
     }
 }
 

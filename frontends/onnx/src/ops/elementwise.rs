@@ -1,0 +1,338 @@
+//! Elementwise ops: unary math, broadcasting binary ops, variadic Max/Min/Sum/Mean, Where, Cast,
+//! Clip and the activations, each as tir's elementwise ops.
+
+use super::{Cx, Res};
+use crate::import::Value;
+use crate::model::dtype_of;
+use crate::{invalid, unsupported};
+use tir_graph::{DType, Tensor, UnaryOp};
+
+pub(super) fn unary(cx: &mut Cx) -> Res<Vec<Value>> {
+    let x = cx.tensor(0)?;
+    let op = match cx.op() {
+        "Abs" => UnaryOp::Abs,
+        "Neg" => UnaryOp::Neg,
+        "Exp" => UnaryOp::Exp,
+        "Log" => UnaryOp::Log,
+        "Sqrt" => UnaryOp::Sqrt,
+        "Reciprocal" => UnaryOp::Reciprocal,
+        "Sin" => UnaryOp::Sin,
+        "Cos" => UnaryOp::Cos,
+        "Tanh" => UnaryOp::Tanh,
+        "Sigmoid" => UnaryOp::Sigmoid,
+        "Relu" => UnaryOp::Relu,
+        "Floor" => UnaryOp::Floor,
+        "Ceil" => UnaryOp::Ceil,
+        "Not" => UnaryOp::Not,
+        "Erf" => UnaryOp::Erf,
+        other => unreachable!("{other} is not unary"),
+    };
+    if op != UnaryOp::Not && !x.dtype().is_numeric() {
+        return Err(unsupported(format!("{} of {}", cx.op(), x.dtype())));
+    }
+    Ok(vec![x.unary(op)?.into()])
+}
+
+pub(super) fn binary(cx: &mut Cx) -> Res<Vec<Value>> {
+    let (a, b) = (cx.tensor(0)?, cx.tensor(1)?);
+    let b = if cx.op() == "Pow" {
+        pow_exponent(&a, b)?
+    } else {
+        b
+    };
+    let y = match cx.op() {
+        "Add" => a.add(&b)?,
+        "Sub" => a.sub(&b)?,
+        "Mul" => a.mul(&b)?,
+        "Div" => a.div(&b)?,
+        "Pow" => a.pow(&b)?,
+        "Equal" => a.eq(&b)?,
+        "Less" => a.lt(&b)?,
+        "LessOrEqual" => a.le(&b)?,
+        "Greater" => a.gt(&b)?,
+        "GreaterOrEqual" => a.ge(&b)?,
+        "And" => a.and(&b)?,
+        "Or" => a.or(&b)?,
+        "Xor" if a.dtype() == DType::Bool => a.ne(&b)?,
+        "Xor" => return Err(invalid(format!("Xor of {}", a.dtype()))),
+        other => unreachable!("{other} is not binary"),
+    };
+    Ok(vec![y.into()])
+}
+
+/// Pow's exponent in the base's dtype: ONNX lets them differ, tir's binary ops do not.
+fn pow_exponent(base: &Tensor, exponent: Tensor) -> Res<Tensor> {
+    let (bt, et) = (base.dtype(), exponent.dtype());
+    if !bt.is_float() {
+        Err(unsupported(format!("Pow of a {bt} base")))
+    } else if bt == et {
+        Ok(exponent)
+    } else if et.is_numeric() {
+        Ok(exponent.cast(bt)?)
+    } else {
+        Err(unsupported(format!(
+            "Pow of a {bt} base with a {et} exponent"
+        )))
+    }
+}
+
+pub(super) fn variadic(cx: &mut Cx) -> Res<Vec<Value>> {
+    let n = cx.num_inputs();
+    if n == 0 {
+        return Err(invalid("no inputs"));
+    }
+    let mut acc = cx.tensor(0)?;
+    for i in 1..n {
+        let x = cx.tensor(i)?;
+        acc = match cx.op() {
+            "Max" => acc.maximum(&x)?,
+            "Min" => acc.minimum(&x)?,
+            _ => acc.add(&x)?,
+        };
+    }
+    if cx.op() == "Mean" {
+        acc = acc.div(&cx.b().scalar(acc.dtype(), n as f64)?)?;
+    }
+    Ok(vec![acc.into()])
+}
+
+pub(super) fn identity(cx: &mut Cx) -> Res<Vec<Value>> {
+    let name = cx
+        .input_name(0)
+        .ok_or_else(|| invalid("input 0 is missing"))?;
+    let value = cx.st.value(&name).cloned().expect("inputs are defined");
+    Ok(vec![value])
+}
+
+pub(super) fn where_(cx: &mut Cx) -> Res<Vec<Value>> {
+    let (c, a, b) = (cx.tensor(0)?, cx.tensor(1)?, cx.tensor(2)?);
+    Ok(vec![c.select(&a, &b)?.into()])
+}
+
+pub(super) fn cast(cx: &mut Cx) -> Res<Vec<Value>> {
+    let to = if cx.op() == "CastLike" {
+        super::input_dtype(cx, 1)?
+    } else {
+        let to = cx
+            .attrs
+            .opt_int("to")?
+            .ok_or_else(|| invalid("no `to` attribute"))?;
+        dtype_of(to as i32).map_err(unsupported)?
+    };
+    // `saturate` only changes casts to float8 types, which tir does not have.
+    cx.attrs.ignore("saturate");
+    if cx.is_symbolic_dims(0) && to.is_int() {
+        return super::elementwise::identity(cx);
+    }
+    let x = cx.tensor(0)?;
+    if x.dtype() == to {
+        return Ok(vec![x.into()]);
+    }
+    Ok(vec![x.cast(to)?.into()])
+}
+
+pub(super) fn clip(cx: &mut Cx) -> Res<Vec<Value>> {
+    let x = cx.tensor(0)?;
+    let b = cx.b();
+    let (lo, hi) = if cx.opset < 11 {
+        let lo = cx.attrs.opt_float("min")?;
+        let hi = cx.attrs.opt_float("max")?;
+        let scalar = |v: Option<f32>| v.map(|v| b.scalar(x.dtype(), v.into())).transpose();
+        (scalar(lo)?, scalar(hi)?)
+    } else {
+        (cx.opt_tensor(1)?, cx.opt_tensor(2)?)
+    };
+    let mut y = x;
+    if let Some(lo) = lo {
+        y = y.maximum(&lo)?;
+    }
+    if let Some(hi) = hi {
+        y = y.minimum(&hi)?;
+    }
+    Ok(vec![y.into()])
+}
+
+pub(super) fn activation(cx: &mut Cx) -> Res<Vec<Value>> {
+    let input = cx.tensor(0)?;
+    let dtype = input.dtype();
+    if !dtype.is_float() {
+        return Err(unsupported(format!("{} of {dtype}", cx.op())));
+    }
+    // The composition is computed in f32 and rounded once, as ONNX's reference does for the
+    // 16-bit floats (rounding after each step would miss by more than a 16-bit float's ulp).
+    let narrow = matches!(dtype, DType::F16 | DType::BF16);
+    let x = if narrow {
+        input.cast(DType::F32)?
+    } else {
+        input
+    };
+    let b = cx.b();
+    let c = |v: f64| b.scalar(x.dtype(), v);
+    let zero = c(0.0)?;
+    let attr = |name, default| cx.attrs.float(name, default).map(f64::from);
+    let y = match cx.op() {
+        "LeakyRelu" => {
+            let alpha = attr("alpha", 0.01)?;
+            x.lt(&zero)?.select(&x.mul_scalar(alpha)?, &x)?
+        }
+        "PRelu" => {
+            let slope = cx.tensor(1)?;
+            let slope = if narrow {
+                slope.cast(DType::F32)?
+            } else {
+                slope
+            };
+            x.lt(&zero)?.select(&x.mul(&slope)?, &x)?
+        }
+        "Elu" => {
+            let alpha = attr("alpha", 1.0)?;
+            let neg = x.exp()?.add_scalar(-1.0)?.mul_scalar(alpha)?;
+            x.lt(&zero)?.select(&neg, &x)?
+        }
+        "Selu" => {
+            let alpha = attr("alpha", 1.673_263_2)?;
+            let gamma = attr("gamma", 1.050_701)?;
+            let neg = x.exp()?.add_scalar(-1.0)?.mul_scalar(alpha)?;
+            x.le(&zero)?.select(&neg, &x)?.mul_scalar(gamma)?
+        }
+        "Celu" => {
+            let alpha = attr("alpha", 1.0)?;
+            let neg = x
+                .mul_scalar(1.0 / alpha)?
+                .exp()?
+                .add_scalar(-1.0)?
+                .mul_scalar(alpha)?;
+            x.maximum(&zero)?.add(&neg.minimum(&zero)?)?
+        }
+        "ThresholdedRelu" => {
+            let alpha = attr("alpha", 1.0)?;
+            x.gt(&c(alpha)?)?.select(&x, &zero)?
+        }
+        "HardSigmoid" => {
+            let (alpha, beta) = (attr("alpha", 0.2)?, attr("beta", 0.5)?);
+            hard_sigmoid(&x, alpha, beta)?
+        }
+        "HardSwish" => x.mul(&hard_sigmoid(&x, 1.0 / 6.0, 0.5)?)?,
+        "Softplus" => softplus(&x)?,
+        "Softsign" => x.div(&x.abs()?.add_scalar(1.0)?)?,
+        "Mish" => x.mul(&softplus(&x)?.tanh()?)?,
+        "Swish" => {
+            let alpha = attr("alpha", 1.0)?;
+            x.mul(&x.mul_scalar(alpha)?.sigmoid()?)?
+        }
+        "Gelu" => match cx.attrs.string("approximate", "none")?.as_str() {
+            "none" => x.gelu()?,
+            "tanh" => x.gelu_tanh()?,
+            other => return Err(invalid(format!("approximate `{other}`"))),
+        },
+        other => unreachable!("{other} is not an activation"),
+    };
+    let y = if narrow { y.cast(dtype)? } else { y };
+    Ok(vec![y.into()])
+}
+
+/// `max(0, min(1, alpha * x + beta))`.
+fn hard_sigmoid(x: &Tensor, alpha: f64, beta: f64) -> Res<Tensor> {
+    let b = x.builder();
+    let lin = x.mul_scalar(alpha)?.add_scalar(beta)?;
+    let (zero, one) = (b.scalar(x.dtype(), 0.0)?, b.scalar(x.dtype(), 1.0)?);
+    Ok(lin.minimum(&one)?.maximum(&zero)?)
+}
+
+/// `log(exp(x) + 1)`, as ONNX defines it.
+fn softplus(x: &Tensor) -> Res<Tensor> {
+    Ok(x.exp()?.add_scalar(1.0)?.log()?)
+}
+
+pub(super) fn dropout(cx: &mut Cx) -> Res<Vec<Value>> {
+    let x = cx.tensor(0)?;
+    let training = if cx.opset >= 12 {
+        cx.opt_known(2)?.map(|k| k.f64s()).transpose()?
+    } else {
+        None
+    };
+    if training.is_some_and(|t| t.iter().any(|&v| v != 0.0)) {
+        return Err(unsupported("dropout in training mode (random)"));
+    }
+    // The ratio does not matter at inference; opsets before 12 name it and `is_test` as attributes.
+    cx.attrs.ignore("ratio");
+    cx.attrs.ignore("seed");
+    cx.attrs.ignore("is_test");
+    let mask = cx.b().scalar(DType::Bool, 1.0)?.broadcast_to(&x.shape())?;
+    Ok(vec![x.into(), mask.into()])
+}
+
+pub(super) fn modulo(cx: &mut Cx) -> Res<Vec<Value>> {
+    let fmod = cx.attrs.int("fmod", 0)? != 0;
+    let (a, b) = (cx.tensor(0)?, cx.tensor(1)?);
+    let dtype = a.dtype();
+    let r = if dtype.is_int() {
+        // tir's integer division truncates, so this is C's fmod (the dividend's sign).
+        let r = a.sub(&a.div(&b)?.mul(&b)?)?;
+        if fmod {
+            r
+        } else {
+            // Python's mod takes the divisor's sign: add the divisor to a remainder of the other.
+            let zero = cx.b().scalar(dtype, 0.0)?;
+            let differ = r.lt(&zero)?.ne(&b.lt(&zero)?)?;
+            r.ne(&zero)?.and(&differ)?.select(&r.add(&b)?, &r)?
+        }
+    } else if dtype == DType::F64 {
+        return Err(unsupported("Mod of f64 (tir computes it in a wider type)"));
+    } else {
+        // a - trunc(a / b) * b in f64 is exact for every narrower float; a finite dividend
+        // over an infinite divisor is the dividend.
+        let b64 = b.cast(DType::F64)?;
+        let a64 = a.cast(DType::F64)?;
+        let zero = cx.b().scalar(DType::F64, 0.0)?;
+        let inf = cx.b().scalar(DType::F64, f64::INFINITY)?;
+        let q = a64.div(&b64)?;
+        let t = q.lt(&zero)?.select(&q.ceil()?, &q.floor()?)?;
+        let b_inf = b64.abs()?.eq(&inf)?.and(&a64.abs()?.lt(&inf)?)?;
+        let r = b_inf.select(&a64, &a64.sub(&t.mul(&b64)?)?)?;
+        let r = if fmod {
+            r
+        } else {
+            let differ = r.lt(&zero)?.ne(&b64.lt(&zero)?)?;
+            r.ne(&zero)?.and(&differ)?.select(&r.add(&b64)?, &r)?
+        };
+        r.cast(dtype)?
+    };
+    Ok(vec![r.into()])
+}
+
+pub(super) fn sign(cx: &mut Cx) -> Res<Vec<Value>> {
+    let x = cx.tensor(0)?;
+    if !x.dtype().is_numeric() {
+        return Err(unsupported(format!("Sign of {}", x.dtype())));
+    }
+    let b = cx.b();
+    let c = |v| b.scalar(x.dtype(), v);
+    let zero = c(0.0)?;
+    // NaN (and 0) fall through both comparisons and are returned as they are.
+    let negative = x.lt(&zero)?.select(&c(-1.0)?, &x)?;
+    Ok(vec![x.gt(&zero)?.select(&c(1.0)?, &negative)?.into()])
+}
+
+pub(super) fn classify(cx: &mut Cx) -> Res<Vec<Value>> {
+    let x = cx.tensor(0)?;
+    if !x.dtype().is_float() {
+        return Err(unsupported(format!("{} of {}", cx.op(), x.dtype())));
+    }
+    let y = if cx.op() == "IsNaN" {
+        x.ne(&x)?
+    } else {
+        let positive = cx.attrs.int("detect_positive", 1)? != 0;
+        let negative = cx.attrs.int("detect_negative", 1)? != 0;
+        let b = cx.b();
+        let pos = x.eq(&b.scalar(x.dtype(), f64::INFINITY)?)?;
+        let neg = x.eq(&b.scalar(x.dtype(), f64::NEG_INFINITY)?)?;
+        match (positive, negative) {
+            (true, true) => pos.or(&neg)?,
+            (true, false) => pos,
+            (false, true) => neg,
+            (false, false) => b.scalar(DType::Bool, 0.0)?.broadcast_to(&x.shape())?,
+        }
+    };
+    Ok(vec![y.into()])
+}

@@ -1,0 +1,646 @@
+//! Shape ops: reshapes, permutations, slices, joins and splits, gathers, and the ops that make
+//! known values (`Shape`, `Constant`, `Range`, ...), which stay known so that the shapes they
+//! compute are fixed at import.
+
+use super::{axes, axis, Cx, Res};
+use crate::import::Value;
+use crate::known::{Entry, Known};
+use crate::model::read_tensor;
+use crate::{invalid, unsupported};
+use tir_graph::{ConstData, DType, Dim, HostTensor, ReshapeDim, Shape, SliceRange, Tensor};
+
+/// The dims of input `i` without making it part of the graph (a `Shape` of an input reads no data).
+fn input_dims(cx: &mut Cx, i: usize) -> Res<Vec<Dim>> {
+    let name = cx
+        .input_name(i)
+        .ok_or_else(|| invalid(format!("input {i} is missing")))?;
+    Ok(
+        match cx.st.value(&name).cloned().expect("inputs are defined") {
+            Value::Tensor(t) => t.shape().dims().to_vec(),
+            Value::Input { shape, .. } => shape.dims().to_vec(),
+            Value::Known(k) => k.dims_of().into_iter().map(Dim::Static).collect(),
+        },
+    )
+}
+
+/// Input `i` as shape entries (known at import, symbolic ones included).
+fn entries(cx: &mut Cx, i: usize) -> Res<(Vec<Entry>, bool)> {
+    let k = cx.known(i)?;
+    k.entries()
+        .ok_or_else(|| invalid("expected an integer scalar or vector"))
+}
+
+pub(super) fn shape(cx: &mut Cx) -> Res<Vec<Value>> {
+    let dims = input_dims(cx, 0)?;
+    let rank = dims.len() as i64;
+    let clamp = |v: i64| (if v < 0 { v + rank } else { v }).clamp(0, rank) as usize;
+    let start = clamp(cx.attrs.int("start", 0)?);
+    let end = clamp(cx.attrs.int("end", rank)?);
+    let picked = if start < end { &dims[start..end] } else { &[] };
+    Ok(vec![Known::shape_of(picked).into()])
+}
+
+pub(super) fn size(cx: &mut Cx) -> Res<Vec<Value>> {
+    let dims = input_dims(cx, 0)?;
+    let mut n: i64 = 1;
+    for d in &dims {
+        match d {
+            Dim::Static(s) => n = n.saturating_mul(*s as i64),
+            Dim::Symbolic(s) => {
+                return Err(unsupported(format!(
+                    "Size of a tensor with symbolic dim `{s}`"
+                )))
+            }
+        }
+    }
+    Ok(vec![Known::data(HostTensor::scalar(n)).into()])
+}
+
+pub(super) fn constant(cx: &mut Cx) -> Res<Vec<Value>> {
+    let a = &cx.attrs;
+    let t = if let Some(t) = a.tensor("value")? {
+        read_tensor(t, None).map_err(invalid)?
+    } else if let Some(v) = a.opt_float("value_float")? {
+        HostTensor::scalar(v)
+    } else if let Some(v) = a.floats("value_floats")? {
+        let n = v.len() as u64;
+        HostTensor::from_vec(v, &[n])?
+    } else if let Some(v) = a.opt_int("value_int")? {
+        HostTensor::scalar(v)
+    } else if let Some(v) = a.ints("value_ints")? {
+        let n = v.len() as u64;
+        HostTensor::from_vec(v, &[n])?
+    } else {
+        return Err(unsupported(
+            "a Constant without a tensor, float or int value",
+        ));
+    };
+    Ok(vec![Known::data(t).into()])
+}
+
+/// Static dims from shape entries (no symbols, none negative).
+fn static_dims(entries: &[Entry]) -> Res<Option<Vec<u64>>> {
+    let mut dims = Vec::with_capacity(entries.len());
+    for e in entries {
+        match e {
+            Entry::Int(v) if *v >= 0 => dims.push(*v as u64),
+            Entry::Int(v) => return Err(invalid(format!("negative dim {v}"))),
+            Entry::Sym(_) => return Ok(None),
+        }
+    }
+    Ok(Some(dims))
+}
+
+fn shape_from_entries(entries: &[Entry]) -> Res<Shape> {
+    let dims = entries
+        .iter()
+        .map(|e| match e {
+            Entry::Int(v) if *v >= 0 => Ok(Dim::Static(*v as u64)),
+            Entry::Int(v) => Err(invalid(format!("negative dim {v}"))),
+            Entry::Sym(s) => Ok(Dim::Symbolic(s.clone())),
+        })
+        .collect::<Res<Vec<_>>>()?;
+    Shape::new(dims).map_err(|e| unsupported(e.to_string()))
+}
+
+pub(super) fn constant_of_shape(cx: &mut Cx) -> Res<Vec<Value>> {
+    let (entries, _) = entries(cx, 0)?;
+    let fill = match cx.attrs.tensor("value")? {
+        Some(t) => read_tensor(t, None).map_err(invalid)?,
+        None => HostTensor::scalar(0f32),
+    };
+    if fill.numel() != 1 {
+        return Err(invalid("the value must have one element"));
+    }
+    let value = fill.element_f64(0).expect("one element");
+    if let Some(dims) = static_dims(&entries)? {
+        if dims.iter().product::<u64>() <= 64 {
+            let n = dims.iter().product::<u64>() as usize;
+            let t = HostTensor::from_f64(
+                &tir_graph::F64Tensor::new(fill.dtype(), dims, vec![value; n])
+                    .map_err(|e| invalid(e.to_string()))?,
+            )?;
+            return Ok(vec![Known::data(t).into()]);
+        }
+    }
+    let shape = shape_from_entries(&entries)?;
+    let y = cx.b().scalar(fill.dtype(), value)?.broadcast_to(&shape)?;
+    Ok(vec![y.into()])
+}
+
+pub(super) fn range(cx: &mut Cx) -> Res<Vec<Value>> {
+    let (start, limit, delta) = (cx.known(0)?, cx.known(1)?, cx.known(2)?);
+    let dtype = start.dtype();
+    let scalar = |k: &Known| -> Res<f64> {
+        let v = k.f64s()?;
+        match v.as_slice() {
+            [x] => Ok(*x),
+            _ => Err(invalid("start, limit and delta must be scalars")),
+        }
+    };
+    let (s, l, d) = (scalar(&start)?, scalar(&limit)?, scalar(&delta)?);
+    if d == 0.0 {
+        return Err(invalid("delta is 0"));
+    }
+    let n = ((l - s) / d).ceil().max(0.0);
+    if n > tir_graph::op::MAX_CONSTANT_ELEMENTS as f64 {
+        return Err(unsupported(format!("a Range of {n} elements")));
+    }
+    let values: Vec<f64> = (0..n as u64)
+        .map(|i| dtype.round_value(s + i as f64 * d))
+        .collect();
+    let t = tir_graph::F64Tensor::new(dtype, vec![n as u64], values)
+        .map_err(|e| invalid(e.to_string()))?;
+    Ok(vec![Known::data(HostTensor::from_f64(&t)?).into()])
+}
+
+pub(super) fn reshape(cx: &mut Cx) -> Res<Vec<Value>> {
+    let (target, _) = entries(cx, 1)?;
+    let allow_zero = cx.attrs.int("allowzero", 0)? != 0;
+    let x = cx.tensor(0)?;
+    let in_dims = x.shape().dims().to_vec();
+    let mut dims = Vec::with_capacity(target.len());
+    for (i, e) in target.iter().enumerate() {
+        dims.push(match e {
+            Entry::Int(-1) => ReshapeDim::Infer,
+            Entry::Int(0) if !allow_zero => {
+                ReshapeDim::Dim(in_dims.get(i).cloned().ok_or_else(|| {
+                    invalid(format!("dim {i} copies an input dim that does not exist"))
+                })?)
+            }
+            Entry::Int(v) if *v >= 0 => ReshapeDim::Dim(Dim::Static(*v as u64)),
+            Entry::Int(v) => return Err(invalid(format!("dim {v} in the target shape"))),
+            Entry::Sym(s) => ReshapeDim::Dim(Dim::Symbolic(s.clone())),
+        });
+    }
+    Ok(vec![x.reshape(&dims)?.into()])
+}
+
+pub(super) fn transpose(cx: &mut Cx) -> Res<Vec<Value>> {
+    let x = cx.tensor(0)?;
+    let rank = x.rank();
+    let perm = match cx.attrs.ints("perm")? {
+        Some(p) => p.iter().map(|&a| axis(a, rank)).collect::<Res<Vec<_>>>()?,
+        None => (0..rank).rev().collect(),
+    };
+    Ok(vec![x.permute(&perm)?.into()])
+}
+
+/// The axes of Squeeze/Unsqueeze: an attribute before opset 13, an input since.
+fn squeeze_axes(cx: &mut Cx) -> Res<Option<Vec<i64>>> {
+    if cx.opset < 13 {
+        cx.attrs.ints("axes")
+    } else {
+        cx.opt_ints(1)
+    }
+}
+
+pub(super) fn squeeze(cx: &mut Cx) -> Res<Vec<Value>> {
+    let list = squeeze_axes(cx)?;
+    if cx.is_symbolic_dims(0) {
+        let (e, scalar) = entries(cx, 0)?;
+        if !scalar && e.len() == 1 && list.as_ref().is_none_or(|l| matches!(l[..], [0] | [-1])) {
+            return Ok(vec![Known::dims(e, true).into()]);
+        }
+        return Err(unsupported("Squeeze of a symbolic shape vector"));
+    }
+    let x = cx.tensor(0)?;
+    let dims = x.shape().dims().to_vec();
+    let picked = match list {
+        Some(l) => axes(&l, dims.len())?,
+        None => (0..dims.len())
+            .filter(|&i| dims[i] == Dim::Static(1))
+            .collect(),
+    };
+    Ok(vec![x.squeeze(&picked)?.into()])
+}
+
+pub(super) fn unsqueeze(cx: &mut Cx) -> Res<Vec<Value>> {
+    let list = squeeze_axes(cx)?.ok_or_else(|| invalid("no axes"))?;
+    if cx.is_symbolic_dims(0) {
+        let (e, scalar) = entries(cx, 0)?;
+        if scalar && matches!(list[..], [0] | [-1]) {
+            return Ok(vec![Known::dims(e, false).into()]);
+        }
+        return Err(unsupported("Unsqueeze of a symbolic shape vector"));
+    }
+    let x = cx.tensor(0)?;
+    let picked = axes(&list, x.rank() + list.len())?;
+    Ok(vec![x.unsqueeze(&picked)?.into()])
+}
+
+pub(super) fn flatten(cx: &mut Cx) -> Res<Vec<Value>> {
+    let x = cx.tensor(0)?;
+    let dims = x.shape().dims().to_vec();
+    let rank = dims.len() as i64;
+    let a = cx.attrs.int("axis", 1)?;
+    let a = if a < 0 { a + rank } else { a };
+    if !(0..=rank).contains(&a) {
+        return Err(invalid(format!("axis {a} out of range for rank {rank}")));
+    }
+    let product = |ds: &[Dim]| -> Option<u64> { ds.iter().map(Dim::as_static).product() };
+    let (outer, inner) = (&dims[..a as usize], &dims[a as usize..]);
+    let target = match (product(outer), product(inner)) {
+        (Some(o), Some(i)) => [
+            ReshapeDim::Dim(Dim::Static(o)),
+            ReshapeDim::Dim(Dim::Static(i)),
+        ],
+        (None, Some(i)) if outer.len() == 1 => [
+            ReshapeDim::Dim(outer[0].clone()),
+            ReshapeDim::Dim(Dim::Static(i)),
+        ],
+        (None, Some(i)) => [ReshapeDim::Infer, ReshapeDim::Dim(Dim::Static(i))],
+        (Some(o), None) => [ReshapeDim::Dim(Dim::Static(o)), ReshapeDim::Infer],
+        (None, None) => return Err(unsupported("Flatten with symbolic dims on both sides")),
+    };
+    Ok(vec![x.reshape(&target)?.into()])
+}
+
+pub(super) fn concat(cx: &mut Cx) -> Res<Vec<Value>> {
+    let a = cx
+        .attrs
+        .opt_int("axis")?
+        .ok_or_else(|| invalid("no axis"))?;
+    let n = cx.num_inputs();
+    let known_vectors = (0..n).all(|i| {
+        let v = cx
+            .input_name(i)
+            .and_then(|name| cx.st.value(&name).cloned());
+        matches!(v, Some(Value::Known(k)) if k.entries().is_some_and(|(_, scalar)| !scalar))
+    });
+    if known_vectors || (0..n).any(|i| cx.is_symbolic_dims(i)) {
+        let mut all = Vec::new();
+        for i in 0..n {
+            let (e, scalar) = entries(cx, i)?;
+            if scalar || !matches!(a, 0 | -1) {
+                return Err(invalid("shape vectors join along axis 0"));
+            }
+            all.extend(e);
+        }
+        return Ok(vec![Known::dims(all, false).into()]);
+    }
+    let xs = (0..n).map(|i| cx.tensor(i)).collect::<Res<Vec<_>>>()?;
+    let rank = xs.first().ok_or_else(|| invalid("no inputs"))?.rank();
+    let refs: Vec<&Tensor> = xs.iter().collect();
+    Ok(vec![cx.b().concat(&refs, axis(a, rank)?)?.into()])
+}
+
+/// The range of one axis of size `d` that ONNX's Slice takes (`start`, `end` clamped; step > 0).
+fn slice_range(start: i64, end: i64, step: i64, d: &Dim) -> Res<SliceRange> {
+    if step <= 0 {
+        return Err(unsupported(format!("Slice with step {step}")));
+    }
+    let Dim::Static(n) = d else {
+        if start == 0 && end >= i64::from(i32::MAX) && step == 1 {
+            return Ok(SliceRange::FULL);
+        }
+        return Err(unsupported(format!(
+            "a partial Slice of symbolic dim `{d}`"
+        )));
+    };
+    let n = *n as i64;
+    let clamp = |v: i64| (if v < 0 { v.saturating_add(n) } else { v }).clamp(0, n);
+    let (s, e) = (clamp(start), clamp(end));
+    Ok(SliceRange::new(s as u64, e.max(s) as u64, step as u64))
+}
+
+pub(super) fn slice(cx: &mut Cx) -> Res<Vec<Value>> {
+    let (starts, ends, list, steps) = if cx.opset < 10 {
+        let starts = cx
+            .attrs
+            .ints("starts")?
+            .ok_or_else(|| invalid("no starts"))?;
+        let ends = cx.attrs.ints("ends")?.ok_or_else(|| invalid("no ends"))?;
+        (starts, ends, cx.attrs.ints("axes")?, None)
+    } else {
+        (cx.ints(1)?, cx.ints(2)?, cx.opt_ints(3)?, cx.opt_ints(4)?)
+    };
+    let count = starts.len();
+    let list = list.unwrap_or_else(|| (0..count as i64).collect());
+    let steps = steps.unwrap_or_else(|| vec![1; count]);
+    if ends.len() != count || list.len() != count || steps.len() != count {
+        return Err(invalid("starts, ends, axes and steps differ in length"));
+    }
+    if cx.is_symbolic_dims(0) {
+        let (e, _) = entries(cx, 0)?;
+        let len = Dim::Static(e.len() as u64);
+        let r = match (count, list.first()) {
+            (1, Some(0 | -1)) => slice_range(starts[0], ends[0], steps[0], &len)?,
+            _ => return Err(unsupported("Slice of a symbolic shape vector")),
+        };
+        let stop = r.stop.unwrap_or(e.len() as u64);
+        let picked = e
+            .into_iter()
+            .skip(r.start as usize)
+            .take(stop.saturating_sub(r.start) as usize)
+            .step_by(r.step as usize)
+            .collect();
+        return Ok(vec![Known::dims(picked, false).into()]);
+    }
+    let x = cx.tensor(0)?;
+    let dims = x.shape().dims().to_vec();
+    let mut ranges = vec![SliceRange::FULL; dims.len()];
+    let mut seen = vec![false; dims.len()];
+    for i in 0..count {
+        let a = axis(list[i], dims.len())?;
+        if std::mem::replace(&mut seen[a], true) {
+            return Err(invalid(format!("axis {a} is sliced twice")));
+        }
+        ranges[a] = slice_range(starts[i], ends[i], steps[i], &dims[a])?;
+    }
+    Ok(vec![x.slice(&ranges)?.into()])
+}
+
+pub(super) fn split(cx: &mut Cx) -> Res<Vec<Value>> {
+    let x = cx.tensor(0)?;
+    let a = axis(cx.attrs.int("axis", 0)?, x.rank())?;
+    let Dim::Static(d) = x.shape().dims()[a].clone() else {
+        return Err(unsupported("Split of a symbolic dim"));
+    };
+    let sizes = if cx.opset < 13 {
+        cx.attrs.ints("split")?
+    } else {
+        cx.opt_ints(1)?
+    };
+    let outputs = cx.node.output.len() as u64;
+    let sizes: Vec<u64> = match (sizes, cx.attrs.opt_int("num_outputs")?) {
+        (Some(s), None) => s
+            .iter()
+            .map(|&v| u64::try_from(v).map_err(|_| invalid(format!("split size {v}"))))
+            .collect::<Res<_>>()?,
+        (None, Some(n)) if n > 0 => {
+            let chunk = d.div_ceil(n as u64);
+            (0..n as u64)
+                .map(|i| chunk.min(d.saturating_sub(i * chunk)))
+                .collect()
+        }
+        (None, None) if outputs > 0 && d % outputs == 0 => vec![d / outputs; outputs as usize],
+        (None, None) => {
+            return Err(invalid(format!(
+                "{d} does not split into {outputs} equal parts"
+            )))
+        }
+        _ => return Err(invalid("both split sizes and num_outputs")),
+    };
+    if sizes.iter().sum::<u64>() != d || sizes.len() as u64 != outputs {
+        return Err(invalid(format!(
+            "split sizes {sizes:?} for dim {d} into {outputs} outputs"
+        )));
+    }
+    let mut start = 0;
+    let mut parts = Vec::with_capacity(sizes.len());
+    for s in sizes {
+        parts.push(x.slice_axis(a, start, start + s)?.into());
+        start += s;
+    }
+    Ok(parts)
+}
+
+pub(super) fn expand(cx: &mut Cx) -> Res<Vec<Value>> {
+    let (target, _) = entries(cx, 1)?;
+    let target = shape_from_entries(&target)?;
+    let x = cx.tensor(0)?;
+    let shape = x.shape();
+    let (xd, td) = (shape.dims(), target.dims());
+    let rank = xd.len().max(td.len());
+    let one = Dim::Static(1);
+    let at = |ds: &[Dim], i: usize| -> Dim {
+        let pad = rank - ds.len();
+        if i < pad {
+            one.clone()
+        } else {
+            ds[i - pad].clone()
+        }
+    };
+    let mut out = Vec::with_capacity(rank);
+    for i in 0..rank {
+        let (a, b) = (at(xd, i), at(td, i));
+        out.push(if b == one {
+            a
+        } else if a == one || a == b {
+            b
+        } else {
+            return Err(invalid(format!("{shape} does not expand to {target}")));
+        });
+    }
+    let out = Shape::new(out).map_err(|e| unsupported(e.to_string()))?;
+    if out == shape {
+        return Ok(vec![x.into()]);
+    }
+    Ok(vec![x.broadcast_to(&out)?.into()])
+}
+
+pub(super) fn gather(cx: &mut Cx) -> Res<Vec<Value>> {
+    let a = cx.attrs.int("axis", 0)?;
+    if cx.is_symbolic_dims(0) {
+        let (e, _) = entries(cx, 0)?;
+        let idx = cx.known(1)?;
+        let scalar = idx.dims_of().is_empty();
+        let n = e.len() as i64;
+        let picked = idx
+            .ints()?
+            .into_iter()
+            .map(|i| {
+                let j = if i < 0 { i + n } else { i };
+                e.get(
+                    usize::try_from(j)
+                        .ok()
+                        .filter(|&j| (j as i64) < n)
+                        .unwrap_or(usize::MAX),
+                )
+                .cloned()
+                .ok_or_else(|| invalid(format!("index {i} out of range for {n}")))
+            })
+            .collect::<Res<Vec<_>>>()?;
+        return Ok(vec![Known::dims(picked, scalar).into()]);
+    }
+    let x = cx.tensor(0)?;
+    let a = axis(a, x.rank())?;
+    let size = x.shape().dims()[a].as_static();
+    let indices = match cx.st.value(&cx.input_name(1).unwrap_or_default()) {
+        Some(Value::Known(Known::Data(_))) => known_indices(cx, size)?,
+        _ => runtime_indices(cx.tensor(1)?, size)?,
+    };
+    Ok(vec![x.gather(&indices, a)?.into()])
+}
+
+/// Known indices with negatives resolved, as a constant; each checked against `size`.
+fn known_indices(cx: &mut Cx, size: Option<u64>) -> Res<Tensor> {
+    let k = cx.known(1)?;
+    let t = k.to_tensor()?;
+    let dims = t.dims().to_vec();
+    let mut values = Vec::with_capacity(t.numel());
+    for i in 0..t.numel() {
+        let v = t.element_f64(i).expect("in range") as i64;
+        let resolved = match size {
+            Some(n) if v < -(n as i64) || v >= n as i64 => {
+                return Err(invalid(format!("index {v} out of range for dim {n}")))
+            }
+            Some(n) if v < 0 => v + n as i64,
+            None if v < 0 => return Err(unsupported("a negative index into a symbolic dim")),
+            _ => v,
+        };
+        values.push(resolved);
+    }
+    Ok(cx
+        .b()
+        .constant_data(DType::I64, Shape::of(&dims), ConstData::Int(values))?)
+}
+
+/// Run-time indices with negatives counted from the end (the axis must be static to do so).
+fn runtime_indices(indices: Tensor, size: Option<u64>) -> Res<Tensor> {
+    let Some(n) = size else {
+        return Ok(indices);
+    };
+    let b = indices.builder();
+    let zero = b.scalar(indices.dtype(), 0.0)?;
+    let wrapped = indices.add(&b.scalar(indices.dtype(), n as f64)?)?;
+    Ok(indices.lt(&zero)?.select(&wrapped, &indices)?)
+}
+
+pub(super) fn tile(cx: &mut Cx) -> Res<Vec<Value>> {
+    let repeats = cx.ints(1)?;
+    let x = cx.tensor(0)?;
+    let dims = x.shape().dims().to_vec();
+    if repeats.len() != dims.len() || repeats.iter().any(|&r| r < 0) {
+        return Err(invalid(format!(
+            "repeats {repeats:?} for rank {}",
+            dims.len()
+        )));
+    }
+    if repeats.iter().all(|&r| r == 1) {
+        return Ok(vec![x.into()]);
+    }
+    // [d0, d1, ...] -> [1, d0, 1, d1, ...] -> [r0, d0, r1, d1, ...] -> [r0*d0, r1*d1, ...]
+    let interleaved: Vec<usize> = (0..dims.len()).map(|i| 2 * i).collect();
+    let mut wide = Vec::with_capacity(2 * dims.len());
+    let mut merged = Vec::with_capacity(dims.len());
+    for (d, &r) in dims.iter().zip(&repeats) {
+        let Dim::Static(n) = d else {
+            return Err(unsupported("Tile of a symbolic dim"));
+        };
+        wide.extend([Dim::Static(r as u64), d.clone()]);
+        merged.push(ReshapeDim::Dim(Dim::Static(r as u64 * n)));
+    }
+    let wide = Shape::new(wide).map_err(|e| unsupported(e.to_string()))?;
+    let y = x
+        .unsqueeze(&interleaved)?
+        .broadcast_to(&wide)?
+        .reshape(&merged)?;
+    Ok(vec![y.into()])
+}
+
+pub(super) fn pad(cx: &mut Cx) -> Res<Vec<Value>> {
+    let mode = cx.attrs.string("mode", "constant")?;
+    if mode != "constant" {
+        return Err(unsupported(format!("Pad mode `{mode}`")));
+    }
+    let (pads, value, list) = if cx.opset < 11 {
+        let pads = cx.attrs.ints("pads")?.ok_or_else(|| invalid("no pads"))?;
+        (pads, f64::from(cx.attrs.float("value", 0.0)?), None)
+    } else {
+        let value = match cx.opt_known(2)? {
+            Some(k) => *k
+                .f64s()?
+                .first()
+                .ok_or_else(|| invalid("empty constant_value"))?,
+            None => 0.0,
+        };
+        (cx.ints(1)?, value, cx.opt_ints(3)?)
+    };
+    let x = cx.tensor(0)?;
+    let rank = x.rank();
+    let list: Vec<usize> = match list {
+        Some(l) => l.iter().map(|&a| axis(a, rank)).collect::<Res<_>>()?,
+        None => (0..rank).collect(),
+    };
+    if pads.len() != 2 * list.len() {
+        return Err(invalid(format!(
+            "{} pads for {} axes",
+            pads.len(),
+            list.len()
+        )));
+    }
+    let mut per_axis = vec![(0u64, 0u64); rank];
+    for (i, &a) in list.iter().enumerate() {
+        let (before, after) = (pads[i], pads[i + list.len()]);
+        if before < 0 || after < 0 {
+            return Err(unsupported("negative pads (cropping)"));
+        }
+        per_axis[a] = (before as u64, after as u64);
+    }
+    Ok(vec![x.pad(&per_axis, value)?.into()])
+}
+
+pub(super) fn trilu(cx: &mut Cx) -> Res<Vec<Value>> {
+    let upper = cx.attrs.int("upper", 1)? != 0;
+    let k = match cx.opt_ints(1)? {
+        Some(v) => *v.first().ok_or_else(|| invalid("empty k"))?,
+        None => 0,
+    };
+    let x = cx.tensor(0)?;
+    let dims = x.shape().dims().to_vec();
+    let [.., Dim::Static(n), Dim::Static(m)] = dims[..] else {
+        return Err(unsupported(
+            "Trilu needs static last two dims of a rank ≥ 2 tensor",
+        ));
+    };
+    let b = cx.b();
+    let rows = b.arange(DType::I64, n)?.unsqueeze(&[1])?;
+    let cols = b.arange(DType::I64, m)?.unsqueeze(&[0])?;
+    let diag = cols.sub(&rows)?;
+    let k = b.scalar(DType::I64, k as f64)?;
+    let keep = if upper { diag.ge(&k)? } else { diag.le(&k)? };
+    let zero = b.scalar(x.dtype(), 0.0)?;
+    Ok(vec![keep.select(&x, &zero)?.into()])
+}
+
+pub(super) fn one_hot(cx: &mut Cx) -> Res<Vec<Value>> {
+    let depth = cx.known(1)?.f64s()?;
+    let [depth] = depth[..] else {
+        return Err(invalid("depth must have one element"));
+    };
+    let values = cx.tensor(2)?;
+    let indices = cx.tensor(0)?;
+    if depth < 1.0 || depth > tir_graph::op::MAX_CONSTANT_ELEMENTS as f64 {
+        return Err(unsupported(format!("OneHot of depth {depth}")));
+    }
+    let depth = depth as u64;
+    let rank = indices.rank() + 1;
+    let a = axis(cx.attrs.int("axis", -1)?, rank)?;
+    let b = cx.b();
+    // Indices in [-depth, depth) count from the end when negative; others match nothing.
+    let idx = indices.cast(DType::I64)?;
+    let zero = b.scalar(DType::I64, 0.0)?;
+    let idx = idx
+        .lt(&zero)?
+        .select(&idx.add(&b.scalar(DType::I64, depth as f64)?)?, &idx)?;
+    let mut positions = vec![1u64; rank];
+    positions[a] = depth;
+    let range: Vec<f64> = (0..depth).map(|i| i as f64).collect();
+    let iota = b.constant(DType::I64, Shape::of(&positions), &range)?;
+    let hit = iota.eq(&idx.unsqueeze(&[a])?)?;
+    let (off, on) = (
+        values.slice_axis(0, 0, 1)?.squeeze(&[0])?,
+        values.slice_axis(0, 1, 2)?.squeeze(&[0])?,
+    );
+    Ok(vec![hit.select(&on, &off)?.into()])
+}
+
+pub(super) fn eye_like(cx: &mut Cx) -> Res<Vec<Value>> {
+    let dims = input_dims(cx, 0)?;
+    let [Dim::Static(n), Dim::Static(m)] = dims[..] else {
+        return Err(unsupported("EyeLike of a symbolic or non-2-D input"));
+    };
+    let dtype = match cx.attrs.opt_int("dtype")? {
+        Some(t) => crate::model::dtype_of(t as i32).map_err(unsupported)?,
+        None => super::input_dtype(cx, 0)?,
+    };
+    let k = cx.attrs.int("k", 0)?;
+    let b = cx.b();
+    let rows = b.arange(DType::I64, n)?.unsqueeze(&[1])?;
+    let cols = b.arange(DType::I64, m)?.unsqueeze(&[0])?;
+    let diag = cols.sub(&rows)?.eq(&b.scalar(DType::I64, k as f64)?)?;
+    let y = diag.select(&b.scalar(dtype, 1.0)?, &b.scalar(dtype, 0.0)?)?;
+    Ok(vec![y.into()])
+}

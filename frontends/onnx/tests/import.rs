@@ -1,0 +1,348 @@
+//! The importer on models built here: a valid one imported and run on the reference backend,
+//! and malformed ones, each refused with one line and no panic.
+
+use prost::Message;
+use tir_graph::{DType, HostTensor};
+use tir_lower::{Backend, TensorRef};
+use tir_onnx::proto::{
+    attribute_proto::AttributeType, tensor_proto::DataType, tensor_shape_proto::dimension,
+    type_proto, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
+    TensorShapeProto, TypeProto, ValueInfoProto,
+};
+use tir_onnx::{ImportOptions, Model, OnnxError};
+
+fn value(name: &str, dims: &[i64]) -> ValueInfoProto {
+    let dim = dims
+        .iter()
+        .map(|&d| tir_onnx::proto::tensor_shape_proto::Dimension {
+            value: Some(if d < 0 {
+                dimension::Value::DimParam("batch".into())
+            } else {
+                dimension::Value::DimValue(d)
+            }),
+            ..Default::default()
+        })
+        .collect();
+    ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(DataType::Float as i32),
+                shape: Some(TensorShapeProto { dim }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn node(op: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
+    NodeProto {
+        op_type: Some(op.into()),
+        name: Some(format!("{op}_{}", outputs[0])),
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: outputs.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+fn floats(name: &str, dims: &[i64], values: &[f32]) -> TensorProto {
+    TensorProto {
+        name: Some(name.into()),
+        dims: dims.to_vec(),
+        data_type: Some(DataType::Float as i32),
+        float_data: values.to_vec(),
+        ..Default::default()
+    }
+}
+
+/// `y = relu(x @ w + b)` with `x: f32[batch, 3]`, `w` and `b` initializers.
+fn linear_relu() -> ModelProto {
+    let w: Vec<f32> = (0..6).map(|i| 0.25 * i as f32 - 0.6).collect();
+    ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(17),
+        }],
+        graph: Some(GraphProto {
+            name: Some("linear_relu".into()),
+            node: vec![
+                node("MatMul", &["x", "w"], &["xw"]),
+                node("Add", &["xw", "b"], &["z"]),
+                node("Relu", &["z"], &["y"]),
+            ],
+            initializer: vec![floats("w", &[3, 2], &w), floats("b", &[2], &[0.5, -0.25])],
+            input: vec![value("x", &[-1, 3])],
+            output: vec![value("y", &[-1, 2])],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn import(model: &ModelProto) -> Result<tir_onnx::Imported, OnnxError> {
+    let decoded = Model::decode(&model.encode_to_vec(), None)?;
+    tir_onnx::import(&decoded, &ImportOptions::default())
+}
+
+/// The error's message: one line.
+fn refusal(model: &ModelProto) -> String {
+    let message = match import(model) {
+        Ok(_) => panic!("the model was imported"),
+        Err(e) => e.to_string(),
+    };
+    assert!(!message.contains('\n'), "more than one line: {message}");
+    message
+}
+
+#[test]
+fn a_model_imports_and_runs_with_its_values() {
+    let imported = import(&linear_relu()).unwrap();
+    // Six and two elements: small enough to embed as constants.
+    assert!(imported.weights.is_empty());
+    let compiled = tir_lower::compile_graph(
+        &imported.graph,
+        &backend_ref::RefBackend::default().target(),
+        &Default::default(),
+    )
+    .unwrap();
+    let mut exe = backend_ref::RefBackend::default()
+        .compile(&compiled.program)
+        .unwrap();
+    let x: Vec<f32> = vec![0.3, -1.2, 0.7, 2.0, 0.1, -0.4];
+    let input = HostTensor::from_slice(&x, &[2, 3]).unwrap();
+    let out = exe.run(&[("x", TensorRef::Host(&input))]).unwrap();
+    let y = out["y"].as_slice::<f32>().unwrap().to_vec();
+    let w: Vec<f64> = (0..6).map(|i| 0.25 * i as f64 - 0.6).collect();
+    let b = [0.5, -0.25];
+    for r in 0..2 {
+        for c in 0..2 {
+            let z: f64 = (0..3)
+                .map(|k| f64::from(x[r * 3 + k]) * w[k * 2 + c])
+                .sum::<f64>()
+                + b[c];
+            let want = z.max(0.0);
+            assert!(
+                (f64::from(y[r * 2 + c]) - want).abs() < 1e-6,
+                "y[{r},{c}] {} vs {want}",
+                y[r * 2 + c]
+            );
+        }
+    }
+    assert_eq!(out["y"].dtype(), DType::F32);
+}
+
+#[test]
+fn large_initializers_become_parameters_with_their_values() {
+    let mut model = linear_relu();
+    let w: Vec<f32> = (0..300).map(|i| i as f32).collect();
+    let graph = model.graph.as_mut().unwrap();
+    graph.initializer[0] = floats("w", &[3, 100], &w);
+    graph.initializer[1] = floats("b", &[100], &[0.5; 100]);
+    graph.output[0] = value("y", &[-1, 100]);
+    let imported = import(&model).unwrap();
+    let names: Vec<&str> = imported.weights.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["w", "b"]);
+    assert_eq!(imported.weights[0].1.as_slice::<f32>().unwrap(), &w[..]);
+}
+
+#[test]
+fn bytes_that_are_no_model_are_refused() {
+    let bytes = linear_relu().encode_to_vec();
+    for cut in [1, 7, bytes.len() / 2, bytes.len() - 1] {
+        let e = Model::decode(&bytes[..cut], None)
+            .err()
+            .expect("a truncated model");
+        assert!(e.to_string().contains("not an ONNX model"), "{e}");
+    }
+    let e = Model::decode(b"\xff\xff\xff\xff not protobuf", None)
+        .err()
+        .unwrap();
+    assert!(!e.to_string().contains('\n'));
+}
+
+#[test]
+fn a_dangling_name_is_named() {
+    let mut model = linear_relu();
+    model.graph.as_mut().unwrap().node[1].input[0] = "nowhere".into();
+    let m = refusal(&model);
+    assert!(m.contains("`nowhere`") && m.contains("Add"), "{m}");
+}
+
+#[test]
+fn a_cycle_is_refused() {
+    let mut model = linear_relu();
+    let g = model.graph.as_mut().unwrap();
+    // z reads y, y reads z: neither is defined before the other.
+    g.node[1].input[0] = "y".into();
+    let m = refusal(&model);
+    assert!(m.contains("`y`") && m.contains("no earlier node"), "{m}");
+}
+
+#[test]
+fn an_attribute_of_the_wrong_type_is_named() {
+    let mut model = linear_relu();
+    let g = model.graph.as_mut().unwrap();
+    g.node.push(NodeProto {
+        attribute: vec![AttributeProto {
+            name: Some("axis".into()),
+            r#type: Some(AttributeType::Float as i32),
+            f: Some(1.0),
+            ..Default::default()
+        }],
+        ..node("Softmax", &["y"], &["p"])
+    });
+    g.output[0] = value("p", &[-1, 2]);
+    let m = refusal(&model);
+    assert!(m.contains("attribute `axis` is FLOAT, expected INT"), "{m}");
+}
+
+#[test]
+fn an_unknown_attribute_is_refused_not_ignored() {
+    let mut model = linear_relu();
+    model.graph.as_mut().unwrap().node[2]
+        .attribute
+        .push(AttributeProto {
+            name: Some("alpha".into()),
+            r#type: Some(AttributeType::Float as i32),
+            f: Some(0.1),
+            ..Default::default()
+        });
+    let m = refusal(&model);
+    assert!(m.contains("attribute `alpha`") && m.contains("Relu"), "{m}");
+}
+
+#[test]
+fn every_unsupported_node_is_listed() {
+    let mut model = linear_relu();
+    let g = model.graph.as_mut().unwrap();
+    g.node.push(node("Conv", &["y", "w"], &["c"]));
+    g.node.push(node("TopK", &["c"], &["t"]));
+    let m = refusal(&model);
+    assert!(
+        m.contains("(Conv, opset 17)") && m.contains("(TopK, opset 17)"),
+        "{m}"
+    );
+}
+
+#[test]
+fn huge_and_negative_dims_are_refused() {
+    let mut model = linear_relu();
+    model.graph.as_mut().unwrap().initializer[0].dims = vec![1 << 40, 1 << 40];
+    assert!(refusal(&model).contains("more than 2^34 elements"));
+    let mut model = linear_relu();
+    model.graph.as_mut().unwrap().initializer[0].dims = vec![-3, 2];
+    assert!(refusal(&model).contains("negative dim"));
+}
+
+#[test]
+fn data_that_does_not_fit_its_dims_is_refused() {
+    let mut model = linear_relu();
+    model.graph.as_mut().unwrap().initializer[0]
+        .float_data
+        .pop();
+    let m = refusal(&model);
+    assert!(
+        m.contains("tensor `w`") && m.contains("5 values for 6 elements"),
+        "{m}"
+    );
+}
+
+#[test]
+fn external_data_outside_the_model_folder_is_refused() {
+    let mut model = linear_relu();
+    let w = &mut model.graph.as_mut().unwrap().initializer[0];
+    w.float_data.clear();
+    w.data_location = Some(tir_onnx::proto::tensor_proto::DataLocation::External as i32);
+    w.external_data = vec![tir_onnx::proto::StringStringEntryProto {
+        key: Some("location".into()),
+        value: Some("../../etc/passwd".into()),
+    }];
+    assert!(refusal(&model).contains("not a plain relative path"));
+}
+
+#[test]
+fn external_data_beside_the_model_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let w: Vec<f32> = (0..6).map(|i| 0.25 * i as f32 - 0.6).collect();
+    let bytes: Vec<u8> = [0u8; 8]
+        .into_iter()
+        .chain(w.iter().flat_map(|x| x.to_le_bytes()))
+        .collect();
+    std::fs::write(dir.path().join("weights.bin"), bytes).unwrap();
+    let mut model = linear_relu();
+    let t = &mut model.graph.as_mut().unwrap().initializer[0];
+    t.float_data.clear();
+    t.data_location = Some(tir_onnx::proto::tensor_proto::DataLocation::External as i32);
+    let entry = |k: &str, v: &str| tir_onnx::proto::StringStringEntryProto {
+        key: Some(k.into()),
+        value: Some(v.into()),
+    };
+    t.external_data = vec![
+        entry("location", "weights.bin"),
+        entry("offset", "8"),
+        entry("length", "24"),
+    ];
+    let path = dir.path().join("model.onnx");
+    std::fs::write(&path, model.encode_to_vec()).unwrap();
+    let options = ImportOptions {
+        max_constant_elements: 0,
+        ..Default::default()
+    };
+    let imported = tir_onnx::import_file(&path, &options).unwrap();
+    assert_eq!(imported.weights[0].1.as_slice::<f32>().unwrap(), &w[..]);
+}
+
+#[test]
+fn a_declared_output_type_that_differs_is_refused() {
+    let mut model = linear_relu();
+    let out = &mut model.graph.as_mut().unwrap().output[0];
+    if let Some(type_proto::Value::TensorType(t)) =
+        out.r#type.as_mut().and_then(|t| t.value.as_mut())
+    {
+        t.elem_type = Some(DataType::Int64 as i32);
+    }
+    let m = refusal(&model);
+    assert!(m.contains("declared i64, computed f32"), "{m}");
+}
+
+#[test]
+fn a_shape_input_is_folded_when_its_value_is_given() {
+    let mut model = linear_relu();
+    let g = model.graph.as_mut().unwrap();
+    g.input[0] = value("x", &[2, 3]);
+    g.node.push(node("Reshape", &["y", "shape"], &["r"]));
+    g.input.push(ValueInfoProto {
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(DataType::Int64 as i32),
+                shape: Some(TensorShapeProto {
+                    dim: vec![tir_onnx::proto::tensor_shape_proto::Dimension {
+                        value: Some(dimension::Value::DimValue(1)),
+                        ..Default::default()
+                    }],
+                }),
+            })),
+            ..Default::default()
+        }),
+        ..value("shape", &[1])
+    });
+    g.output[0] = value("r", &[-1]);
+    let decoded = Model::decode(&model.encode_to_vec(), None).unwrap();
+    let e = match tir_onnx::import(&decoded, &ImportOptions::default()) {
+        Ok(i) => panic!("imported: {}", tir_graph::text::print(&i.graph)),
+        Err(e) => e,
+    };
+    assert!(
+        e.to_string()
+            .contains("input `shape` must be known at import"),
+        "{e}"
+    );
+    let mut options = ImportOptions::default();
+    let shape = HostTensor::from_vec(vec![4i64], &[1]).unwrap();
+    options.known_inputs.insert("shape".into(), shape);
+    let imported = tir_onnx::import(&decoded, &options).unwrap();
+    let (_, out) = imported.graph.outputs()[0].clone();
+    assert_eq!(imported.graph.ty(out).to_string(), "f32[4]");
+}
