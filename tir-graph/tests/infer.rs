@@ -488,7 +488,7 @@ fn unary_accepts(u: UnaryOp, d: DType) -> bool {
 
 #[test]
 fn unary_ops_over_every_dtype() {
-    assert_eq!(UnaryOp::ALL.len(), 18);
+    assert_eq!(UnaryOp::ALL.len(), 19);
     let float_only = [
         UnaryOp::Exp,
         UnaryOp::Log,
@@ -502,6 +502,7 @@ fn unary_ops_over_every_dtype() {
         UnaryOp::GeluErf,
         UnaryOp::GeluTanh,
         UnaryOp::Silu,
+        UnaryOp::Erf,
         UnaryOp::Floor,
         UnaryOp::Ceil,
     ];
