@@ -11,18 +11,4 @@ set -euo pipefail
 DIR="${1:-}"
 case "$DIR" in "" | /*) ;; *) DIR="$PWD/$DIR" ;; esac
 cd "$(dirname "$0")/.."
-ONNX_VERSION=1.23.2
-DIR="${DIR:-.tools/onnx-node-tests}"
-DIR="${DIR%/}"
-STAMP="$DIR/.generated-onnx-$ONNX_VERSION"
-if [ -f "$STAMP" ]; then
-    echo "ONNX node tests already in $DIR ($(find "$DIR" -mindepth 1 -maxdepth 1 -type d | wc -l) cases)"
-    exit 0
-fi
-bash scripts/install-onnx.sh
-rm -rf "$DIR.partial"
-mkdir -p "$(dirname "$DIR")"
-PYTHONPATH=.tools/onnx PYTHONWARNINGS=ignore python3 scripts/onnx_node_tests.py "$DIR.partial"
-touch "$DIR.partial/.generated-onnx-$ONNX_VERSION"
-rm -rf "$DIR"
-mv "$DIR.partial" "$DIR"
+exec bash scripts/onnx-generate.sh "ONNX node tests" scripts/onnx_node_tests.py "${DIR:-.tools/onnx-node-tests}"

@@ -12,7 +12,6 @@ case's {"rtol", "atol"}. The global numpy RNG is seeded first, so the data is th
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import warnings
@@ -23,43 +22,14 @@ warnings.simplefilter("ignore")
 np.seterr(all="ignore")
 np.random.seed(0)
 
-from onnx import TensorProto, numpy_helper  # noqa: E402
 from onnx.backend.test.case import node as node_test  # noqa: E402
-
-
-def serialize(value, value_info) -> bytes:
-    """One input or output value as cmd_tools.py generate_data writes it."""
-    t = value_info.type
-    if t.HasField("map_type"):
-        return numpy_helper.from_dict(value, value_info.name).SerializeToString()
-    if t.HasField("sequence_type"):
-        return numpy_helper.from_list(value, value_info.name).SerializeToString()
-    if t.HasField("optional_type"):
-        return numpy_helper.from_optional(value, value_info.name).SerializeToString()
-    assert t.HasField("tensor_type"), f"{value_info.name}: unexpected type {t}"
-    if isinstance(value, TensorProto):
-        return value.SerializeToString()
-    return numpy_helper.from_array(value, value_info.name).SerializeToString()
+from onnx_test_layout import write_test  # noqa: E402
 
 
 def write_case(case, out_dir: str) -> None:
-    case_dir = os.path.join(out_dir, case.name)
-    os.makedirs(case_dir)
     assert case.model is not None and case.data_sets
-    with open(os.path.join(case_dir, "model.onnx"), "wb") as f:
-        f.write(case.model.SerializeToString())
-    graph = case.model.graph
-    for i, (inputs, outputs) in enumerate(case.data_sets):
-        data_dir = os.path.join(case_dir, f"test_data_set_{i}")
-        os.makedirs(data_dir)
-        for kind, values, infos in (("input", inputs, graph.input), ("output", outputs, graph.output)):
-            for j, value in enumerate(values):
-                with open(os.path.join(data_dir, f"{kind}_{j}.pb"), "wb") as f:
-                    f.write(serialize(value, infos[j]))
     tolerances = {k: getattr(case, k) for k in ("rtol", "atol") if hasattr(case, k)}
-    with open(os.path.join(case_dir, "case.json"), "w") as f:
-        json.dump(tolerances, f, sort_keys=True)
-        f.write("\n")
+    write_test(os.path.join(out_dir, case.name), case.model, case.data_sets, tolerances)
 
 
 def main() -> int:

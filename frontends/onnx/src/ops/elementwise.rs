@@ -122,7 +122,7 @@ pub(super) fn cast(cx: &mut Cx) -> Res<Vec<Value>> {
     // `saturate` only changes casts to float8 types, which tir does not have.
     cx.attrs.ignore("saturate");
     if cx.is_symbolic_dims(0) && to.is_int() {
-        return super::elementwise::identity(cx);
+        return identity(cx);
     }
     let x = cx.tensor(0)?;
     if x.dtype() == to {

@@ -1,6 +1,6 @@
 """Builds small real ONNX models with onnx.helper, with test data, for the Rust ONNX importer.
 
-Usage: PYTHONPATH=.tools/onnx python3 scripts/onnx-models.py OUT_DIR
+Usage: PYTHONPATH=.tools/onnx python3 scripts/onnx_models.py OUT_DIR
 (scripts/onnx-models.sh runs it; see there.)
 
 Each model is checked with onnx.checker (full check, with strict shape inference), fed random
@@ -28,7 +28,6 @@ torch initializes nn.Linear and nn.Conv2d, each model with its own seed):
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -37,6 +36,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
+from onnx_test_layout import write_test
 
 FLOAT = TensorProto.FLOAT
 INT64 = TensorProto.INT64
@@ -101,7 +101,7 @@ class Builder:
             graph,
             opset_imports=opsets,
             ir_version=helper.find_min_ir_version_for(opsets),
-            producer_name="tir scripts/onnx-models.py",
+            producer_name="tir scripts/onnx_models.py",
         )
 
 
@@ -254,21 +254,10 @@ def write_model(out_dir: str, build, seed: int) -> None:
     rng = np.random.default_rng(seed)
     inputs = {vi.name: random_input(rng, vi, dims) for vi in model.graph.input}
     outputs = ReferenceEvaluator(model).run(None, inputs)
-    model_dir = os.path.join(out_dir, name)
-    data_dir = os.path.join(model_dir, "test_data_set_0")
-    os.makedirs(data_dir)
-    with open(os.path.join(model_dir, "model.onnx"), "wb") as f:
-        f.write(model.SerializeToString())
-    with open(os.path.join(model_dir, "case.json"), "w") as f:
-        json.dump(TOLERANCES, f, sort_keys=True)
-        f.write("\n")
-    for k, vi in enumerate(model.graph.input):
-        with open(os.path.join(data_dir, f"input_{k}.pb"), "wb") as f:
-            f.write(numpy_helper.from_array(inputs[vi.name], vi.name).SerializeToString())
-    for k, (vi, arr) in enumerate(zip(model.graph.output, outputs, strict=True)):
+    for vi, arr in zip(model.graph.output, outputs, strict=True):
         assert arr.dtype == np.float32 and np.all(np.isfinite(arr)), (name, vi.name)
-        with open(os.path.join(data_dir, f"output_{k}.pb"), "wb") as f:
-            f.write(numpy_helper.from_array(arr, vi.name).SerializeToString())
+    ins = [inputs[vi.name] for vi in model.graph.input]
+    write_test(os.path.join(out_dir, name), model, [(ins, outputs)], TOLERANCES)
     shapes = ", ".join(f"{vi.name} {list(arr.shape)}" for vi, arr in zip(model.graph.output, outputs))
     print(f"  {name}: opset {model.opset_import[0].version}, {len(model.graph.node)} nodes, {shapes}")
 
