@@ -6,7 +6,7 @@
 //! a shape, axes or sizes is given its test value at import), compiled for the backend, run on
 //! every data set, and each output compared with the expected one: the same dtype and dims, and
 //! every element within `atol + rtol·|expected|` (ONNX's runner: rtol 1e-3, atol 1e-7 unless the
-//! case says otherwise; for f16 and bf16 outputs rtol is at least 2^-10 and 2^-6, an ulp or two),
+//! case says otherwise; for f16 and bf16 outputs rtol is at least 2^-9 and 2^-6, two ulps),
 //! NaN only where NaN is expected. A model tir refuses at import is
 //! `unsupported` with the reason; anything that goes wrong after a successful import is a
 //! failure: a lowering, compile or run error, or a wrong value (with its first bad element).
@@ -316,10 +316,12 @@ pub fn compare(
         ));
     }
     let exact = !want.dtype().is_float();
-    // A 16-bit float output may be an ulp or two off: ONNX rounds its f32 reference once, while
-    // an `_expanded` test's graph rounds each of its steps in the output's dtype.
+    // A 16-bit float output may be two ulps off (2^-9 relative is two f16 ulps anywhere in a
+    // binade; 2^-6 is ONNX's runner's own bound for bf16): the expected value and tir's may each
+    // be an ulp off the exact one, because ONNX's reference computes multi-step ops (attention,
+    // norms) in the 16-bit dtype and an `_expanded` test's graph rounds each of its steps.
     let rtol = match want.dtype() {
-        DType::F16 => rtol.max(2f64.powi(-10)),
+        DType::F16 => rtol.max(2f64.powi(-9)),
         DType::BF16 => rtol.max(2f64.powi(-6)),
         _ => rtol,
     };

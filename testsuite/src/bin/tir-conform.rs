@@ -3,13 +3,14 @@
 //! ```text
 //! tir-conform --backend NAME [--filter PATTERN] [--list] [--json FILE] [--seed N] [--io host|device]
 //! tir-conform --backend cuda --compile-only --arch sm_90[,sm_100]
-//! tir-conform --onnx-node DIR --backend NAME [--filter PATTERN] [--compile-only --arch ARCHS]
+//! tir-conform --onnx-node DIR --backend NAME [--filter PATTERN] [--min-passed N] [--compile-only --arch ARCHS]
 //! ```
 //!
 //! `--onnx-node DIR` runs ONNX's backend node tests written into DIR by
 //! `scripts/onnx-node-tests.sh` (or models in the same layout) instead of the corpus: one line
 //! per failed (`FAIL`) test, `--verbose` also one per unsupported (`UNSUPPORTED`) test with the
-//! reason, then the counts; `--json FILE` writes every result and the counts per op type.
+//! reason, then the counts; `--json FILE` writes every result and the counts per op type;
+//! `--min-passed N` fails the run when fewer than N tests pass.
 //!
 //! `--io device` passes every parameter and input as a device tensor and leaves the outputs on
 //! the device (copied back to compare), instead of host tensors in and out. `--sessions` runs
@@ -78,6 +79,10 @@ struct Cli {
     /// With --onnx-node: also print a line per unsupported test.
     #[arg(long, requires = "onnx_node")]
     verbose: bool,
+    /// With --onnx-node: fail unless at least N tests pass (so that a test which stops
+    /// importing, refused as unsupported, does not go unnoticed).
+    #[arg(long, value_name = "N", requires = "onnx_node")]
+    min_passed: Option<usize>,
     /// The GPU architectures to compile for with --compile-only (comma-separated).
     #[arg(
         long,
@@ -215,7 +220,17 @@ fn run(cli: &Cli) -> Result<bool, String> {
         std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
     }
     writeln!(out, "{summary}").map_err(io)?;
-    Ok(summary.failed == 0)
+    let enough = cli.min_passed.is_none_or(|n| summary.passed >= n);
+    if !enough {
+        writeln!(
+            out,
+            "FAIL {} passed, fewer than --min-passed {}",
+            summary.passed,
+            cli.min_passed.unwrap_or(0)
+        )
+        .map_err(io)?;
+    }
+    Ok(summary.failed == 0 && enough)
 }
 
 /// `--onnx-node DIR`: ONNX's node tests, in parallel.
@@ -298,7 +313,17 @@ fn run_onnx_node(
         std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
     }
     writeln!(out, "{summary}").map_err(io)?;
-    Ok(summary.failed == 0)
+    let enough = cli.min_passed.is_none_or(|n| summary.passed >= n);
+    if !enough {
+        writeln!(
+            out,
+            "FAIL {} passed, fewer than --min-passed {}",
+            summary.passed,
+            cli.min_passed.unwrap_or(0)
+        )
+        .map_err(io)?;
+    }
+    Ok(summary.failed == 0 && enough)
 }
 
 /// `--sessions`: one line per failed session, then the counts.

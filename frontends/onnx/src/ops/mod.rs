@@ -6,7 +6,9 @@
 //! model's opset; any attribute, dtype or input form tir does not implement is refused with a
 //! [`NodeErrorKind::Unsupported`] naming it, never approximated.
 
+mod attention;
 mod elementwise;
+mod loss;
 mod nn;
 mod shape;
 
@@ -51,6 +53,7 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
         "Slice" => shape::slice,
         "Expand" => shape::expand,
         "Gather" => shape::gather,
+        "GatherElements" => shape::gather_elements,
         "Shape" => shape::shape,
         "Size" => shape::size,
         "Constant" => shape::constant,
@@ -59,6 +62,8 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
         "Tile" => shape::tile,
         "Pad" => shape::pad,
         "Trilu" => shape::trilu,
+        "Attention" => attention::attention,
+        "NegativeLogLikelihoodLoss" | "SoftmaxCrossEntropyLoss" => loss::class_loss,
         "MatMul" => nn::matmul,
         "Gemm" => nn::gemm,
         "Softmax" | "LogSoftmax" => nn::softmax,
@@ -112,15 +117,30 @@ fn run(st: &mut State, node: &NodeProto, opset: i64, f: Lowering) -> Res<Vec<Val
     Ok(outputs)
 }
 
-/// The node's inputs when all are known data and small enough to fold.
+/// The node's inputs when all are known data and small enough to fold. An input whose dtype is
+/// all the op reads (`CastLike`'s second) need not be known: it is passed on as an unread input.
 fn foldable_inputs(st: &State, node: &NodeProto) -> Option<HashMap<String, Value>> {
+    let dtype_only = |i: usize| node.op_type() == "CastLike" && i == 1;
     let mut values = HashMap::new();
     let mut total = 0;
-    for name in node.input.iter().filter(|n| !n.is_empty()) {
+    for (i, name) in node.input.iter().enumerate().filter(|(_, n)| !n.is_empty()) {
         match st.value(name) {
             Some(v @ Value::Known(Known::Data(t))) => {
                 total += t.numel();
                 values.insert(name.clone(), v.clone());
+            }
+            Some(v) if dtype_only(i) => {
+                let dtype = match v {
+                    Value::Tensor(t) => t.dtype(),
+                    Value::Input { dtype, .. } => *dtype,
+                    Value::Known(k) => k.dtype(),
+                };
+                let like = Value::Input {
+                    name: name.clone(),
+                    dtype,
+                    shape: tir_graph::Shape::scalar(),
+                };
+                values.insert(name.clone(), like);
             }
             _ => return None,
         }

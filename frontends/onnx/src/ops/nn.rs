@@ -99,7 +99,7 @@ fn norm_setup(cx: &mut Cx, x: &Tensor) -> Res<(Vec<usize>, DType)> {
     Ok(((a..rank).collect(), stash))
 }
 
-fn cast_to(x: &Tensor, d: DType) -> Res<Tensor> {
+pub(super) fn cast_to(x: &Tensor, d: DType) -> Res<Tensor> {
     Ok(if x.dtype() == d {
         x.clone()
     } else {

@@ -464,6 +464,62 @@ pub(super) fn gather(cx: &mut Cx) -> Res<Vec<Value>> {
     Ok(vec![x.gather(&indices, a)?.into()])
 }
 
+pub(super) fn gather_elements(cx: &mut Cx) -> Res<Vec<Value>> {
+    let a = cx.attrs.int("axis", 0)?;
+    let (x, index) = (cx.tensor(0)?, cx.tensor(1)?);
+    let a = axis(a, x.rank())?;
+    Ok(vec![take_along(&x, &index, a)?.into()])
+}
+
+/// ONNX's `GatherElements`: at each position `p` of `index`, `x` at `p` with coordinate `axis`
+/// replaced by `index[p]` (negative counts from the end). Off the axis, `index`'s dims are at
+/// most `x`'s. Lowered as one gather from `x` flattened, at linear positions computed from the
+/// index, so the work is one read per output; an index out of range is out of range for that
+/// gather too (never wrapped into another row).
+pub(super) fn take_along(x: &Tensor, index: &Tensor, axis: usize) -> Res<Tensor> {
+    let (Some(dims), Some(idims)) = (x.shape().static_dims(), index.shape().static_dims()) else {
+        return Err(unsupported(format!(
+            "GatherElements over symbolic dims ({} by {})",
+            x.ty(),
+            index.ty()
+        )));
+    };
+    let fits =
+        idims.len() == dims.len() && (0..dims.len()).all(|i| i == axis || idims[i] <= dims[i]);
+    if !fits || !index.dtype().is_int() {
+        return Err(invalid(format!(
+            "indices {} do not fit data {} off axis {axis}",
+            index.ty(),
+            x.ty()
+        )));
+    }
+    let b = x.builder();
+    let strides: Vec<u64> = (0..dims.len())
+        .map(|i| dims[i + 1..].iter().product())
+        .collect();
+    let n = dims[axis] as f64;
+    let idx = index.cast(DType::I64)?;
+    let idx = idx
+        .lt(&b.scalar(DType::I64, 0.0)?)?
+        .select(&idx.add_scalar(n)?, &idx)?;
+    let mut linear = idx.mul_scalar(strides[axis] as f64)?;
+    for (i, (&len, &stride)) in idims.iter().zip(&strides).enumerate() {
+        if i == axis || len == 1 {
+            continue;
+        }
+        let mut at = vec![1; idims.len()];
+        at[i] = len;
+        let coordinate = b.arange(DType::I64, len)?.reshape_to(&Shape::of(&at))?;
+        linear = linear.add(&coordinate.mul_scalar(stride as f64)?)?;
+    }
+    let in_range = idx
+        .ge(&b.scalar(DType::I64, 0.0)?)?
+        .and(&idx.lt(&b.scalar(DType::I64, n)?)?)?;
+    let linear = in_range.select(&linear, &b.scalar(DType::I64, -1.0)?)?;
+    let flat = x.reshape_to(&Shape::of(&[dims.iter().product()]))?;
+    Ok(flat.gather(&linear, 0)?)
+}
+
 /// Known indices with negatives resolved, as a constant; each checked against `size`.
 fn known_indices(cx: &mut Cx, size: Option<u64>) -> Res<Tensor> {
     let k = cx.known(1)?;
