@@ -24,14 +24,6 @@ fn exported_models_match_onnx_reference_evaluator() {
     // A BERT-style encoder layer with a symbolic batch, shapes computed with Shape/Gather/Concat.
     assert_eq!(outcome("transformer_encoder"), NodeOutcome::Passed);
     assert_eq!(outcome("mlp_gemm"), NodeOutcome::Passed);
-    // Convolutions are not implemented yet: refused at import, naming every such node.
-    match outcome("small_cnn") {
-        NodeOutcome::Unsupported { reason } => {
-            assert!(
-                reason.contains("(Conv, opset 17)") && reason.contains("(MaxPool, opset 17)"),
-                "{reason}"
-            )
-        }
-        other => panic!("small_cnn: {other:?}"),
-    }
+    // Conv (grouped too), MaxPool, BatchNormalization, GlobalAveragePool, Gemm.
+    assert_eq!(outcome("small_cnn"), NodeOutcome::Passed);
 }

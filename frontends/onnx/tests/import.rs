@@ -217,13 +217,87 @@ fn an_unknown_attribute_is_refused_not_ignored() {
 fn every_unsupported_node_is_listed() {
     let mut model = linear_relu();
     let g = model.graph.as_mut().unwrap();
-    g.node.push(node("Conv", &["y", "w"], &["c"]));
+    g.node.push(node("ConvTranspose", &["y", "w"], &["c"]));
     g.node.push(node("TopK", &["c"], &["t"]));
     let m = refusal(&model);
     assert!(
-        m.contains("(Conv, opset 17)") && m.contains("(TopK, opset 17)"),
+        m.contains("(ConvTranspose, opset 17)") && m.contains("(TopK, opset 17)"),
         "{m}"
     );
+}
+
+/// A model of one node over inputs of these dims (f32), at `opset`.
+fn one_node(n: NodeProto, inputs: &[(&str, &[i64])], opset: i64) -> ModelProto {
+    let output = value(&n.output[0], &[1]);
+    ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(opset),
+        }],
+        graph: Some(GraphProto {
+            name: Some("one_node".into()),
+            input: inputs
+                .iter()
+                .map(|(name, dims)| value(name, dims))
+                .collect(),
+            output: vec![output],
+            node: vec![n],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn int_attr(name: &str, i: i64) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::Int as i32),
+        i: Some(i),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_convolution_whose_groups_do_not_split_the_channels_is_refused() {
+    let conv = NodeProto {
+        attribute: vec![int_attr("group", 2)],
+        ..node("Conv", &["x", "w"], &["y"])
+    };
+    let model = one_node(conv, &[("x", &[1, 3, 8, 8]), ("w", &[4, 1, 3, 3])], 17);
+    let m = refusal(&model);
+    assert!(
+        m.contains("Conv") && m.contains("3 input channels") && m.contains("2 groups"),
+        "{m}"
+    );
+}
+
+#[test]
+fn attention_of_3d_inputs_without_head_counts_is_refused() {
+    let attention = node("Attention", &["q", "k", "v"], &["y"]);
+    let dims: &[i64] = &[2, 4, 24];
+    let model = one_node(attention, &[("q", dims), ("k", dims), ("v", dims)], 23);
+    let m = refusal(&model);
+    assert!(m.contains("Attention") && m.contains("q_num_heads"), "{m}");
+    // Before opset 23 there is no Attention op.
+    let attention = node("Attention", &["q", "k", "v"], &["y"]);
+    let model = one_node(attention, &[("q", dims), ("k", dims), ("v", dims)], 21);
+    assert!(refusal(&model).contains("opset 23"));
+}
+
+#[test]
+fn a_pool_window_larger_than_its_padded_input_is_refused() {
+    let pool = NodeProto {
+        attribute: vec![AttributeProto {
+            name: Some("kernel_shape".into()),
+            r#type: Some(AttributeType::Ints as i32),
+            ints: vec![5, 5],
+            ..Default::default()
+        }],
+        ..node("MaxPool", &["x"], &["y"])
+    };
+    let m = refusal(&one_node(pool, &[("x", &[1, 1, 3, 3])], 17));
+    assert!(m.contains("MaxPool") && m.contains("a window of 5"), "{m}");
 }
 
 #[test]

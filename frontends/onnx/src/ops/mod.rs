@@ -7,9 +7,11 @@
 //! [`NodeErrorKind::Unsupported`] naming it, never approximated.
 
 mod attention;
+mod conv;
 mod elementwise;
 mod loss;
 mod nn;
+mod resize;
 mod shape;
 
 use crate::import::{Attrs, State, Value};
@@ -64,6 +66,9 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
         "Trilu" => shape::trilu,
         "Attention" => attention::attention,
         "NegativeLogLikelihoodLoss" | "SoftmaxCrossEntropyLoss" => loss::class_loss,
+        "Conv" => conv::conv,
+        "MaxPool" | "AveragePool" | "LpPool" => conv::pool,
+        "Resize" | "Upsample" => resize::resize,
         "MatMul" => nn::matmul,
         "Gemm" => nn::gemm,
         "Softmax" | "LogSoftmax" => nn::softmax,
