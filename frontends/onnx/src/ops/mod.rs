@@ -12,6 +12,7 @@ mod elementwise;
 mod loss;
 mod nn;
 mod resize;
+mod scan;
 mod shape;
 
 use crate::import::{Attrs, State, Value};
@@ -64,6 +65,9 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
         "Tile" => shape::tile,
         "Pad" => shape::pad,
         "Trilu" => shape::trilu,
+        "CumSum" => scan::cumsum,
+        "Round" => scan::round,
+        "Einsum" => scan::einsum,
         "Attention" => attention::attention,
         "NegativeLogLikelihoodLoss" | "SoftmaxCrossEntropyLoss" => loss::class_loss,
         "Conv" => conv::conv,
