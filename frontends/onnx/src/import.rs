@@ -64,6 +64,16 @@ pub(crate) enum Value {
     },
 }
 
+impl Value {
+    pub fn dtype(&self) -> DType {
+        match self {
+            Value::Tensor(t) => t.dtype(),
+            Value::Input { dtype, .. } => *dtype,
+            Value::Known(k) => k.dtype(),
+        }
+    }
+}
+
 impl From<Tensor> for Value {
     fn from(t: Tensor) -> Value {
         Value::Tensor(t)

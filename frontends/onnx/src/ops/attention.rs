@@ -8,8 +8,7 @@
 //! (in `Y` and in the mode-3 `qk_matmul_output`), never NaN; a float mask shorter than the keys
 //! is padded with `-inf`, a bool one with `false`.
 
-use super::nn::cast_to;
-use super::{Cx, Res};
+use super::{cast_to, compute_dtype, Cx, Res};
 use crate::import::Value;
 use crate::model::dtype_of;
 use crate::{invalid, unsupported};
@@ -414,10 +413,7 @@ impl Scores {
         let dtype = q.dtype();
         // Half-precision scores are normalized in f32 (as a fused kernel does): each step of a
         // softmax rounded to f16 puts the result an ulp or two off the exact one.
-        let softmax_dtype = attrs.softmax_dtype.unwrap_or(match dtype {
-            DType::F16 | DType::BF16 => DType::F32,
-            other => other,
-        });
+        let softmax_dtype = attrs.softmax_dtype.unwrap_or(compute_dtype(dtype));
         let logits = cast_to(&biased, softmax_dtype)?;
         let mut probs = cast_to(&logits.softmax(logits.rank() - 1)?, dtype)?;
         if let Some(b) = bias {

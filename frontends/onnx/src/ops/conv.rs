@@ -9,7 +9,7 @@
 //! `ceil_mode` lets run past the padded input reads nothing there (it is padded with the
 //! neutral value and never counted in an average).
 
-use super::{Cx, Res};
+use super::{float, Cx, Res};
 use crate::import::Value;
 use crate::{invalid, unsupported};
 use tir_graph::{DType, Dim, ReshapeDim, Shape, Tensor};
@@ -236,14 +236,6 @@ pub(super) fn pool(cx: &mut Cx) -> Res<Vec<Value>> {
         }
     };
     Ok(vec![y.into()])
-}
-
-fn float(x: &Tensor, op: &str) -> Res<()> {
-    if x.dtype().is_float() {
-        Ok(())
-    } else {
-        Err(unsupported(format!("{op} of {}", x.dtype())))
-    }
 }
 
 fn scalar(like: &Tensor, value: f64) -> Res<Tensor> {

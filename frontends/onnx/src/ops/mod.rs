@@ -139,14 +139,9 @@ fn foldable_inputs(st: &State, node: &NodeProto) -> Option<HashMap<String, Value
                 values.insert(name.clone(), v.clone());
             }
             Some(v) if dtype_only(i) => {
-                let dtype = match v {
-                    Value::Tensor(t) => t.dtype(),
-                    Value::Input { dtype, .. } => *dtype,
-                    Value::Known(k) => k.dtype(),
-                };
                 let like = Value::Input {
                     name: name.clone(),
-                    dtype,
+                    dtype: v.dtype(),
                     shape: tir_graph::Shape::scalar(),
                 };
                 values.insert(name.clone(), like);
@@ -271,11 +266,37 @@ impl Cx<'_> {
 /// The dtype of input `i`, without making it part of the graph.
 pub(crate) fn input_dtype(cx: &Cx, i: usize) -> Res<tir_graph::DType> {
     let name = cx.input_name(i).unwrap_or_default();
-    match cx.st.value(&name) {
-        Some(Value::Tensor(t)) => Ok(t.dtype()),
-        Some(Value::Input { dtype, .. }) => Ok(*dtype),
-        Some(Value::Known(k)) => Ok(k.dtype()),
-        None => Err(NodeErrorKind::Invalid(format!("input {i} is missing"))),
+    cx.st
+        .value(&name)
+        .map(Value::dtype)
+        .ok_or_else(|| NodeErrorKind::Invalid(format!("input {i} is missing")))
+}
+
+/// `x` in dtype `d` (itself when it already is).
+pub(crate) fn cast_to(x: &Tensor, d: tir_graph::DType) -> Res<Tensor> {
+    Ok(if x.dtype() == d {
+        x.clone()
+    } else {
+        x.cast(d)?
+    })
+}
+
+/// The dtype a composite of several rounding steps computes in: f32 for 16-bit floats (each
+/// step rounded to f16 would put the result an ulp or two off), else `d` itself.
+pub(crate) fn compute_dtype(d: tir_graph::DType) -> tir_graph::DType {
+    use tir_graph::DType;
+    match d {
+        DType::F16 | DType::BF16 => DType::F32,
+        other => other,
+    }
+}
+
+/// `x` if it is of a float dtype, else `op` of its dtype is unsupported.
+pub(crate) fn float<'t>(x: &'t Tensor, op: &str) -> Res<&'t Tensor> {
+    if x.dtype().is_float() {
+        Ok(x)
+    } else {
+        Err(crate::unsupported(format!("{op} of {}", x.dtype())))
     }
 }
 

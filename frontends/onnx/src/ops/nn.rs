@@ -1,6 +1,6 @@
 //! Products, normalizations, softmax and reductions.
 
-use super::{axes, axis, Cx, Res};
+use super::{axes, axis, cast_to, float, Cx, Res};
 use crate::import::Value;
 use crate::{invalid, unsupported};
 use tir_graph::{DType, Tensor};
@@ -99,14 +99,6 @@ fn norm_setup(cx: &mut Cx, x: &Tensor) -> Res<(Vec<usize>, DType)> {
     Ok(((a..rank).collect(), stash))
 }
 
-pub(super) fn cast_to(x: &Tensor, d: DType) -> Res<Tensor> {
-    Ok(if x.dtype() == d {
-        x.clone()
-    } else {
-        x.cast(d)?
-    })
-}
-
 pub(super) fn layer_norm(cx: &mut Cx) -> Res<Vec<Value>> {
     let x = cx.tensor(0)?;
     let (list, stash) = norm_setup(cx, &x)?;
@@ -178,14 +170,6 @@ pub(super) fn reduce(cx: &mut Cx) -> Res<Vec<Value>> {
         other => unreachable!("{other} is not a reduction"),
     };
     Ok(vec![y.into()])
-}
-
-fn float<'t>(x: &'t Tensor, op: &str) -> Res<&'t Tensor> {
-    if x.dtype().is_float() {
-        Ok(x)
-    } else {
-        Err(unsupported(format!("{op} of {}", x.dtype())))
-    }
 }
 
 pub(super) fn arg_extreme(cx: &mut Cx) -> Res<Vec<Value>> {

@@ -13,7 +13,7 @@
 //! the corners where the reference and the spec disagree (`pytorch_half_pixel` onto one
 //! element) are refused.
 
-use super::{Cx, Res};
+use super::{cast_to, compute_dtype, Cx, Res};
 use crate::import::Value;
 use crate::{invalid, unsupported};
 use tir_graph::op::MAX_CONSTANT_ELEMENTS;
@@ -482,16 +482,13 @@ pub(super) fn resize(cx: &mut Cx) -> Res<Vec<Value>> {
     if weighted && !dtype.is_float() {
         return Err(unsupported(format!("Resize mode {mode} of {dtype}")));
     }
-    let compute = match dtype {
-        DType::F16 | DType::BF16 if weighted => DType::F32,
-        d => d,
+    let compute = if weighted {
+        compute_dtype(dtype)
+    } else {
+        dtype
     };
     let b = cx.b();
-    let mut y = if compute == dtype {
-        x.clone()
-    } else {
-        x.cast(compute)?
-    };
+    let mut y = cast_to(&x, compute)?;
     let rank = dims.len();
     for (axis, t) in &tables {
         let (out, taps) = (t.out, t.taps);
@@ -516,10 +513,7 @@ pub(super) fn resize(cx: &mut Cx) -> Res<Vec<Value>> {
             y = mask.select(&b.scalar(compute, extrapolation)?, &y)?;
         }
     }
-    if compute != dtype {
-        y = y.cast(dtype)?;
-    }
-    Ok(vec![y.into()])
+    Ok(vec![cast_to(&y, dtype)?.into()])
 }
 
 /// Indices as constant values (tables are small, far below 2^53).

@@ -10,28 +10,11 @@
 //! floats computed in f32 and rounded once. Symbolic lengths a composition needs static are
 //! refused, never approximated.
 
-use super::{axis, Cx, Res};
+use super::{axis, cast_to, compute_dtype, Cx, Res};
 use crate::import::Value;
 use crate::{invalid, unsupported};
 use std::collections::{BTreeMap, HashSet};
 use tir_graph::{DType, Dim, Shape, SliceRange, Tensor, MAX_RANK};
-
-/// 16-bit floats widened to f32 (the dtype a composite computes in), others as they are.
-fn widened(x: &Tensor) -> Res<Tensor> {
-    Ok(match x.dtype() {
-        DType::F16 | DType::BF16 => x.cast(DType::F32)?,
-        _ => x.clone(),
-    })
-}
-
-/// `y` back in `dtype` when it was widened.
-fn narrowed(y: Tensor, dtype: DType) -> Res<Tensor> {
-    Ok(if y.dtype() == dtype {
-        y
-    } else {
-        y.cast(dtype)?
-    })
-}
 
 /// Inclusive prefix sums as a Hillis-Steele scan: after the step of distance `d`, element `i`
 /// holds the sum of the `2d` elements ending at `i`, so ceil(log2 n) shifted adds cover the axis.
@@ -56,7 +39,7 @@ pub(super) fn cumsum(cx: &mut Cx) -> Res<Vec<Value>> {
             x.ty()
         )));
     };
-    let work = widened(&x)?;
+    let work = cast_to(&x, compute_dtype(x.dtype()))?;
     let b = cx.b();
     // `t` moved `d` places along the scan's direction, zeros shifted in.
     let shift = |t: &Tensor, d: u64| -> Res<Tensor> {
@@ -79,7 +62,7 @@ pub(super) fn cumsum(cx: &mut Cx) -> Res<Vec<Value>> {
         y = y.add(&shift(&y, d)?)?;
         d *= 2;
     }
-    Ok(vec![narrowed(y, x.dtype())?.into()])
+    Ok(vec![cast_to(&y, x.dtype())?.into()])
 }
 
 /// Round half to even on the magnitude: `f = floor(|x|)` and `r = |x| - f` are exact, so the
@@ -289,7 +272,7 @@ pub(super) fn einsum(cx: &mut Cx) -> Res<Vec<Value>> {
         .zip(&inputs)
         .map(|((term, &e), t)| {
             Ok(Labeled {
-                t: widened(t)?,
+                t: cast_to(t, compute_dtype(t.dtype()))?,
                 labels: expand(term, e),
             })
         })
@@ -396,7 +379,7 @@ pub(super) fn einsum(cx: &mut Cx) -> Res<Vec<Value>> {
     }
     let acc = acc.keeping(|l| output.contains(&l))?;
     let y = acc.arranged(&output)?;
-    Ok(vec![narrowed(y, dtype)?.into()])
+    Ok(vec![cast_to(&y, dtype)?.into()])
 }
 
 /// The first two positions holding one label, if any.

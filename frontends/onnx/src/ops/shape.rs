@@ -498,10 +498,7 @@ pub(super) fn take_along(x: &Tensor, index: &Tensor, axis: usize) -> Res<Tensor>
         .map(|i| dims[i + 1..].iter().product())
         .collect();
     let n = dims[axis] as f64;
-    let idx = index.cast(DType::I64)?;
-    let idx = idx
-        .lt(&b.scalar(DType::I64, 0.0)?)?
-        .select(&idx.add_scalar(n)?, &idx)?;
+    let idx = runtime_indices(index.cast(DType::I64)?, Some(dims[axis]))?;
     let mut linear = idx.mul_scalar(strides[axis] as f64)?;
     for (i, (&len, &stride)) in idims.iter().zip(&strides).enumerate() {
         if i == axis || len == 1 {
