@@ -110,6 +110,8 @@ def peer_fn(name):
         return (lambda x: torch.softmax(x, dim=1)), ["x"], "y"
     if name.startswith("gemm"):
         return (lambda a, b: a @ b), ["a", "b"], "c"
+    if name.startswith("conv3x3"):
+        return (lambda x, w, b: F.relu(F.conv2d(x, w, b, padding=1))), ["x", "w", "b"], "y"
     if name.startswith("mlp"):
         return (lambda x, w1, w2: F.gelu(x @ w1) @ w2), ["x", "w1", "w2"], "y"
     if name.startswith("attention"):

@@ -131,6 +131,18 @@ fn gemm(m: u64, k: u64, n: u64) -> Result<Graph> {
     g.finish()
 }
 
+/// A 3x3 convolution (stride 1, padding 1) with its bias and ReLU, as in a ResNet block.
+fn conv3x3(batch: u64, channels: u64, size: u64) -> Result<Graph> {
+    let g = GraphBuilder::new();
+    let x = g.input("x", DType::F16, shape![batch, channels, size, size])?;
+    let w = g.input("w", DType::F16, shape![channels, channels, 3, 3])?;
+    let b = g.input("b", DType::F16, shape![channels])?;
+    let y = x.conv(&w, &[1, 1], &[1, 1], &[(1, 1), (1, 1)], 1)?;
+    let bias = b.reshape(&[channels.into(), 1.into(), 1.into()])?;
+    g.output("y", &(&y + &bias)?.relu()?)?;
+    g.finish()
+}
+
 fn mlp(tokens: u64, hidden: u64, ffn: u64) -> Result<Graph> {
     let g = GraphBuilder::new();
     let x = g.input("x", DType::F16, shape![tokens, hidden])?;
@@ -218,6 +230,16 @@ pub fn all() -> Result<Vec<Workload>> {
         );
         generated.matmul = "generated";
         out.push(generated);
+    }
+    for (batch, channels, size) in [(32u64, 64u64, 56u64), (32, 256, 14)] {
+        let taps = 9 * channels;
+        out.push(workload(
+            &format!("conv3x3_n{batch}_c{channels}_{size}x{size}"),
+            conv3x3(batch, channels, size)?,
+            Bound::Compute {
+                flops: 2.0 * (batch * channels * size * size * taps) as f64,
+            },
+        ));
     }
     let mut mlp = workload(
         "mlp_2048x4096x16384",

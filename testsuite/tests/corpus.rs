@@ -36,6 +36,7 @@ fn sample_ops() -> Vec<Op> {
             Op::Gather { .. } => 18,
             Op::StateAssign => 19,
             Op::StateWriteSlice { .. } => 20,
+            Op::Conv { .. } => 21,
         }
     }
     let name = String::from("s");
@@ -72,6 +73,12 @@ fn sample_ops() -> Vec<Op> {
             axis: 0,
             start: Some(0),
         },
+        Op::Conv {
+            strides: vec![1],
+            dilations: vec![1],
+            pads: vec![(0, 0)],
+            groups: 1,
+        },
     ];
     ops.extend(UnaryOp::ALL.map(Op::Unary));
     ops.extend(BinaryOp::ALL.map(Op::Binary));
@@ -81,7 +88,7 @@ fn sample_ops() -> Vec<Op> {
         keepdims: false,
     }));
     let kinds: BTreeSet<usize> = ops.iter().map(kind).collect();
-    assert_eq!(kinds.len(), 21, "a sample of every kind of op");
+    assert_eq!(kinds.len(), 22, "a sample of every kind of op");
     ops
 }
 
@@ -95,9 +102,14 @@ fn accepts(op: &Op, dtype: DType) -> bool {
     let bool_ty = TensorType::new(DType::Bool, shape![2, 3]);
     let index = TensorType::new(DType::I64, shape![4]);
     let tall = TensorType::new(dtype, shape![3, 2]);
+    let (image, filter) = (
+        TensorType::new(dtype, shape![1, 2, 3]),
+        TensorType::new(dtype, shape![1, 2, 2]),
+    );
     let operands: Vec<&TensorType> = match op {
         Op::Select => vec![&bool_ty, &ty, &ty],
         Op::MatMul => vec![&ty, &tall],
+        Op::Conv { .. } => vec![&image, &filter],
         Op::Gather { .. } => vec![&ty, &index],
         Op::Binary(_) | Op::StateAssign | Op::StateWriteSlice { .. } => vec![&ty, &ty],
         _ => vec![&ty],

@@ -345,6 +345,25 @@ impl Tensor {
         self.apply(Op::MatMul, &[other])
     }
 
+    /// `conv(self, weights)`: `self: [N, C, S..]`, `weights: [O, C / groups, K..]` (see
+    /// [`Op::Conv`]); per spatial axis a stride, a dilation and `(before, after)` padding.
+    pub fn conv(
+        &self,
+        weights: &Tensor,
+        strides: &[u64],
+        dilations: &[u64],
+        pads: &[(u64, u64)],
+        groups: u64,
+    ) -> Result<Tensor> {
+        let op = Op::Conv {
+            strides: strides.to_vec(),
+            dilations: dilations.to_vec(),
+            pads: pads.to_vec(),
+            groups,
+        };
+        self.apply(op, &[weights])
+    }
+
     /// Reshape; at most one dim may be [`ReshapeDim::Infer`].
     pub fn reshape(&self, dims: &[ReshapeDim]) -> Result<Tensor> {
         self.apply(

@@ -703,6 +703,12 @@ fn compute(op: &Op, xs: &[&F64Tensor], out: &[u64], dtype: DType) -> Result<Vec<
         }
         Op::Reduce { op, axes, .. } => reduce(*op, axes, xs[0])?,
         Op::MatMul => matmul(xs[0], xs[1], out),
+        Op::Conv {
+            strides,
+            dilations,
+            pads,
+            groups,
+        } => conv(xs[0], xs[1], out, strides, dilations, pads, *groups),
         Op::Reshape { .. } | Op::Squeeze { .. } | Op::Unsqueeze { .. } => xs[0].data.clone(),
         Op::Permute { perm } => {
             let strides = row_major_strides(&xs[0].dims);
@@ -1056,6 +1062,59 @@ fn matmul(a: &F64Tensor, b: &F64Tensor, out: &[u64]) -> Vec<f64> {
             } else {
                 result.extend_from_slice(&acc);
             }
+        }
+    }
+    result
+}
+
+/// Direct convolution: every output element sums its window over its group's channels.
+fn conv(
+    x: &F64Tensor,
+    w: &F64Tensor,
+    out: &[u64],
+    strides: &[u64],
+    dilations: &[u64],
+    pads: &[(u64, u64)],
+    groups: u64,
+) -> Vec<f64> {
+    let (xs, ws) = (row_major_strides(&x.dims), row_major_strides(&w.dims));
+    let spatial = out.len() - 2;
+    let (channels, out_channels) = (w.dims[1] as usize, out[1] as usize);
+    let per_group = out_channels / groups as usize;
+    let window: Vec<u64> = w.dims[2..].to_vec();
+    let taps: usize = window.iter().map(|&k| k as usize).product();
+    let mut result = Vec::with_capacity(out.iter().map(|&d| d as usize).product());
+    let mut q = vec![0u64; out.len()];
+    for _ in 0..out.iter().product::<u64>() {
+        let (n, o) = (q[0] as usize, q[1] as usize);
+        let first_channel = o / per_group * channels;
+        let mut acc = 0.0;
+        for tap in 0..taps {
+            // The tap's kernel position and the input position it reads, if inside.
+            let (mut rest, mut at, mut w_at) = (tap, n * xs[0], o * ws[0]);
+            let mut inside = true;
+            for i in (0..spatial).rev() {
+                let k = rest % window[i] as usize;
+                rest /= window[i] as usize;
+                let pos =
+                    (q[2 + i] * strides[i] + k as u64 * dilations[i]) as i64 - pads[i].0 as i64;
+                inside &= (0..x.dims[2 + i] as i64).contains(&pos);
+                at += pos.max(0) as usize * xs[2 + i];
+                w_at += k * ws[2 + i];
+            }
+            if inside {
+                for c in 0..channels {
+                    acc += x.data[at + (first_channel + c) * xs[1]] * w.data[w_at + c * ws[1]];
+                }
+            }
+        }
+        result.push(acc);
+        for a in (0..q.len()).rev() {
+            q[a] += 1;
+            if q[a] < out[a] {
+                break;
+            }
+            q[a] = 0;
         }
     }
     result

@@ -115,6 +115,12 @@ fn infer_checked(op: &Op, xs: &[&TensorType]) -> Res<TensorType> {
         Op::Select => select(xs[0], xs[1], xs[2]),
         Op::Reduce { op, axes, keepdims } => reduce(*op, axes, *keepdims, xs[0]),
         Op::MatMul => matmul(xs[0], xs[1]),
+        Op::Conv {
+            strides,
+            dilations,
+            pads,
+            groups,
+        } => conv(strides, dilations, pads, *groups, xs[0], xs[1]),
         Op::Reshape { dims } => reshape(dims, xs[0]),
         Op::Permute { perm } => permute(perm, xs[0]),
         Op::BroadcastTo { dims } => broadcast_to(dims, xs[0]),
@@ -283,6 +289,76 @@ fn matmul(a: &TensorType, b: &TensorType) -> Res<TensorType> {
     Ok(TensorType::new(
         a.dtype,
         Shape::new(dims).map_err(|e| e.to_string())?,
+    ))
+}
+
+/// `conv(x, w)`: `x: [N, C, S..]`, `w: [O, C / groups, K..]`, all but `N` static.
+fn conv(
+    strides: &[u64],
+    dilations: &[u64],
+    pads: &[(u64, u64)],
+    groups: u64,
+    x: &TensorType,
+    w: &TensorType,
+) -> Res<TensorType> {
+    need_same_dtype(x, w)?;
+    need_float(x)?;
+    let spatial = x.rank().saturating_sub(2);
+    if !(1..=3).contains(&spatial) || w.rank() != x.rank() {
+        return Err(
+            "needs x: [N, C, S..] and w: [O, C / groups, K..] with 1 to 3 spatial axes".into(),
+        );
+    }
+    if strides.len() != spatial || dilations.len() != spatial || pads.len() != spatial {
+        return Err(format!(
+            "needs {spatial} strides, dilations and pads, got {}, {} and {}",
+            strides.len(),
+            dilations.len(),
+            pads.len()
+        ));
+    }
+    if strides.contains(&0) || dilations.contains(&0) || groups == 0 {
+        return Err("strides, dilations and groups must be at least 1".into());
+    }
+    let dims = (1..x.rank())
+        .map(|a| static_axis(x, a, "conv"))
+        .collect::<Res<Vec<u64>>>()?;
+    let kernel = (0..w.rank())
+        .map(|a| static_axis(w, a, "conv"))
+        .collect::<Res<Vec<u64>>>()?;
+    let (channels, out_channels) = (dims[0], kernel[0]);
+    if channels % groups != 0 || out_channels % groups != 0 || kernel[1] * groups != channels {
+        return Err(format!(
+            "{channels} input and {out_channels} output channels in {groups} groups need weights \
+             of {} channels per group, got {}",
+            channels / groups,
+            kernel[1]
+        ));
+    }
+    let mut out = vec![x.shape.dims()[0].clone(), Dim::Static(out_channels)];
+    for i in 0..spatial {
+        let (before, after) = pads[i];
+        let span = dilations[i]
+            .checked_mul(kernel[2 + i] - 1)
+            .and_then(|d| d.checked_add(1))
+            .ok_or("the kernel's span overflows u64")?;
+        let padded = dims[1 + i]
+            .checked_add(before)
+            .and_then(|n| n.checked_add(after))
+            .ok_or("the padded size overflows u64")?;
+        if kernel[2 + i] == 0 || span > padded {
+            return Err(format!(
+                "spatial axis {i}: a kernel of {} (dilation {}) does not fit {} padded to {padded}",
+                kernel[2 + i],
+                dilations[i],
+                dims[1 + i]
+            ));
+        }
+        out.push(Dim::Static((padded - span) / strides[i] + 1));
+    }
+    Ok(TensorType::new(
+        x.dtype,
+        Shape::new(out).map_err(|e| e.to_string())?,
     ))
 }
 

@@ -277,6 +277,18 @@ pub enum Op {
         axis: usize,
         start: Option<u64>,
     },
+    // New variants go last: `.tir` files store the variant's index.
+    /// `conv(x, w)`: the cross-correlation of `x: [N, C, S..]` (1 to 3 spatial axes) with
+    /// `w: [O, C / groups, K..]`, giving `[N, O, Q..]` with
+    /// `Q = (S + before + after - dilation·(K - 1) - 1) / stride + 1` (floor) per spatial axis.
+    /// Channels split into `groups` equal groups: output channel `o` reads only the input
+    /// channels of its group `o / (O / groups)` (ONNX's and PyTorch's `Conv`, without bias).
+    Conv {
+        strides: Vec<u64>,
+        dilations: Vec<u64>,
+        pads: Vec<(u64, u64)>,
+        groups: u64,
+    },
 }
 
 /// How many operands an op takes.
@@ -438,6 +450,7 @@ impl Op {
             Op::Select => "select",
             Op::Reduce { op, .. } => op.name(),
             Op::MatMul => "matmul",
+            Op::Conv { .. } => "conv",
             Op::Reshape { .. } => "reshape",
             Op::Permute { .. } => "permute",
             Op::BroadcastTo { .. } => "broadcast_to",
@@ -467,7 +480,9 @@ impl Op {
             | Op::Pad { .. }
             | Op::Squeeze { .. }
             | Op::Unsqueeze { .. } => Arity::Exactly(1),
-            Op::Binary(_) | Op::MatMul | Op::Gather { .. } | Op::StateAssign => Arity::Exactly(2),
+            Op::Binary(_) | Op::MatMul | Op::Conv { .. } | Op::Gather { .. } | Op::StateAssign => {
+                Arity::Exactly(2)
+            }
             Op::Select => Arity::Exactly(3),
             Op::Concat { .. } => Arity::AtLeast(1),
             Op::StateWriteSlice { start, .. } => {

@@ -68,6 +68,7 @@ pub enum OpKind {
     Select,
     Reduce,
     MatMul,
+    Conv,
     Reshape,
     Permute,
     BroadcastTo,
@@ -82,7 +83,7 @@ pub enum OpKind {
 }
 
 impl OpKind {
-    pub const ALL: [OpKind; 21] = [
+    pub const ALL: [OpKind; 22] = [
         OpKind::Input,
         OpKind::Parameter,
         OpKind::Constant,
@@ -93,6 +94,7 @@ impl OpKind {
         OpKind::Select,
         OpKind::Reduce,
         OpKind::MatMul,
+        OpKind::Conv,
         OpKind::Reshape,
         OpKind::Permute,
         OpKind::BroadcastTo,
@@ -120,6 +122,7 @@ impl OpKind {
             Op::Select => OpKind::Select,
             Op::Reduce { .. } => OpKind::Reduce,
             Op::MatMul => OpKind::MatMul,
+            Op::Conv { .. } => OpKind::Conv,
             Op::Reshape { .. } => OpKind::Reshape,
             Op::Permute { .. } => OpKind::Permute,
             Op::BroadcastTo { .. } => OpKind::BroadcastTo,
@@ -177,6 +180,12 @@ fn representative(kind: OpKind) -> Op {
             keepdims: false,
         },
         OpKind::MatMul => Op::MatMul,
+        OpKind::Conv => Op::Conv {
+            strides: Vec::new(),
+            dilations: Vec::new(),
+            pads: Vec::new(),
+            groups: 1,
+        },
         OpKind::Reshape => Op::Reshape { dims: Vec::new() },
         OpKind::Permute => Op::Permute { perm: Vec::new() },
         OpKind::BroadcastTo => Op::BroadcastTo { dims: Vec::new() },
@@ -276,6 +285,7 @@ impl GraphConfig {
             (Binary, 5),
             (Reduce, 3),
             (MatMul, 2),
+            (Conv, 1),
             (Reshape, 2),
             (Permute, 2),
             (BroadcastTo, 1),
@@ -959,6 +969,7 @@ impl Builder<'_> {
             OpKind::Select => self.select(rng),
             OpKind::Reduce => self.reduce(rng),
             OpKind::MatMul => self.matmul(rng),
+            OpKind::Conv => self.conv(rng),
             OpKind::Reshape => self.reshape(rng),
             OpKind::Permute => {
                 let x = self.pick_or_make(rng, |_| true, |_| true)?;
@@ -1088,6 +1099,42 @@ impl Builder<'_> {
             }
         };
         self.add(Op::MatMul, &[a, b])
+    }
+
+    /// A convolution of a float `[N, C, S..]` value with fresh weights: a random group count
+    /// that divides `C`, kernels of 1 to 3 taps, strides and dilations of 1 or 2, padding up
+    /// to 2 per side (inference skips the step when the kernel does not fit).
+    fn conv(&mut self, rng: &mut Rng) -> Option<NodeId> {
+        let x = self.pick_or_make(
+            rng,
+            |t| {
+                (3..=5).contains(&t.rank())
+                    && t.dtype.is_float()
+                    && t.shape.dims()[1..]
+                        .iter()
+                        .all(|d| d.as_static().is_some_and(|n| n > 0))
+            },
+            DType::is_float,
+        )?;
+        let tx = self.ty(x).clone();
+        let channels = tx.shape.dims()[1].as_static()?;
+        let spatial = tx.rank() - 2;
+        let divisors: Vec<u64> = (1..=channels).filter(|g| channels % g == 0).collect();
+        let groups = rng.pick(&divisors)?;
+        let out_channels = groups * rng.range(1, 3);
+        let mut dims = vec![Dim::Static(out_channels), Dim::Static(channels / groups)];
+        dims.extend((0..spatial).map(|_| Dim::Static(rng.range(1, 3))));
+        let ty = TensorType::new(tx.dtype, Shape::new(dims).ok()?);
+        let w = self.named_source(rng, OpKind::Parameter, ty)?;
+        let op = Op::Conv {
+            strides: (0..spatial).map(|_| rng.range(1, 2)).collect(),
+            dilations: (0..spatial).map(|_| rng.range(1, 2)).collect(),
+            pads: (0..spatial)
+                .map(|_| (rng.range(0, 2), rng.range(0, 2)))
+                .collect(),
+            groups,
+        };
+        self.add(op, &[x, w])
     }
 
     fn reshape(&mut self, rng: &mut Rng) -> Option<NodeId> {
@@ -1745,6 +1792,6 @@ mod tests {
         let names = all_op_names();
         let unique: BTreeSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len());
-        assert_eq!(names.len(), 4 + 19 + 1 + 15 + 1 + 7 + 10 + 2);
+        assert_eq!(names.len(), 4 + 19 + 1 + 15 + 1 + 7 + 11 + 2);
     }
 }

@@ -70,6 +70,7 @@
 //! | `slice` | `ranges = [0:, 2:10, 0:128:2, 1::3]`: `start:stop:step` per axis (start default 0; no stop: to the end; step default 1) |
 //! | `concat`, `gather` | `axis = 1` |
 //! | `pad` | `pads = [(0, 0), (1, 2)]` (before, after per axis), `value = 0.0` (default `0.0`) |
+//! | `conv` | `strides = [2, 2]`, `dilations = [1, 1]`, `pads = [(1, 1), (1, 1)]` (per spatial axis; defaults 1, 1 and no padding), `groups = 1` (default 1) |
 //! | `squeeze`, `unsqueeze` | `axes = [0]` |
 //! | `state_write_slice` | `axis = 0`, `start = 2`; without `start`, a third operand (a scalar i32/i64) gives the offset |
 //!
@@ -200,6 +201,20 @@ fn attributes(op: &Op) -> Vec<String> {
             ]
         }
         Op::Squeeze { axes } | Op::Unsqueeze { axes } => vec![format!("axes = {}", list(axes))],
+        Op::Conv {
+            strides,
+            dilations,
+            pads,
+            groups,
+        } => {
+            let pads = pads.iter().map(|(b, a)| format!("({b}, {a})"));
+            vec![
+                format!("strides = {}", list(strides)),
+                format!("dilations = {}", list(dilations)),
+                format!("pads = {}", list(pads)),
+                format!("groups = {groups}"),
+            ]
+        }
         Op::StateWriteSlice { axis, start } => {
             let mut attrs = vec![format!("axis = {axis}")];
             attrs.extend(start.map(|s| format!("start = {s}")));
@@ -730,6 +745,12 @@ fn op_templates() -> impl Iterator<Item = Op> {
         Op::Squeeze { axes: Vec::new() },
         Op::Unsqueeze { axes: Vec::new() },
         Op::Gather { axis: 0 },
+        Op::Conv {
+            strides: Vec::new(),
+            dilations: Vec::new(),
+            pads: Vec::new(),
+            groups: 1,
+        },
         Op::StateAssign,
         Op::StateWriteSlice {
             axis: 0,
@@ -867,6 +888,7 @@ fn build_op(template: Op, attrs: &mut Attrs) -> Result<Op> {
         Op::Unsqueeze { .. } => Op::Unsqueeze {
             axes: axes(attrs.required("axes")?)?,
         },
+        Op::Conv { .. } => conv_op(attrs)?,
         Op::StateWriteSlice { .. } => Op::StateWriteSlice {
             axis: to_axis(&attrs.required("axis")?, line)?,
             start: match attrs.optional("start") {
@@ -883,6 +905,48 @@ fn build_op(template: Op, attrs: &mut Attrs) -> Result<Op> {
         | Op::Select
         | Op::MatMul
         | Op::StateAssign => template,
+    })
+}
+
+/// A `conv` whose attributes left out take their defaults: as many spatial axes as the
+/// attributes given say (the operands' rank is checked by type inference), stride and dilation
+/// 1, no padding, one group.
+fn conv_op(attrs: &mut Attrs) -> Result<Op> {
+    let line = attrs.line;
+    let sizes = |v: Option<Val>, what: &str| -> Result<Option<Vec<u64>>> {
+        v.map(|v| to_list(&v, line, what, |x, l| to_u64(x, l, what)))
+            .transpose()
+    };
+    let strides = sizes(attrs.optional("strides"), "strides")?;
+    let dilations = sizes(attrs.optional("dilations"), "dilations")?;
+    let pads = attrs
+        .optional("pads")
+        .map(|v| to_list(&v, line, "pads", to_pad))
+        .transpose()?;
+    let groups = match attrs.optional("groups") {
+        Some(v) => to_u64(&v, line, "a group count")?,
+        None => 1,
+    };
+    let spatial = [
+        strides.as_ref().map(Vec::len),
+        dilations.as_ref().map(Vec::len),
+        pads.as_ref().map(Vec::len),
+    ]
+    .into_iter()
+    .flatten()
+    .next()
+    .ok_or_else(|| ParseError {
+        line,
+        column: None,
+        message: "conv needs at least one of `strides`, `dilations` and `pads` to give its \
+                  spatial axes"
+            .into(),
+    })?;
+    Ok(Op::Conv {
+        strides: strides.unwrap_or_else(|| vec![1; spatial]),
+        dilations: dilations.unwrap_or_else(|| vec![1; spatial]),
+        pads: pads.unwrap_or_else(|| vec![(0, 0); spatial]),
+        groups,
     })
 }
 
@@ -1527,6 +1591,18 @@ mod tests {
         let u = node(&mut g, Op::Unsqueeze { axes: vec![0, 2] }, &[x]);
         node(&mut g, Op::Squeeze { axes: vec![2, 0] }, &[u]);
         node(&mut g, Op::Gather { axis: 0 }, &[table, idx]);
+        let image = input(&mut g, "image", DType::F32, shape!["batch", 4, 9, 7]);
+        let filter = Op::Parameter {
+            name: "filter".into(),
+        };
+        let filter = source(&mut g, filter, DType::F32, shape![6, 2, 3, 2]);
+        let conv = Op::Conv {
+            strides: vec![2, 1],
+            dilations: vec![1, 3],
+            pads: vec![(1, 0), (2, 2)],
+            groups: 2,
+        };
+        node(&mut g, conv, &[image, filter]);
         node(&mut g, Op::StateAssign, &[s2, c_f32]);
         node(
             &mut g,

@@ -1356,3 +1356,38 @@ fn small_decoder_block_appends_to_its_caches() {
         .to_string()
         .contains("offset 4 with 1 elements overruns axis 2 of size 4"));
 }
+
+#[test]
+fn conv_sums_each_window_of_its_group() {
+    // x: [1, 2, 3] (two channels), w: [2, 1, 2] in two groups (depthwise), stride 1, padding
+    // (1, 0), dilation 2: out[o, q] = Σ_k w[o, 0, k] · x[o, q - 1 + 2k].
+    let x = f32t(&[1, 2, 3], &[1.0, 2.0, 3.0, 10.0, 20.0, 30.0]);
+    let w = f32t(&[2, 1, 2], &[1.0, 100.0, -1.0, 0.5]);
+    let op = Op::Conv {
+        strides: vec![1],
+        dilations: vec![2],
+        pads: vec![(1, 0)],
+        groups: 2,
+    };
+    // Q = (3 + 1 - 2 - 1) / 1 + 1 = 2; q = 0 reads positions -1 (pad) and 1; q = 1 reads 0, 2.
+    assert_bits(
+        &run(op, &[&x, &w]),
+        &[1, 2, 2],
+        &[200.0, 301.0, 10.0, -10.0 + 15.0],
+    );
+    // Two input channels summed, a 2x2 kernel with stride 2 over a 3x4 image.
+    let x = f32t(&[1, 2, 3, 4], &(0..24).map(f64::from).collect::<Vec<_>>());
+    let w = f32t(&[1, 2, 2, 2], &[1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0]);
+    let op = Op::Conv {
+        strides: vec![2, 2],
+        dilations: vec![1, 1],
+        pads: vec![(0, 0), (0, 0)],
+        groups: 1,
+    };
+    // out[0, 0, 0, j] = x0[0, 2j] + x0[1, 2j + 1] + x1[0, 2j + 1] + x1[1, 2j].
+    assert_bits(
+        &run(op, &[&x, &w]),
+        &[1, 1, 1, 2],
+        &[5.0 + 13.0 + 16.0, 2.0 + 7.0 + 15.0 + 18.0],
+    );
+}

@@ -2184,3 +2184,83 @@ proptest! {
         }
     }
 }
+
+fn conv_op(strides: &[u64], dilations: &[u64], pads: &[(u64, u64)], groups: u64) -> Op {
+    Op::Conv {
+        strides: strides.to_vec(),
+        dilations: dilations.to_vec(),
+        pads: pads.to_vec(),
+        groups,
+    }
+}
+
+#[test]
+fn conv_shapes() {
+    // (S + before + after - dilation·(K - 1) - 1) / stride + 1 per spatial axis.
+    let op = conv_op(&[2, 1], &[1, 3], &[(1, 0), (2, 2)], 2);
+    let (x, w) = (tt!(F16["n", 4, 9, 7]), tt!(F16[6, 2, 3, 2]));
+    assert_eq!(ok(op, &[&x, &w]), tt!(F16["n", 6, 4, 8]));
+    let op = conv_op(&[1], &[1], &[(0, 0)], 1);
+    assert_eq!(
+        ok(op, &[&tt!(F64[1, 3, 5]), &tt!(F64[2, 3, 5])]),
+        tt!(F64[1, 2, 1])
+    );
+}
+
+#[test]
+fn conv_errors() {
+    let plain = conv_op(&[1, 1], &[1, 1], &[(0, 0), (0, 0)], 1);
+    let cases = [
+        (
+            plain.clone(),
+            tt!(F32[1, 4, 5, 5]),
+            tt!(F32[2, 3, 3, 3]),
+            "4 input and 2 output channels in 1 groups need weights of 4 channels per group, got 3",
+        ),
+        (
+            conv_op(&[1, 1], &[1, 1], &[(0, 0), (0, 0)], 3),
+            tt!(F32[1, 6, 5, 5]),
+            tt!(F32[4, 2, 3, 3]),
+            "6 input and 4 output channels in 3 groups need weights of 2 channels per group, got 2",
+        ),
+        (
+            plain.clone(),
+            tt!(F32[1, 4, 2, 5]),
+            tt!(F32[2, 4, 3, 3]),
+            "spatial axis 0: a kernel of 3 (dilation 1) does not fit 2 padded to 2",
+        ),
+        (
+            conv_op(&[1], &[1, 1], &[(0, 0)], 1),
+            tt!(F32[1, 4, 5]),
+            tt!(F32[2, 4, 3]),
+            "needs 1 strides, dilations and pads, got 1, 2 and 1",
+        ),
+        (
+            conv_op(&[0, 1], &[1, 1], &[(0, 0), (0, 0)], 1),
+            tt!(F32[1, 4, 5, 5]),
+            tt!(F32[2, 4, 3, 3]),
+            "strides, dilations and groups must be at least 1",
+        ),
+        (
+            plain.clone(),
+            tt!(F32[1, "c", 5, 5]),
+            tt!(F32[2, 4, 3, 3]),
+            "conv needs axis 1 to be static, got c",
+        ),
+        (
+            plain.clone(),
+            tt!(I32[1, 4, 5, 5]),
+            tt!(I32[2, 4, 3, 3]),
+            "needs a float dtype, got i32",
+        ),
+        (
+            plain,
+            tt!(F32[4, 5, 5]),
+            tt!(F32[2, 4, 3, 3]),
+            "needs x: [N, C, S..] and w: [O, C / groups, K..] with 1 to 3 spatial axes",
+        ),
+    ];
+    for (op, x, w, why) in cases {
+        assert_eq!(reason(op, &[&x, &w]), why, "{x} * {w}");
+    }
+}

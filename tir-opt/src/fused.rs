@@ -19,6 +19,9 @@ pub enum KernelKind {
     /// One matmul (K loop), layout ops on its operands as load index maps, and an elementwise
     /// epilogue (bias, activation, residual, cast) applied to the output tile.
     MatMul,
+    /// One convolution as an implicit GEMM (weights times the input's windows, gathered tile
+    /// by tile in the K loop, never materialized) and an elementwise epilogue.
+    Conv,
     /// A gather with elementwise and layout members; the gathered data is read from memory.
     Gather,
     /// Layout ops only: a copy through an index map.
@@ -34,6 +37,7 @@ impl KernelKind {
             KernelKind::RowReduction => "row_reduction",
             KernelKind::Reduction => "reduction",
             KernelKind::MatMul => "matmul",
+            KernelKind::Conv => "conv",
             KernelKind::Gather => "gather",
             KernelKind::Layout => "layout",
             KernelKind::StateUpdate => "state_update",

@@ -220,3 +220,34 @@ fn attention_and_the_decoder_block_fuse_into_verified_kernels() {
         .count();
     assert_eq!(updates, 2);
 }
+
+#[test]
+fn conv_takes_its_epilogue_but_reads_its_operands() {
+    let g = GraphBuilder::new();
+    let x = g.input("x", DType::F16, shape!["n", 8, 12, 12]).unwrap();
+    let w = g.parameter("w", DType::F16, shape![16, 8, 3, 3]).unwrap();
+    let b = g.parameter("b", DType::F16, shape![16]).unwrap();
+    let pads = [(1, 1), (1, 1)];
+    // A producer of the input stays a kernel of its own: the conv gathers its windows from
+    // memory.
+    let y = x
+        .relu()
+        .unwrap()
+        .conv(&w, &[1, 1], &[1, 1], &pads, 1)
+        .unwrap();
+    let bias = b.reshape(&[16.into(), 1.into(), 1.into()]).unwrap();
+    let y = (&y + &bias).unwrap().silu().unwrap();
+    // A consumer that is not elementwise at the conv's shape is not part of it.
+    let pooled = y.sum(&[2, 3], false).unwrap();
+    g.output("y", &pooled).unwrap();
+    let fused = fuse(&g.finish().unwrap());
+    assert_eq!(
+        kinds(&fused),
+        [
+            KernelKind::Elementwise,
+            KernelKind::Conv,
+            KernelKind::Reduction
+        ]
+    );
+    assert_eq!(ops(&fused, 1), ["reshape", "conv", "add", "silu"]);
+}

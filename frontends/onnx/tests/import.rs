@@ -420,3 +420,156 @@ fn a_shape_input_is_folded_when_its_value_is_given() {
     let (_, out) = imported.graph.outputs()[0].clone();
     assert_eq!(imported.graph.ty(out).to_string(), "f32[4]");
 }
+
+fn int64s(name: &str, dims: &[i64], values: &[i64]) -> TensorProto {
+    TensorProto {
+        name: Some(name.into()),
+        dims: dims.to_vec(),
+        data_type: Some(DataType::Int64 as i32),
+        int64_data: values.to_vec(),
+        ..Default::default()
+    }
+}
+
+/// `model` with these initializers added (indices, pads, starts: known at import).
+fn with_initializers(mut model: ModelProto, tensors: Vec<TensorProto>) -> ModelProto {
+    model.graph.as_mut().unwrap().initializer.extend(tensors);
+    model
+}
+
+fn string_attr(name: &str, s: &str) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::String as i32),
+        s: Some(s.as_bytes().to_vec()),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn gather_nd_with_batch_dims_past_a_rank_is_refused() {
+    let gather = NodeProto {
+        attribute: vec![int_attr("batch_dims", 2)],
+        ..node("GatherND", &["x", "i"], &["y"])
+    };
+    let model = one_node(gather, &[("x", &[2, 3])], 13);
+    let model = with_initializers(model, vec![int64s("i", &[2, 1], &[0, 1])]);
+    let m = refusal(&model);
+    assert!(m.contains("GatherND") && m.contains("batch_dims 2"), "{m}");
+}
+
+#[test]
+fn pad_mode_wrap_before_opset_19_is_refused() {
+    let pad = NodeProto {
+        attribute: vec![string_attr("mode", "wrap")],
+        ..node("Pad", &["x", "p"], &["y"])
+    };
+    let model = one_node(pad, &[("x", &[2, 3])], 18);
+    let model = with_initializers(model, vec![int64s("p", &[4], &[0, 1, 0, 1])]);
+    let m = refusal(&model);
+    assert!(
+        m.contains("(Pad, opset 18)") && m.contains("Pad mode `wrap`"),
+        "{m}"
+    );
+}
+
+#[test]
+fn a_negative_step_slice_from_before_its_axis_is_refused() {
+    let slice = node("Slice", &["x", "s", "e", "a", "t"], &["y"]);
+    let model = one_node(slice, &[("x", &[4])], 13);
+    let ints = |name, v| int64s(name, &[1], &[v]);
+    let model = with_initializers(
+        model,
+        vec![
+            ints("s", -9),
+            ints("e", i64::MIN),
+            ints("a", 0),
+            ints("t", -1),
+        ],
+    );
+    let m = refusal(&model);
+    assert!(
+        m.contains("(Slice, opset 13)") && m.contains("from start -9") && m.contains("disagree"),
+        "{m}"
+    );
+}
+
+#[test]
+fn max_pool_indices_of_a_window_wholly_in_the_padding_are_refused() {
+    let pool = NodeProto {
+        attribute: vec![
+            AttributeProto {
+                name: Some("kernel_shape".into()),
+                r#type: Some(AttributeType::Ints as i32),
+                ints: vec![1, 1],
+                ..Default::default()
+            },
+            AttributeProto {
+                name: Some("pads".into()),
+                r#type: Some(AttributeType::Ints as i32),
+                ints: vec![1, 0, 0, 0],
+                ..Default::default()
+            },
+        ],
+        ..node("MaxPool", &["x"], &["y", "z"])
+    };
+    let m = refusal(&one_node(pool, &[("x", &[1, 1, 3, 3])], 12));
+    assert!(
+        m.contains("(MaxPool, opset 12)") && m.contains("wholly in the padding"),
+        "{m}"
+    );
+}
+
+#[test]
+fn mod_of_f64_is_refused_with_the_reason() {
+    let mut model = one_node(
+        node("Mod", &["a", "b"], &["y"]),
+        &[("a", &[3]), ("b", &[3])],
+        13,
+    );
+    let g = model.graph.as_mut().unwrap();
+    for v in g.input.iter_mut().chain(g.output.iter_mut()) {
+        if let Some(type_proto::Value::TensorType(t)) =
+            v.r#type.as_mut().and_then(|t| t.value.as_mut())
+        {
+            t.elem_type = Some(DataType::Double as i32);
+        }
+    }
+    let m = refusal(&model);
+    assert!(
+        m.contains("(Mod, opset 13)") && m.contains("Mod of f64") && m.contains("no remainder op"),
+        "{m}"
+    );
+}
+
+#[test]
+fn a_convolution_keeps_a_symbolic_batch_and_is_one_conv() {
+    let conv = NodeProto {
+        attribute: vec![int_attr("group", 1)],
+        ..node("Conv", &["x", "w"], &["y"])
+    };
+    let mut model = one_node(conv, &[("x", &[-1, 3, 8, 8]), ("w", &[4, 3, 3, 3])], 17);
+    model.graph.as_mut().unwrap().output = vec![value("y", &[-1, 4, 6, 6])];
+    let imported = import(&model).unwrap();
+    let g = &imported.graph;
+    let (_, y) = g.outputs()[0].clone();
+    assert_eq!(g.ty(y).to_string(), "f32[batch, 4, 6, 6]");
+    assert_eq!(
+        g.op_counts().get("conv"),
+        Some(&1),
+        "{}",
+        tir_graph::text::print(g)
+    );
+    // A pool still needs every dim known.
+    let pool = NodeProto {
+        attribute: vec![AttributeProto {
+            name: Some("kernel_shape".into()),
+            r#type: Some(AttributeType::Ints as i32),
+            ints: vec![2, 2],
+            ..Default::default()
+        }],
+        ..node("MaxPool", &["x"], &["y"])
+    };
+    let m = refusal(&one_node(pool, &[("x", &[-1, 3, 8, 8])], 17));
+    assert!(m.contains("MaxPool of symbolic shape"), "{m}");
+}

@@ -19,6 +19,7 @@ pub(super) fn add(c: &mut Corpus) -> Result<()> {
     reductions(c)?;
     large_rows(c)?;
     matmuls(c)?;
+    convs(c)?;
     layout_ops(c)?;
     gathers(c)?;
     state_ops(c)?;
@@ -616,6 +617,82 @@ fn matmuls(c: &mut Corpus) -> Result<()> {
         Values::Uniform(-1.0, 3.0),
         Tolerance::matmul(8),
     );
+    Ok(())
+}
+
+/// Convolutions (implicit-GEMM kernels): 1 to 3 spatial axes, strides, dilations, uneven
+/// padding, groups (depthwise too), K not a multiple of the tile, a symbolic batch with a bias
+/// and activation fused, and enough channels for several K steps.
+fn convs(c: &mut Corpus) -> Result<()> {
+    type Build = fn(&GraphBuilder, DType) -> Result<Tensor>;
+    let cases: [(&str, u64, Build); 7] = [
+        ("1d_k3_pad1", 9, |g, d| {
+            let w = g.input("w", d, shape![4, 3, 3])?;
+            g.input("x", d, shape![2, 3, 17])?
+                .conv(&w, &[1], &[1], &[(1, 1)], 1)
+        }),
+        ("2d_3x3_stride2", 45, |g, d| {
+            let w = g.input("w", d, shape![8, 5, 3, 3])?;
+            g.input("x", d, shape![2, 5, 13, 11])?
+                .conv(&w, &[2, 2], &[1, 1], &[(1, 1), (1, 0)], 1)
+        }),
+        ("2d_dilated_groups", 12, |g, d| {
+            let w = g.input("w", d, shape![9, 2, 3, 2])?;
+            g.input("x", d, shape![1, 6, 10, 9])?
+                .conv(&w, &[1, 1], &[2, 3], &[(2, 1), (0, 3)], 3)
+        }),
+        ("2d_depthwise", 9, |g, d| {
+            let w = g.input("w", d, shape![8, 1, 3, 3])?;
+            g.input("x", d, shape![2, 8, 12, 12])?
+                .conv(&w, &[1, 1], &[1, 1], &[(1, 1), (1, 1)], 8)
+        }),
+        ("3d", 24, |g, d| {
+            let w = g.input("w", d, shape![3, 2, 2, 3, 2])?;
+            g.input("x", d, shape![1, 2, 5, 6, 7])?.conv(
+                &w,
+                &[1, 2, 1],
+                &[1, 1, 1],
+                &[(1, 0), (0, 1), (1, 1)],
+                1,
+            )
+        }),
+        ("1x1_bias_relu_symbolic", 4, |g, d| {
+            let w = g.input("w", d, shape![16, 4, 1, 1])?;
+            let bias = g.input("bias", d, shape![16])?;
+            let bias = bias.reshape(&[16.into(), 1.into(), 1.into()])?;
+            let y = g.input("x", d, shape!["n", 4, 9, 9])?.conv(
+                &w,
+                &[1, 1],
+                &[1, 1],
+                &[(0, 0), (0, 0)],
+                1,
+            )?;
+            (&y + &bias)?.relu()
+        }),
+        ("2d_64x128_channels", 576, |g, d| {
+            let w = g.input("w", d, shape![128, 64, 3, 3])?;
+            g.input("x", d, shape![1, 64, 16, 16])?
+                .conv(&w, &[1, 1], &[1, 1], &[(1, 1), (1, 1)], 1)
+        }),
+    ];
+    for d in FLOATS {
+        for (shape_name, k, build) in cases {
+            let g = GraphBuilder::new();
+            g.output("y", &build(&g, d)?)?;
+            let bindings = if shape_name.ends_with("symbolic") {
+                runs_of("n", &[1, 3])
+            } else {
+                no_binding()
+            };
+            c.add(
+                format!("op/conv/{d}/{shape_name}"),
+                g.finish()?,
+                &bindings,
+                &|_| Values::Uniform(-1.0, 3.0),
+                Tolerance::matmul(k),
+            );
+        }
+    }
     Ok(())
 }
 

@@ -23,7 +23,7 @@ pub enum StoreView {
 
 impl KernelLowering<'_> {
     /// A space over `extents` with one tile per program (grid axes = space axes).
-    fn grid_space(&mut self, extents: &[Dim], tile: &[u64]) -> SpaceId {
+    pub(super) fn grid_space(&mut self, extents: &[Dim], tile: &[u64]) -> SpaceId {
         let coords = self.b.grid(extents, tile);
         let extents = extents.iter().map(|d| self.b.dim(d)).collect();
         self.b.add_space(Space {
@@ -80,7 +80,13 @@ impl KernelLowering<'_> {
     }
 
     /// Stores `value` into all of buffer `out`.
-    fn store_whole(&mut self, out: usize, space: SpaceId, value: ValueId, view: StoreView) {
+    pub(super) fn store_whole(
+        &mut self,
+        out: usize,
+        space: SpaceId,
+        value: ValueId,
+        view: StoreView,
+    ) {
         let dtype = self.buffers[out].ty.dtype;
         let param = self.b.writes(out, dtype, Region::Whole);
         let offset = match &view {
@@ -97,7 +103,7 @@ impl KernelLowering<'_> {
 
     /// The row-major store view of a buffer of `shape` over a space of `space_rank` axes: the
     /// buffer's axes first, extra trailing axes of size 1 (stride 0).
-    fn row_major(&self, shape: &Shape, space_rank: usize) -> StoreView {
+    pub(super) fn row_major(&self, shape: &Shape, space_rank: usize) -> StoreView {
         if let Some(v) = StridedView::contiguous(shape) {
             let mut strides = v.strides;
             strides.resize(space_rank, 0);
@@ -193,7 +199,6 @@ impl KernelLowering<'_> {
         let acc0 = self.b.constant(0.0, acc_dtype, &tile);
         let k_extent = self.b.dim(&k_dim);
         let steps = self.b.ceil_div(k_extent, tk);
-        let (zero, one) = (self.b.index(0), self.b.index(1));
         let (kk, acc_in) = (self.b.fresh(), self.b.fresh());
         self.b.open_block();
         // Step kk: the A tile [.., m, kk] and the B tile [.., kk, n], multiplied into acc.
@@ -203,32 +208,10 @@ impl KernelLowering<'_> {
         let b_tile = self.value(b, &operand_ix(&g.ty(b).shape, rank), b_space)?;
         let a_tile = self.mask_k(a_tile, g.ty(a).dtype, a_space, rank - 1, &k_dim, tk);
         let b_tile = self.mask_k(b_tile, g.ty(b).dtype, b_space, rank - 2, &k_dim, tk);
-        let acc_out = self.b.emit(
-            TileOp::Mma {
-                a: a_tile,
-                b: b_tile,
-                acc: acc_in,
-            },
-            acc_ty.clone(),
-        );
-        let body = self.close_block();
-        let results = self.b.emit_multi(
-            TileOp::For {
-                start: zero,
-                end: steps,
-                step: one,
-                var: kk,
-                init: vec![acc0],
-                carried: vec![(acc_in, acc_ty.clone())],
-                body,
-                yields: vec![acc_out],
-            },
-            vec![acc_ty],
-        );
-        let mm_value = self.b.emit(
-            TileOp::Cast { x: results[0] },
-            Type::tile(g.ty(mm).dtype, &tile),
-        );
+        let sum = self.close_k_loop(kk, steps, (acc0, acc_in, acc_ty), a_tile, b_tile);
+        let mm_value = self
+            .b
+            .emit(TileOp::Cast { x: sum }, Type::tile(g.ty(mm).dtype, &tile));
         let depth = self.b.depth();
         self.memo
             .insert((mm, Self::canonical(rank), out_space), (mm_value, depth));
@@ -256,6 +239,37 @@ impl KernelLowering<'_> {
             self.b.library = self.library_matmul(mm, b_transposed, out);
         }
         Ok(())
+    }
+
+    /// Ends the body of a K loop (opened with `open_block`) with `acc_in + a @ b`, closes it,
+    /// and emits the loop over `0..steps` with variable `var`, carrying the accumulator from
+    /// `acc0` through `acc_in`; returns the final sum.
+    pub(super) fn close_k_loop(
+        &mut self,
+        var: ValueId,
+        steps: ValueId,
+        (acc0, acc_in, acc_ty): (ValueId, ValueId, Type),
+        a: ValueId,
+        b: ValueId,
+    ) -> ValueId {
+        let acc_out = self
+            .b
+            .emit(TileOp::Mma { a, b, acc: acc_in }, acc_ty.clone());
+        let body = self.close_block();
+        let (zero, one) = (self.b.index(0), self.b.index(1));
+        self.b.emit_multi(
+            TileOp::For {
+                start: zero,
+                end: steps,
+                step: one,
+                var,
+                init: vec![acc0],
+                carried: vec![(acc_in, acc_ty.clone())],
+                body,
+                yields: vec![acc_out],
+            },
+            vec![acc_ty],
+        )[0]
     }
 
     /// The library call equal to a kernel that is only `mm` (operands read from their buffers,
@@ -730,7 +744,7 @@ fn space_dims(shape: &Shape) -> Vec<Dim> {
 }
 
 /// A power-of-two tile along a dim: at most `max`, no more than a small static dim needs.
-fn tile_for(d: &Dim, max: u64) -> u64 {
+pub(super) fn tile_for(d: &Dim, max: u64) -> u64 {
     match d {
         Dim::Static(n) => ceil_pow2(*n).min(max),
         Dim::Symbolic(_) => max,

@@ -11,6 +11,7 @@
 //! [`crate::tile::verify::verify_program`] and [`crate::legality::check_program`] check.
 
 pub mod builder;
+pub mod conv;
 pub mod emit;
 pub mod kernels;
 
@@ -373,6 +374,7 @@ fn lower_job(
         KernelKind::RowReduction => l.lower_rows(job.root, job.out, tiles)?,
         KernelKind::Reduction => l.lower_reduction(job.root, job.out, tiles)?,
         KernelKind::MatMul => l.lower_matmul(job.root, job.out, tiles)?,
+        KernelKind::Conv => l.lower_conv(job.root, job.out, tiles)?,
         KernelKind::StateUpdate => l.lower_state_update(job.root, job.out, tiles)?,
     }
     // A run-time write position is checked before the kernel, in place or not.

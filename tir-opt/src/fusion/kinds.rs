@@ -14,6 +14,7 @@ enum Role {
     Bijective,
     Reduce,
     MatMul,
+    Conv,
     Gather,
     StateUpdate,
 }
@@ -29,6 +30,7 @@ fn role(op: &Op) -> Role {
         }
         Op::Reduce { .. } => Role::Reduce,
         Op::MatMul => Role::MatMul,
+        Op::Conv { .. } => Role::Conv,
         Op::Gather { .. } => Role::Gather,
         Op::StateAssign | Op::StateWriteSlice { .. } => Role::StateUpdate,
         // Sources are never members.
@@ -69,6 +71,9 @@ pub fn classify(
             .all(|(m, r)| *m == root || *r == Role::Elementwise || is_layout(*r));
         return (root_updates && rest_simple && state_read_in_place(g, members, root))
             .then_some(KernelKind::StateUpdate);
+    }
+    if count(Role::Conv) > 0 {
+        return (count(Role::Conv) == 1 && conv_fits(g, members, root)).then_some(KernelKind::Conv);
     }
     if matmuls > 0 {
         return (matmuls == 1
@@ -206,6 +211,32 @@ fn matmul_fits(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId, target: &Fus
         }
     });
     epilogue_ok && (chain.is_empty() || crate::layout::store_view(g, &chain).is_some())
+}
+
+/// A convolution kernel: the conv reads both operands from memory, and the other members are
+/// its epilogue: elementwise ops over exactly the conv's output shape, up to the root, and the
+/// layout ops that bring their other operands there (a bias reshaped to `[O, 1, 1]`), which do
+/// not depend on the conv.
+fn conv_fits(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId) -> bool {
+    let Some(&conv) = members.iter().find(|&&m| role(&g.node(m).op) == Role::Conv) else {
+        return false;
+    };
+    let out = &g.ty(conv).shape;
+    // Node ids are topological: one pass finds every member that depends on the conv.
+    let mut after_conv = BTreeSet::from([conv]);
+    for &m in members {
+        if g.operands(m).iter().any(|o| after_conv.contains(o)) {
+            after_conv.insert(m);
+        }
+    }
+    operand_side(g, members, conv).is_empty()
+        && after_conv.contains(&root)
+        && members.iter().all(|&m| {
+            let r = role(&g.node(m).op);
+            m == conv
+                || (is_layout(r) && !after_conv.contains(&m))
+                || (r == Role::Elementwise && g.ty(m).shape == *out)
+        })
 }
 
 /// The bijective layout members from `root` down to the first member that is not one.

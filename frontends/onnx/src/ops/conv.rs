@@ -1,18 +1,18 @@
 //! Convolution and pooling over 1 to 3 spatial dims (`Conv`, `MaxPool`, `AveragePool`,
 //! `LpPool`) on `[N, C, spatial...]` tensors of static shape.
 //!
-//! All four gather the input's windows first: the input padded (with 0, or the dtype's lowest
-//! value for a max), then one gather per spatial axis at `stride · o + dilation · k`, giving
-//! `[N, C, out..., kernel...]`. A pool reduces the kernel axes; a convolution is then one
-//! (grouped, batched) matmul of the windows with the weights, the im2col form. Output sizes,
-//! `auto_pad`, `ceil_mode` and `count_include_pad` follow the operator spec: a window that
-//! `ceil_mode` lets run past the padded input reads nothing there (it is padded with the
-//! neutral value and never counted in an average).
+//! A convolution is one IR `conv` (an implicit-GEMM kernel: the windows are read from the input
+//! inside the matmul's K loop, never materialized), plus the bias. A pool gathers the input's
+//! windows: the input padded (with 0, or the dtype's lowest value for a max), then one gather
+//! per spatial axis at `stride · o + dilation · k`, giving `[N, C, out..., kernel...]`, whose
+//! kernel axes it reduces. Output sizes, `auto_pad`, `ceil_mode` and `count_include_pad` follow
+//! the operator spec: a window that `ceil_mode` lets run past the padded input reads nothing
+//! there (it is padded with the neutral value and never counted in an average).
 
 use super::{float, Cx, Res};
 use crate::import::Value;
 use crate::{invalid, unsupported};
-use tir_graph::{DType, Dim, ReshapeDim, Shape, Tensor};
+use tir_graph::{DType, Shape, Tensor};
 
 /// One spatial axis of a convolution or pool.
 #[derive(Clone, Copy, Debug)]
@@ -53,13 +53,15 @@ impl Axis {
 }
 
 /// The spatial axes of `x` for a kernel of `kernel` taps per axis, from the node's attributes.
+/// The batch may be symbolic; channels and spatial dims must be static.
 fn axes(cx: &mut Cx, x: &Tensor, kernel: &[u64], ceil_mode: bool) -> Res<Vec<Axis>> {
-    let dims = x
-        .shape()
-        .static_dims()
+    let dims: Vec<u64> = x.shape().dims()[1.min(x.rank())..]
+        .iter()
+        .map(|d| d.as_static())
+        .collect::<Option<_>>()
         .ok_or_else(|| unsupported(format!("{} of symbolic shape {}", cx.op(), x.ty())))?;
     let n = kernel.len();
-    if dims.len() != n + 2 || !(1..=3).contains(&n) {
+    if dims.len() != n + 1 || !(1..=3).contains(&n) {
         return Err(invalid(format!(
             "{} of {} with a kernel of {n} spatial dims (1 to 3)",
             cx.op(),
@@ -88,7 +90,7 @@ fn axes(cx: &mut Cx, x: &Tensor, kernel: &[u64], ceil_mode: bool) -> Res<Vec<Axi
     (0..n)
         .map(|i| {
             let mut a = Axis {
-                size: dims[i + 2],
+                size: dims[i + 1],
                 kernel: kernel[i],
                 stride: strides[i],
                 dilation: dilations[i],
@@ -193,6 +195,13 @@ fn kernel_shape(cx: &mut Cx) -> Res<Vec<u64>> {
 
 pub(super) fn pool(cx: &mut Cx) -> Res<Vec<Value>> {
     let x = cx.tensor(0)?;
+    if x.shape().static_dims().is_none() {
+        return Err(unsupported(format!(
+            "{} of symbolic shape {}",
+            cx.op(),
+            x.ty()
+        )));
+    }
     let kernel = kernel_shape(cx)?;
     let ceil_mode = cx.attrs.int("ceil_mode", 0)? != 0;
     let axes = axes(cx, &x, &kernel, ceil_mode)?;
@@ -200,12 +209,20 @@ pub(super) fn pool(cx: &mut Cx) -> Res<Vec<Value>> {
     let op = cx.op().to_string();
     let y = match op.as_str() {
         "MaxPool" => {
-            if cx.node.output.get(1).is_some_and(|o| !o.is_empty()) {
-                return Err(unsupported("MaxPool's Indices output"));
-            }
-            cx.attrs.ignore("storage_order"); // only orders the Indices output
+            let column_major = match cx.attrs.int("storage_order", 0)? {
+                0 => false,
+                1 => true,
+                other => return Err(invalid(format!("storage_order {other}"))),
+            };
             if !x.dtype().is_numeric() {
                 return Err(unsupported(format!("MaxPool of {}", x.dtype())));
+            }
+            if cx.node.output.get(1).is_some_and(|o| !o.is_empty()) {
+                if cx.opset < 8 {
+                    return Err(invalid("MaxPool has an Indices output from opset 8 on"));
+                }
+                let (y, indices) = max_with_indices(&x, &axes, column_major)?;
+                return Ok(vec![y.into(), indices.into()]);
             }
             windows(&x, &axes, lowest(x.dtype()))?.max(&reduced, false)?
         }
@@ -236,6 +253,89 @@ pub(super) fn pool(cx: &mut Cx) -> Res<Vec<Value>> {
         }
     };
     Ok(vec![y.into()])
+}
+
+/// MaxPool's two outputs: each window's max and, as ONNX's Indices, the flat position in `x`
+/// (`[N, C, spatial...]`, the spatial part row- or column-major) of the window's first element
+/// (in window order) equal to that max. A NaN in a window makes its max NaN (tir's max
+/// propagates NaN), and its index that of the first NaN. Padding is never picked, even where it
+/// ties with the max (the dtype's lowest value).
+fn max_with_indices(x: &Tensor, axes: &[Axis], column_major: bool) -> Res<(Tensor, Tensor)> {
+    if axes
+        .iter()
+        .any(|a| (0..a.out).any(|o| a.taps(o, false) == 0))
+    {
+        return Err(unsupported(
+            "MaxPool's Indices of a window wholly in the padding (it picks no element)",
+        ));
+    }
+    let reduced = kernel_axes(axes.len());
+    let w = windows(x, axes, lowest(x.dtype()))?;
+    let top = w.max(&reduced, true)?;
+    let mut hit = w.eq(&top)?;
+    if x.dtype().is_float() {
+        hit = hit.or(&w.ne(&w)?)?;
+    }
+    // Within a window the row-major spatial position grows in window order, so the first hit
+    // is the one at the least position; the padding is at position -1.
+    let b = x.builder();
+    let spatial: Vec<u64> = axes.iter().map(|a| a.size).collect();
+    let count: u64 = spatial.iter().product();
+    let places = windows(&spatial_positions(x, &spatial)?, axes, -1.0)?;
+    let hit = hit.and(&places.ge(&b.scalar(DType::I64, 0.0)?)?)?;
+    let none = b.scalar(DType::I64, count as f64)?;
+    let mut first = hit.select(&places, &none)?.min(&reduced, false)?;
+    if column_major && spatial.len() > 1 {
+        first = column_major_of(x, &spatial)?.gather(&first, 0)?;
+    }
+    let y = top.squeeze(&reduced)?;
+    Ok((y, first.add(&plane_offsets(x, count)?)?))
+}
+
+/// `[1, 1, spatial...]` (i64): each spatial element's row-major position.
+fn spatial_positions(x: &Tensor, spatial: &[u64]) -> Res<Tensor> {
+    let mut dims = vec![1, 1];
+    dims.extend_from_slice(spatial);
+    let count = spatial.iter().product();
+    Ok(x.builder()
+        .arange(DType::I64, count)?
+        .reshape_to(&Shape::of(&dims))?)
+}
+
+/// `[count]` (i64): at each row-major spatial position, the column-major one.
+fn column_major_of(x: &Tensor, spatial: &[u64]) -> Res<Tensor> {
+    let count: u64 = spatial.iter().product();
+    let values: Vec<f64> = (0..count)
+        .map(|mut p| {
+            let (mut column, mut stride) = (0, 1);
+            let mut coords = vec![0; spatial.len()];
+            for (c, &d) in coords.iter_mut().zip(spatial).rev() {
+                *c = p % d;
+                p /= d;
+            }
+            for (&c, &d) in coords.iter().zip(spatial) {
+                column += c * stride;
+                stride *= d;
+            }
+            column as f64
+        })
+        .collect();
+    Ok(x.builder()
+        .constant(DType::I64, Shape::of(&[count]), &values)?)
+}
+
+/// `[N, C, 1...]` (i64): where each `(n, c)` plane of `count` elements starts in `x` flattened.
+fn plane_offsets(x: &Tensor, count: u64) -> Res<Tensor> {
+    let dims = x.shape().static_dims().expect("static: axes checked it");
+    let b = x.builder();
+    let along = |axis: usize, stride: u64| -> Res<Tensor> {
+        let mut at = vec![1; dims.len()];
+        at[axis] = dims[axis];
+        Ok(b.arange(DType::I64, dims[axis])?
+            .reshape_to(&Shape::of(&at))?
+            .mul_scalar(stride as f64)?)
+    };
+    Ok(along(0, dims[1] * count)?.add(&along(1, count)?)?)
 }
 
 fn scalar(like: &Tensor, value: f64) -> Res<Tensor> {
@@ -285,7 +385,9 @@ pub(super) fn conv(cx: &mut Cx) -> Res<Vec<Value>> {
         }
     }
     let axes = axes(cx, &x, &kernel, false)?;
-    let channels = x.shape().static_dims().expect("static: axes checked it")[1];
+    let channels = x.shape().dims()[1]
+        .as_static()
+        .expect("static: axes checked it");
     let (g, m) = (groups as u64, wdims[0]);
     if channels % g != 0 || m % g != 0 || wdims[1] * g != channels {
         return Err(invalid(format!(
@@ -293,42 +395,13 @@ pub(super) fn conv(cx: &mut Cx) -> Res<Vec<Value>> {
             w.ty()
         )));
     }
-    let taps: u64 = kernel.iter().product::<u64>() * wdims[1];
-    let outs: Vec<u64> = axes.iter().map(|a| a.out).collect();
-    let positions: u64 = outs.iter().product();
-    let batch = x.shape().dims()[0].clone();
-    // Windows [N, C, out..., k...] → [N, G, positions, C/G · k...] against [G, C/G · k..., M/G].
+    let strides: Vec<u64> = axes.iter().map(|a| a.stride).collect();
+    let dilations: Vec<u64> = axes.iter().map(|a| a.dilation).collect();
+    let pads: Vec<(u64, u64)> = axes.iter().map(|a| (a.pad_begin, a.pad_end)).collect();
     let n = axes.len();
-    let cols = windows(&x, &axes, 0.0)?
-        .reshape(&reshape(&[
-            batch.clone(),
-            g.into(),
-            wdims[1].into(),
-            positions.into(),
-            (taps / wdims[1]).into(),
-        ]))?
-        .permute(&[0, 1, 3, 2, 4])?
-        .reshape(&reshape(&[
-            batch.clone(),
-            g.into(),
-            positions.into(),
-            taps.into(),
-        ]))?;
-    let filters = w
-        .reshape(&reshape(&[g.into(), (m / g).into(), taps.into()]))?
-        .transpose()?;
-    let mut out_dims = vec![batch, m.into()];
-    out_dims.extend(outs.iter().map(|&o| Dim::Static(o)));
-    let mut y = cols
-        .matmul(&filters)?
-        .permute(&[0, 1, 3, 2])?
-        .reshape(&reshape(&out_dims))?;
+    let mut y = x.conv(&w, &strides, &dilations, &pads, g)?;
     if let Some(bias) = bias {
         y = y.add(&bias.unsqueeze(&(1..=n).collect::<Vec<_>>())?)?;
     }
     Ok(vec![y.into()])
-}
-
-fn reshape(dims: &[Dim]) -> Vec<ReshapeDim> {
-    dims.iter().cloned().map(ReshapeDim::Dim).collect()
 }

@@ -57,6 +57,7 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
         "Expand" => shape::expand,
         "Gather" => shape::gather,
         "GatherElements" => shape::gather_elements,
+        "GatherND" => shape::gather_nd,
         "Shape" => shape::shape,
         "Size" => shape::size,
         "Constant" => shape::constant,

@@ -285,11 +285,73 @@ pub(super) fn concat(cx: &mut Cx) -> Res<Vec<Value>> {
     Ok(vec![cx.b().concat(&refs, axis(a, rank)?)?.into()])
 }
 
+/// What ONNX's Slice takes of one axis.
+enum AxisSlice {
+    /// A positive step.
+    Range(SliceRange),
+    /// The positions a negative step visits, in order (at least one).
+    Descending(Vec<u64>),
+}
+
+impl AxisSlice {
+    /// The positions taken of an axis of `len`.
+    fn positions(&self, len: u64) -> Vec<u64> {
+        match self {
+            AxisSlice::Range(r) => (r.start..r.stop.unwrap_or(len).min(len))
+                .step_by(r.step as usize)
+                .collect(),
+            AxisSlice::Descending(p) => p.clone(),
+        }
+    }
+}
+
+/// What ONNX's Slice takes of an axis of size `d`: `start` and `end` are clamped to `[0, d]`
+/// for a positive step, and to `[0, d - 1]` and `[-1, d - 1]` for a negative one.
+fn axis_slice(start: i64, end: i64, step: i64, d: &Dim) -> Res<AxisSlice> {
+    if step == 0 {
+        return Err(invalid("Slice with step 0"));
+    }
+    if step > 0 {
+        return slice_range(start, end, step, d).map(AxisSlice::Range);
+    }
+    let Dim::Static(n) = d else {
+        return Err(unsupported(format!(
+            "Slice with step {step} of symbolic dim `{d}`"
+        )));
+    };
+    let n = *n as i64;
+    let resolve = |v: i64| if v < 0 { v.saturating_add(n) } else { v };
+    if n > 0 && resolve(start) < 0 {
+        // The spec clamps such a start to 0 (taking element 0), NumPy and ONNX's reference
+        // take nothing.
+        return Err(unsupported(format!(
+            "Slice with step {step} from start {start}, before an axis of {n} (the spec and ONNX's reference disagree)"
+        )));
+    }
+    let (s, e) = (resolve(start).min(n - 1), resolve(end).clamp(-1, n - 1));
+    let stride = step.unsigned_abs();
+    let count = if s > e {
+        (s - e - 1) as u64 / stride + 1
+    } else {
+        0
+    };
+    if count > tir_graph::op::MAX_CONSTANT_ELEMENTS {
+        return Err(too_long("Slice with a negative step", count));
+    }
+    let positions: Vec<u64> = (e + 1..=s)
+        .rev()
+        .step_by(usize::try_from(stride).unwrap_or(usize::MAX))
+        .map(|p| p as u64)
+        .collect();
+    Ok(if positions.is_empty() {
+        AxisSlice::Range(SliceRange::new(0, 0, 1))
+    } else {
+        AxisSlice::Descending(positions)
+    })
+}
+
 /// The range of one axis of size `d` that ONNX's Slice takes (`start`, `end` clamped; step > 0).
 fn slice_range(start: i64, end: i64, step: i64, d: &Dim) -> Res<SliceRange> {
-    if step <= 0 {
-        return Err(unsupported(format!("Slice with step {step}")));
-    }
     let Dim::Static(n) = d else {
         if start == 0 && end >= i64::from(i32::MAX) && step == 1 {
             return Ok(SliceRange::FULL);
@@ -323,32 +385,45 @@ pub(super) fn slice(cx: &mut Cx) -> Res<Vec<Value>> {
     }
     if cx.is_symbolic_dims(0) {
         let (e, _) = entries(cx, 0)?;
-        let len = Dim::Static(e.len() as u64);
-        let r = match (count, list.first()) {
-            (1, Some(0 | -1)) => slice_range(starts[0], ends[0], steps[0], &len)?,
+        let len = e.len() as u64;
+        let taken = match (count, list.first()) {
+            (1, Some(0 | -1)) => axis_slice(starts[0], ends[0], steps[0], &Dim::Static(len))?,
             _ => return Err(unsupported("Slice of a symbolic shape vector")),
         };
-        let stop = r.stop.unwrap_or(e.len() as u64);
-        let picked = e
+        let picked = taken
+            .positions(len)
             .into_iter()
-            .skip(r.start as usize)
-            .take(stop.saturating_sub(r.start) as usize)
-            .step_by(r.step as usize)
+            .map(|p| e[p as usize].clone())
             .collect();
         return Ok(vec![Known::dims(picked, false).into()]);
     }
     let x = cx.tensor(0)?;
     let dims = x.shape().dims().to_vec();
     let mut ranges = vec![SliceRange::FULL; dims.len()];
+    let mut descending = Vec::new();
     let mut seen = vec![false; dims.len()];
     for i in 0..count {
         let a = axis(list[i], dims.len())?;
         if std::mem::replace(&mut seen[a], true) {
             return Err(invalid(format!("axis {a} is sliced twice")));
         }
-        ranges[a] = slice_range(starts[i], ends[i], steps[i], &dims[a])?;
+        match axis_slice(starts[i], ends[i], steps[i], &dims[a])? {
+            AxisSlice::Range(r) => ranges[a] = r,
+            AxisSlice::Descending(p) => descending.push((a, p)),
+        }
     }
-    Ok(vec![x.slice(&ranges)?.into()])
+    let whole = ranges.iter().all(|r| *r == SliceRange::FULL);
+    let mut y = if whole && !descending.is_empty() {
+        x
+    } else {
+        x.slice(&ranges)?
+    };
+    // A negative step gathers the positions it visits (its axis is whole in `y`).
+    for (a, positions) in descending {
+        let values = positions.into_iter().map(|p| p as i64).collect();
+        y = y.gather(&index_table(&y, values, "Slice with a negative step")?, a)?;
+    }
+    Ok(vec![y.into()])
 }
 
 pub(super) fn split(cx: &mut Cx) -> Res<Vec<Value>> {
@@ -493,28 +568,130 @@ pub(super) fn take_along(x: &Tensor, index: &Tensor, axis: usize) -> Res<Tensor>
             x.ty()
         )));
     }
-    let b = x.builder();
-    let strides: Vec<u64> = (0..dims.len())
-        .map(|i| dims[i + 1..].iter().product())
-        .collect();
-    let n = dims[axis] as f64;
+    let strides = row_major_strides(&dims);
     let idx = runtime_indices(index.cast(DType::I64)?, Some(dims[axis]))?;
     let mut linear = idx.mul_scalar(strides[axis] as f64)?;
     for (i, (&len, &stride)) in idims.iter().zip(&strides).enumerate() {
         if i == axis || len == 1 {
             continue;
         }
-        let mut at = vec![1; idims.len()];
-        at[i] = len;
-        let coordinate = b.arange(DType::I64, len)?.reshape_to(&Shape::of(&at))?;
-        linear = linear.add(&coordinate.mul_scalar(stride as f64)?)?;
+        linear = linear.add(&coordinate(x, len, i, idims.len())?.mul_scalar(stride as f64)?)?;
     }
-    let in_range = idx
-        .ge(&b.scalar(DType::I64, 0.0)?)?
-        .and(&idx.lt(&b.scalar(DType::I64, n)?)?)?;
-    let linear = in_range.select(&linear, &b.scalar(DType::I64, -1.0)?)?;
+    let linear = out_of_range_to(&idx, dims[axis], &linear)?;
     let flat = x.reshape_to(&Shape::of(&[dims.iter().product()]))?;
     Ok(flat.gather(&linear, 0)?)
+}
+
+pub(super) fn gather_nd(cx: &mut Cx) -> Res<Vec<Value>> {
+    if cx.opset < 11 {
+        return Err(invalid("GatherND is an op of opset 11 on"));
+    }
+    // Opset 11 has no `batch_dims`: left unread there, it is refused as an unknown attribute.
+    let batch = if cx.opset >= 12 {
+        cx.attrs.int("batch_dims", 0)?
+    } else {
+        0
+    };
+    let (x, index) = (cx.tensor(0)?, cx.tensor(1)?);
+    Ok(vec![take_nd(&x, &index, batch)?.into()])
+}
+
+/// ONNX's `GatherND`: `index` is `[B.., Q.., m]` over `x: [B.., D1..Dm, T..]` (`B..` the
+/// `batch` shared dims); each `m`-tuple (negatives count from the end) picks the slice `[T..]`.
+/// Lowered like [`take_along`]: `x` as `[B·D1···Dm, T..]`, one gather at the linear position of
+/// each tuple; a tuple with an entry out of range reads out of range (never another slice).
+fn take_nd(x: &Tensor, index: &Tensor, batch: i64) -> Res<Tensor> {
+    let (Some(dims), Some(idims)) = (x.shape().static_dims(), index.shape().static_dims()) else {
+        return Err(unsupported(format!(
+            "GatherND over symbolic dims ({} by {})",
+            x.ty(),
+            index.ty()
+        )));
+    };
+    let (r, q) = (dims.len(), idims.len());
+    let b = usize::try_from(batch)
+        .ok()
+        .filter(|&b| b < r.min(q))
+        .ok_or_else(|| {
+            invalid(format!(
+                "batch_dims {batch} for data {} and indices {} (it must be below both ranks)",
+                x.ty(),
+                index.ty()
+            ))
+        })?;
+    let m = idims[q - 1] as usize;
+    if b + m > r || idims[..b] != dims[..b] || !index.dtype().is_int() {
+        return Err(invalid(format!(
+            "indices {} do not index data {} past {b} batch dims",
+            index.ty(),
+            x.ty()
+        )));
+    }
+    let lead = &idims[..q - 1];
+    let strides = row_major_strides(&dims[..b + m]);
+    let idx = index.cast(DType::I64)?;
+    let mut linear: Option<Tensor> = None;
+    let mut add = |t: Tensor| -> Res<()> {
+        linear = Some(match linear.take() {
+            Some(l) => l.add(&t)?,
+            None => t,
+        });
+        Ok(())
+    };
+    for i in 0..b {
+        add(coordinate(x, dims[i], i, lead.len())?.mul_scalar(strides[i] as f64)?)?;
+    }
+    let mut tuple = Vec::with_capacity(m);
+    for j in 0..m {
+        let n = dims[b + j];
+        let entry = idx
+            .slice_axis(q - 1, j as u64, j as u64 + 1)?
+            .squeeze(&[q - 1])?;
+        let entry = runtime_indices(entry, Some(n))?;
+        add(entry.mul_scalar(strides[b + j] as f64)?)?;
+        tuple.push((entry, n));
+    }
+    let lead_shape = Shape::of(lead);
+    let mut linear = match linear {
+        Some(l) if l.shape() == lead_shape => l,
+        Some(l) => l.broadcast_to(&lead_shape)?,
+        None => x
+            .builder()
+            .scalar(DType::I64, 0.0)?
+            .broadcast_to(&lead_shape)?,
+    };
+    for (entry, n) in &tuple {
+        linear = out_of_range_to(entry, *n, &linear)?;
+    }
+    let mut slices = vec![dims[..b + m].iter().product()];
+    slices.extend_from_slice(&dims[b + m..]);
+    Ok(x.reshape_to(&Shape::of(&slices))?.gather(&linear, 0)?)
+}
+
+/// The row-major strides of `dims`, in elements.
+fn row_major_strides(dims: &[u64]) -> Vec<u64> {
+    (0..dims.len())
+        .map(|i| dims[i + 1..].iter().product())
+        .collect()
+}
+
+/// `0..len` (i64) along axis `axis` of a rank-`rank` tensor, 1 on every other axis.
+fn coordinate(like: &Tensor, len: u64, axis: usize, rank: usize) -> Res<Tensor> {
+    let mut at = vec![1; rank];
+    at[axis] = len;
+    Ok(like
+        .builder()
+        .arange(DType::I64, len)?
+        .reshape_to(&Shape::of(&at))?)
+}
+
+/// `linear`, or -1 (out of range for any gather) where `idx` is outside `0..n`.
+fn out_of_range_to(idx: &Tensor, n: u64, linear: &Tensor) -> Res<Tensor> {
+    let b = idx.builder();
+    let in_range = idx
+        .ge(&b.scalar(DType::I64, 0.0)?)?
+        .and(&idx.lt(&b.scalar(DType::I64, n as f64)?)?)?;
+    Ok(in_range.select(linear, &b.scalar(DType::I64, -1.0)?)?)
 }
 
 /// Known indices with negatives resolved, as a constant; each checked against `size`.
@@ -585,14 +762,19 @@ pub(super) fn tile(cx: &mut Cx) -> Res<Vec<Value>> {
 
 pub(super) fn pad(cx: &mut Cx) -> Res<Vec<Value>> {
     let mode = cx.attrs.string("mode", "constant")?;
-    if mode != "constant" {
-        return Err(unsupported(format!("Pad mode `{mode}`")));
+    match mode.as_str() {
+        "constant" | "edge" | "reflect" => {}
+        "wrap" if cx.opset >= 19 => {}
+        other => return Err(invalid(format!("Pad mode `{other}`"))),
     }
+    let constant = mode == "constant";
     let (pads, value, list) = if cx.opset < 11 {
         let pads = cx.attrs.ints("pads")?.ok_or_else(|| invalid("no pads"))?;
         (pads, f64::from(cx.attrs.float("value", 0.0)?), None)
     } else {
-        let value = match cx.opt_known(2)? {
+        // Only `constant` reads the value: other modes need not know it.
+        let known = if constant { cx.opt_known(2)? } else { None };
+        let value = match known {
             Some(k) => *k
                 .f64s()?
                 .first()
@@ -622,7 +804,81 @@ pub(super) fn pad(cx: &mut Cx) -> Res<Vec<Value>> {
         }
         per_axis[a] = (before as u64, after as u64);
     }
-    Ok(vec![x.pad(&per_axis, value)?.into()])
+    if constant {
+        return Ok(vec![x.pad(&per_axis, value)?.into()]);
+    }
+    let mut y = x;
+    for (a, &(before, after)) in per_axis.iter().enumerate() {
+        if (before, after) != (0, 0) {
+            y = pad_axis(&y, a, before, after, &mode)?;
+        }
+    }
+    Ok(vec![y.into()])
+}
+
+/// `x` padded along `axis` in `mode` (`edge`, `reflect` or `wrap`): one gather of the source
+/// position of every padded position.
+fn pad_axis(x: &Tensor, axis: usize, before: u64, after: u64, mode: &str) -> Res<Tensor> {
+    let d = x.shape().dims()[axis].clone();
+    let Dim::Static(n) = d else {
+        return Err(unsupported(format!(
+            "Pad mode `{mode}` of symbolic dim `{d}`"
+        )));
+    };
+    if n == 0 {
+        return Err(invalid(format!(
+            "Pad mode `{mode}` extends axis {axis}, which is empty"
+        )));
+    }
+    let len = before.saturating_add(n).saturating_add(after);
+    if len > tir_graph::op::MAX_CONSTANT_ELEMENTS {
+        return Err(too_long(&format!("Pad mode `{mode}`"), len));
+    }
+    let n = n as i64;
+    let sources = (-(before as i64)..n + after as i64)
+        .map(|p| pad_source(mode, p, n))
+        .collect();
+    let what = format!("Pad mode `{mode}`");
+    Ok(x.gather(&index_table(x, sources, &what)?, axis)?)
+}
+
+/// A constant `[len]` of positions to gather (an i64 constant: at most
+/// [`tir_graph::op::MAX_CONSTANT_ELEMENTS`], else `what` is refused).
+fn index_table(like: &Tensor, positions: Vec<i64>, what: &str) -> Res<Tensor> {
+    let len = positions.len() as u64;
+    if len > tir_graph::op::MAX_CONSTANT_ELEMENTS {
+        return Err(too_long(what, len));
+    }
+    Ok(like
+        .builder()
+        .constant_data(DType::I64, Shape::of(&[len]), ConstData::Int(positions))?)
+}
+
+fn too_long(what: &str, len: u64) -> crate::NodeErrorKind {
+    unsupported(format!(
+        "{what} of {len} positions (tir's index tables hold at most {})",
+        tir_graph::op::MAX_CONSTANT_ELEMENTS
+    ))
+}
+
+/// The position of an axis of `n` (> 0) that position `p` of the padded axis copies, as NumPy's
+/// `pad` (ONNX's reference) defines it, for pads of any size: `edge` repeats the end values,
+/// `wrap` is periodic in `n`, `reflect` mirrors about the ends (periodic in `2(n - 1)`).
+fn pad_source(mode: &str, p: i64, n: i64) -> i64 {
+    match mode {
+        "edge" => p.clamp(0, n - 1),
+        "wrap" => p.rem_euclid(n),
+        _ if n == 1 => 0,
+        _ => {
+            let period = 2 * (n - 1);
+            let m = p.rem_euclid(period);
+            if m < n {
+                m
+            } else {
+                period - m
+            }
+        }
+    }
 }
 
 pub(super) fn trilu(cx: &mut Cx) -> Res<Vec<Value>> {

@@ -1,0 +1,318 @@
+//! The convolution kernel: an implicit GEMM.
+//!
+//! Takes a [`tir_opt::KernelKind::Conv`] kernel (one `conv` reading `x: [N, C, S..]` and
+//! `w: [O, C/G, K..]` from memory, and an elementwise epilogue) and emits one tile program per
+//! output tile `[1, TO, TQ..]`: image `n`, `TO` output channels of one group, a block of output
+//! positions. Per group the product is `out[o, q] = Σ_k w[o, k] · col[k, q]` with
+//! `k = (c, tap)` over the group's channels times the kernel's taps (the weights' own order).
+//! The K loop loads a `[TO, TK]` tile of the weights (rows of `w` flattened to
+//! `[O, C/G · taps]`) and gathers the matching `[TK, TQ]` tile of input windows (`col`, never
+//! materialized) with one indexed load from the group's `[C/G, S..]` view: element `(k, q)`
+//! reads channel `k / taps` at `q·stride - pad + tap·dilation` per spatial axis. The first-tap
+//! positions are computed once per program, what depends on `k` alone on `[TK, 1..]` tiles;
+//! a position in the padding, or a channel past the group's, is outside the view and reads 0
+//! (measured on the H100, this beat both a single linear index with explicit masks and a
+//! tap-major K loop). The products accumulate on
+//! tensor cores in f32 (f64 for f64), then the epilogue runs on the output tile and one store
+//! writes it, so the legality certificate is that of any tile-per-program kernel.
+//! Guarantees: every output element is the sum over exactly its window.
+
+use super::builder::{choose_tile, Ix, Space};
+use super::emit::KernelLowering;
+use super::kernels::{accumulator, tile_for};
+use super::LowerError;
+use crate::target::TileShapes;
+use crate::tile::{Access, IndexOp, TileOp, Type, ValueId};
+use tir_graph::{DType, Dim, NodeId, Op};
+
+type Res<T> = Result<T, LowerError>;
+
+/// The static sizes of a convolution.
+struct ConvShape {
+    /// Input channels, output channels and groups.
+    channels: u64,
+    out_channels: u64,
+    groups: u64,
+    /// Spatial sizes of the input and of the kernel.
+    input: Vec<u64>,
+    kernel: Vec<u64>,
+    strides: Vec<u64>,
+    dilations: Vec<u64>,
+    pads_before: Vec<u64>,
+}
+
+impl ConvShape {
+    fn channels_per_group(&self) -> u64 {
+        self.channels / self.groups
+    }
+
+    fn taps(&self) -> u64 {
+        self.kernel.iter().product()
+    }
+}
+
+impl KernelLowering<'_> {
+    /// A convolution with its epilogue (see the module doc).
+    pub fn lower_conv(&mut self, root: NodeId, out: usize, tiles: &TileShapes) -> Res<()> {
+        let g = self.g;
+        let conv = *self
+            .members
+            .iter()
+            .find(|&&m| matches!(g.node(m).op, Op::Conv { .. }))
+            .ok_or_else(|| self.unsupported("a conv kernel without a conv".into()))?;
+        let geometry = self.conv_shape(conv)?;
+        let (x, w) = (g.operands(conv)[0], g.operands(conv)[1]);
+        let out_ty = g.ty(conv).clone();
+        let spatial = geometry.input.len();
+        // Output channels per tile divide a group's, so that a tile reads one group.
+        let per_group = geometry.out_channels / geometry.groups;
+        let to = if geometry.groups == 1 {
+            tile_for(&Dim::Static(per_group), tiles.matmul_m)
+        } else {
+            (1u64 << per_group.trailing_zeros()).min(tiles.matmul_m)
+        };
+        let tq = choose_tile(&out_ty.shape.dims()[2..], tiles.matmul_n);
+        let k = geometry.channels_per_group() * geometry.taps();
+        let tk = tile_for(&Dim::Static(k), tiles.matmul_k);
+        let mut tile = vec![1, to];
+        tile.extend(&tq);
+        let out_space = self.grid_space(out_ty.shape.dims(), &tile);
+        let coords = self.b.spaces[out_space].coords.clone();
+        let count: u64 = tq.iter().product();
+
+        let x_view = self.window_view(x, &geometry, coords[0], coords[1], to)?;
+        let w_view = self.weight_view(w, &geometry)?;
+        let bases = self.window_bases(&geometry, &coords[2..], &tq);
+
+        let acc_dtype = accumulator(out_ty.dtype);
+        let acc_ty = Type::tile(acc_dtype, &[to, count]);
+        let acc0 = self.b.constant(0.0, acc_dtype, &[to, count]);
+        let steps = self.b.index(k.div_ceil(tk) as i64);
+        let (step, acc_in) = (self.b.fresh(), self.b.fresh());
+        self.b.open_block();
+        let w_tile = self.b.emit(
+            TileOp::Load {
+                view: w_view,
+                coords: vec![coords[1], step],
+                padding: 0.0,
+                token: None,
+            },
+            Type::tile(out_ty.dtype, &[to, tk]),
+        );
+        let cols = self.window_tile(x_view, &geometry, &bases, step, tk, &tq, out_ty.dtype);
+        let sum = self.close_k_loop(step, steps, (acc0, acc_in, acc_ty), w_tile, cols);
+        let rounded = self.b.emit(
+            TileOp::Cast { x: sum },
+            Type::tile(out_ty.dtype, &[to, count]),
+        );
+        let value = self.b.emit(
+            TileOp::Reshape { x: rounded },
+            Type::tile(out_ty.dtype, &tile),
+        );
+        let canonical: Vec<Ix> = (0..spatial + 2).map(Ix::axis).collect();
+        let depth = self.b.depth();
+        self.memo
+            .insert((conv, canonical.clone(), out_space), (value, depth));
+        let value = self.value(root, &canonical, out_space)?;
+        let view = self.row_major(&self.buffers[out].ty.shape, spatial + 2);
+        self.store_whole(out, out_space, value, view);
+        Ok(())
+    }
+
+    fn conv_shape(&self, conv: NodeId) -> Res<ConvShape> {
+        let g = self.g;
+        let Op::Conv {
+            strides,
+            dilations,
+            pads,
+            groups,
+        } = &g.node(conv).op
+        else {
+            return Err(self.unsupported(format!("{conv} is not a conv")));
+        };
+        let static_dims = |node: NodeId| -> Res<Vec<u64>> {
+            g.ty(node).shape.dims()[1..]
+                .iter()
+                .map(|d| {
+                    d.as_static()
+                        .ok_or_else(|| self.unsupported(format!("{node} has symbolic dim {d}")))
+                })
+                .collect()
+        };
+        let (x, w) = (g.operands(conv)[0], g.operands(conv)[1]);
+        let (xd, wd) = (static_dims(x)?, static_dims(w)?);
+        let out_channels = g.ty(w).shape.dims()[0]
+            .as_static()
+            .ok_or_else(|| self.unsupported("weights with a symbolic output channel".into()))?;
+        Ok(ConvShape {
+            channels: xd[0],
+            out_channels,
+            groups: *groups,
+            input: xd[1..].to_vec(),
+            kernel: wd[1..].to_vec(),
+            strides: strides.clone(),
+            dilations: dilations.clone(),
+            pads_before: pads.iter().map(|p| p.0).collect(),
+        })
+    }
+
+    /// The input of image `n` and of the group that output-channel tile `ot` (of `to`
+    /// channels) belongs to, as `[C/G, S..]`.
+    fn window_view(
+        &mut self,
+        x: NodeId,
+        geometry: &ConvShape,
+        n: ValueId,
+        ot: ValueId,
+        to: u64,
+    ) -> Res<ValueId> {
+        let param = self.shared_param(x)?;
+        let image: u64 = geometry.input.iter().product();
+        let per_group = geometry.out_channels / geometry.groups;
+        let first_channel = self.b.index(to as i64);
+        let first_channel = self.b.arith(IndexOp::Mul, ot, first_channel);
+        let group_size = self.b.index(per_group as i64);
+        let group = self.b.arith(IndexOp::Div, first_channel, group_size);
+        let group_stride = self.b.index((geometry.channels_per_group() * image) as i64);
+        let image_stride = self.b.index((geometry.channels * image) as i64);
+        let group_offset = self.b.arith(IndexOp::Mul, group, group_stride);
+        let image_offset = self.b.arith(IndexOp::Mul, n, image_stride);
+        let offset = self.b.arith(IndexOp::Add, image_offset, group_offset);
+        let mut dims = vec![Dim::Static(geometry.channels_per_group())];
+        dims.extend(geometry.input.iter().map(|&s| Dim::Static(s)));
+        let extents = dims.iter().map(|d| self.b.dim(d)).collect();
+        let strides = self.b.contiguous_strides(&dims);
+        Ok(self.b.view(param, offset, extents, strides))
+    }
+
+    /// The weights as the GEMM's `[O, C/G · taps]` operand (rows contiguous).
+    fn weight_view(&mut self, w: NodeId, geometry: &ConvShape) -> Res<ValueId> {
+        let param = self.shared_param(w)?;
+        let dims = [
+            Dim::Static(geometry.out_channels),
+            Dim::Static(geometry.channels_per_group() * geometry.taps()),
+        ];
+        let offset = self.b.index(0);
+        let extents = dims.iter().map(|d| self.b.dim(d)).collect();
+        let strides = self.b.contiguous_strides(&dims);
+        Ok(self.b.view(param, offset, extents, strides))
+    }
+
+    /// The parameter of a conv operand, read from its buffer.
+    fn shared_param(&mut self, node: NodeId) -> Res<usize> {
+        let buffer = *self
+            .buffer_of
+            .get(&node)
+            .ok_or_else(|| self.unsupported(format!("{node} has no buffer")))?;
+        Ok(self.b.param(buffer, self.g.ty(node).dtype, Access::Shared))
+    }
+
+    /// Per spatial axis, the input position of each output position's first tap,
+    /// `q·stride - pad`, as a `[1, TQ..]` tile (the same for every K step).
+    fn window_bases(
+        &mut self,
+        geometry: &ConvShape,
+        tile_coords: &[ValueId],
+        tq: &[u64],
+    ) -> Vec<ValueId> {
+        let mut shape = vec![1];
+        shape.extend(tq);
+        let zero = self.b.index(0);
+        let mut coords = vec![zero];
+        coords.extend(tile_coords);
+        let extents = shape.iter().map(|_| zero).collect();
+        let space = self.b.add_space(Space {
+            tile: shape,
+            coords,
+            extents,
+        });
+        (0..geometry.input.len())
+            .map(|i| {
+                let start = Ix::Lin {
+                    terms: vec![(i + 1, geometry.strides[i] as i64)],
+                    offset: -(geometry.pads_before[i] as i64),
+                    shift: None,
+                };
+                self.b.materialize(&start, space)
+            })
+            .collect()
+    }
+
+    /// The `[TK, TQ]` tile of input windows for K step `step`: K index `k` is channel
+    /// `k / taps` and tap `k % taps` (row-major over the kernel's axes), read at
+    /// `base + tap·dilation` along each spatial axis. What depends on `k` alone is computed on
+    /// `[TK, 1..]` tiles; a position in the padding, or a channel past the group's, is outside
+    /// the view and reads 0.
+    #[allow(clippy::too_many_arguments)]
+    fn window_tile(
+        &mut self,
+        view: ValueId,
+        geometry: &ConvShape,
+        bases: &[ValueId],
+        step: ValueId,
+        tk: u64,
+        tq: &[u64],
+        dtype: DType,
+    ) -> ValueId {
+        let rank = tq.len() + 1;
+        let mut k_shape = vec![1; rank];
+        k_shape[0] = tk;
+        let mut full = vec![tk];
+        full.extend(tq);
+        let zero = self.b.index(0);
+        let mut coords = vec![zero; rank];
+        coords[0] = step;
+        let k_space = self.b.add_space(Space {
+            tile: k_shape,
+            coords,
+            extents: vec![zero; rank],
+        });
+        let k = Ix::axis(0);
+        let taps = self.b.index(geometry.taps() as i64);
+        let channel = self.b.ix_scalar_op(&k, IndexOp::Div, taps, k_space);
+        let mut tap = self.b.ix_scalar_op(&k, IndexOp::Rem, taps, k_space);
+        let mut offsets = vec![zero; tq.len()];
+        for i in (0..tq.len()).rev() {
+            let size = self.b.index(geometry.kernel[i] as i64);
+            let dilation = self.b.index(geometry.dilations[i] as i64);
+            let along = self.b.ix_scalar_op(&tap, IndexOp::Rem, size, k_space);
+            let scaled = self.b.ix_scalar_op(&along, IndexOp::Mul, dilation, k_space);
+            offsets[i] = self.b.materialize(&scaled, k_space);
+            tap = self.b.ix_scalar_op(&tap, IndexOp::Div, size, k_space);
+        }
+        let i64_full = Type::tile(DType::I64, &full);
+        let channel = self.b.materialize(&channel, k_space);
+        let mut indices = vec![self
+            .b
+            .emit(TileOp::Broadcast { x: channel }, i64_full.clone())];
+        for (&base, &offset) in bases.iter().zip(&offsets) {
+            let base = self.b.emit(TileOp::Broadcast { x: base }, i64_full.clone());
+            let offset = self
+                .b
+                .emit(TileOp::Broadcast { x: offset }, i64_full.clone());
+            indices.push(self.b.emit(
+                TileOp::IndexArith {
+                    op: IndexOp::Add,
+                    a: base,
+                    b: offset,
+                },
+                i64_full.clone(),
+            ));
+        }
+        let mask = self.b.constant(1.0, DType::Bool, &full);
+        let windows = self.b.emit(
+            TileOp::LoadIndexed {
+                view,
+                indices,
+                mask,
+                padding: 0.0,
+            },
+            Type::tile(dtype, &full),
+        );
+        let count = tq.iter().product();
+        self.b.emit(
+            TileOp::Reshape { x: windows },
+            Type::tile(dtype, &[tk, count]),
+        )
+    }
+}
