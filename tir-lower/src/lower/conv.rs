@@ -55,11 +55,7 @@ impl KernelLowering<'_> {
     /// A convolution with its epilogue (see the module doc).
     pub fn lower_conv(&mut self, root: NodeId, out: usize, tiles: &TileShapes) -> Res<()> {
         let g = self.g;
-        let conv = *self
-            .members
-            .iter()
-            .find(|&&m| matches!(g.node(m).op, Op::Conv { .. }))
-            .ok_or_else(|| self.unsupported("a conv kernel without a conv".into()))?;
+        let conv = self.member_where("conv", |op| matches!(op, Op::Conv { .. }))?;
         let geometry = self.conv_shape(conv)?;
         let (x, w) = (g.operands(conv)[0], g.operands(conv)[1]);
         let out_ty = g.ty(conv).clone();

@@ -45,6 +45,15 @@ impl KernelLowering<'_> {
         }
     }
 
+    /// The member whose op `is` matches: the op a kernel of that kind is built around.
+    pub fn member_where(&self, what: &str, is: impl Fn(&Op) -> bool) -> Res<NodeId> {
+        self.members
+            .iter()
+            .copied()
+            .find(|&m| is(&self.g.node(m).op))
+            .ok_or_else(|| self.unsupported(format!("a {what} kernel without its {what}")))
+    }
+
     fn tile_shape(&self, space: SpaceId) -> Vec<u64> {
         self.b.spaces[space].tile.clone()
     }

@@ -129,11 +129,7 @@ impl KernelLowering<'_> {
     /// Row reductions with their producers and consumers: whole rows per program.
     pub fn lower_rows(&mut self, root: NodeId, out: usize, tiles: &TileShapes) -> Res<()> {
         let g = self.g;
-        let reduce = *self
-            .members
-            .iter()
-            .find(|&&m| matches!(g.node(m).op, Op::Reduce { .. }))
-            .ok_or_else(|| self.unsupported("a row kernel without a reduction".into()))?;
+        let reduce = self.member_where("reduction", |op| matches!(op, Op::Reduce { .. }))?;
         let row = g.ty(g.operands(reduce)[0]).shape.clone();
         let axis = row.rank() - 1;
         let len = row.dims()[axis]
@@ -167,11 +163,7 @@ impl KernelLowering<'_> {
     /// A matmul with its operand index maps, K loop, epilogue and store chain.
     pub fn lower_matmul(&mut self, root: NodeId, out: usize, tiles: &TileShapes) -> Res<()> {
         let g = self.g;
-        let mm = *self
-            .members
-            .iter()
-            .find(|&&m| g.node(m).op == Op::MatMul)
-            .ok_or_else(|| self.unsupported("a matmul kernel without a matmul".into()))?;
+        let mm = self.member_where("matmul", |op| *op == Op::MatMul)?;
         let shape = g.ty(mm).shape.clone();
         let rank = shape.rank();
         let (a, b) = (g.operands(mm)[0], g.operands(mm)[1]);
