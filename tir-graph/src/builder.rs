@@ -281,6 +281,7 @@ impl Tensor {
         sub => Sub;
         mul => Mul;
         div => Div;
+        rem => Rem;
         pow => Pow;
         maximum => Maximum;
         minimum => Minimum;

@@ -17,6 +17,9 @@
 //!   magnitude; beyond that the oracle is not exact (and may wrap 2^63 to -2^63).
 //! - Integer `div` truncates toward zero (-7 / 2 = -3); **division by zero gives 0**, and
 //!   `i64::MIN / -1` wraps. Float `div` is IEEE (`1/0 = inf`, `0/0 = NaN`).
+//! - `rem` is the remainder of that division, `x - (x / y) * y`: the dividend's sign, `x rem 0 =
+//!   x`, `i64::MIN rem -1 = 0`. Float `rem` is C's `fmod` (exact; `fmod(x, 0)` and `fmod(inf, y)`
+//!   are NaN, `fmod(x, inf) = x`).
 //! - `pow` on floats is `f64::powf` (C `pow`: `pow(x, 0) = 1` even for NaN). On integers (which
 //!   inference refuses today, kept so the rule is fixed): a negative exponent gives 0, except for
 //!   base 1 (1) and base -1 (±1 by parity); otherwise wrapping repeated multiplication.
@@ -841,6 +844,8 @@ fn binary(b: BinaryOp, dtype: DType, x: f64, y: f64) -> f64 {
         BinaryOp::Mul => x * y,
         BinaryOp::Div if int => ints(int_div),
         BinaryOp::Div => x / y,
+        BinaryOp::Rem if int => ints(int_rem),
+        BinaryOp::Rem => x % y,
         BinaryOp::Pow if int => ints(int_pow),
         BinaryOp::Pow => x.powf(y),
         BinaryOp::Maximum => maximum(x, y),
@@ -862,6 +867,15 @@ fn int_div(x: i64, y: i64) -> i64 {
         0
     } else {
         x.wrapping_div(y)
+    }
+}
+
+/// Truncating remainder, `x - (x / y) * y` with `int_div`: dividing by zero gives `x`.
+fn int_rem(x: i64, y: i64) -> i64 {
+    if y == 0 {
+        x
+    } else {
+        x.wrapping_rem(y)
     }
 }
 

@@ -3,7 +3,7 @@
 //! The rules, in one place:
 //! - No implicit promotion: binary ops, select branches, matmul and concat need one dtype.
 //! - Float-only: exp, log, sqrt, rsqrt, reciprocal, sin, cos, tanh, sigmoid, gelu, silu, floor,
-//!   ceil, pow, mean. Numeric (int or float): neg, abs, relu, add, sub, mul, div, maximum,
+//!   ceil, pow, mean. Numeric (int or float): neg, abs, relu, add, sub, mul, div, rem, maximum,
 //!   minimum, sum, prod, max, min, argmax, argmin, matmul, ordering comparisons. Bool-only: not,
 //!   and, or, select's condition. `eq`/`ne` take any dtype. `cast` takes any dtype to any other.
 //! - Broadcasting follows NumPy (see [`Shape::broadcast`]).

@@ -50,6 +50,10 @@ pub enum BinaryOp {
     Ge,
     And,
     Or,
+    /// The remainder of truncating division (C's `fmod`): the dividend's sign, exact for
+    /// floats; integers wrap and `x rem 0 = x` (as `x / 0 = 0`). Appended last: `.tir` files
+    /// store the variant index.
+    Rem,
 }
 
 /// Reductions over a set of axes.
@@ -365,11 +369,12 @@ impl UnaryOp {
 }
 
 impl BinaryOp {
-    pub const ALL: [BinaryOp; 15] = [
+    pub const ALL: [BinaryOp; 16] = [
         BinaryOp::Add,
         BinaryOp::Sub,
         BinaryOp::Mul,
         BinaryOp::Div,
+        BinaryOp::Rem,
         BinaryOp::Pow,
         BinaryOp::Maximum,
         BinaryOp::Minimum,
@@ -389,6 +394,7 @@ impl BinaryOp {
             BinaryOp::Sub => "sub",
             BinaryOp::Mul => "mul",
             BinaryOp::Div => "div",
+            BinaryOp::Rem => "rem",
             BinaryOp::Pow => "pow",
             BinaryOp::Maximum => "maximum",
             BinaryOp::Minimum => "minimum",

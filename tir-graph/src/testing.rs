@@ -1792,6 +1792,6 @@ mod tests {
         let names = all_op_names();
         let unique: BTreeSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len());
-        assert_eq!(names.len(), 4 + 19 + 1 + 15 + 1 + 7 + 11 + 2);
+        assert_eq!(names.len(), 4 + 19 + 1 + 16 + 1 + 7 + 11 + 2);
     }
 }

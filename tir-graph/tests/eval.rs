@@ -240,6 +240,15 @@ fn binary_float_ops_broadcast() {
         &f32t(&[], &[0.0]),
     );
     assert_close(&by_zero.data, &[INF, -INF, NAN]);
+    // C's fmod: exact at any quotient, the dividend's sign, NaN for x/0 and inf/y.
+    let rem = binary(
+        BinaryOp::Rem,
+        &f32t(&[6], &[f64::from(3.0e38f32), -7.5, 5.0, 1.0, INF, -0.0]),
+        &f32t(&[6], &[3.0, 2.0, INF, 0.0, 2.0, 0.5]),
+    );
+    let big = f64::from(3.0e38f32) % 3.0;
+    assert_close(&rem.data, &[big, -1.5, 5.0, NAN, NAN, -0.0]);
+    assert!(rem.data[5].is_sign_negative());
 }
 
 #[test]
@@ -268,6 +277,13 @@ fn integer_arithmetic_wraps_and_truncates() {
     let min = i32t(&[-2147483648.0]);
     let wrapped = binary(BinaryOp::Div, &min, &i32t(&[-1.0]));
     assert_bits(&wrapped, &[1], &[-2147483648.0]);
+    let rem = binary(
+        BinaryOp::Rem,
+        &i32t(&[-7.0, 7.0, 7.0, -7.0, 5.0, -2147483648.0]),
+        &i32t(&[2.0, -2.0, 2.0, -2.0, 0.0, -1.0]),
+    );
+    // The dividend's sign; `x rem 0 = x` (as `x / 0 = 0`); MIN rem -1 = 0.
+    assert_bits(&rem, &[6], &[-1.0, 1.0, 1.0, -1.0, 5.0, 0.0]);
     let max = binary(BinaryOp::Maximum, &i32t(&[-3.0, 4.0]), &i32t(&[2.0, -9.0]));
     assert_bits(&max, &[2], &[2.0, 4.0]);
     let min = binary(BinaryOp::Minimum, &i32t(&[-3.0, 4.0]), &i32t(&[2.0, -9.0]));

@@ -591,7 +591,7 @@ fn binary_expect(b: BinaryOp, d: DType) -> Result<DType, String> {
 
 #[test]
 fn binary_ops_over_every_dtype() {
-    assert_eq!(BinaryOp::ALL.len(), 15);
+    assert_eq!(BinaryOp::ALL.len(), 16);
     for b in BinaryOp::ALL {
         for d in DType::ALL {
             let x = ty(d, shape!["batch", 1, 3]);

@@ -346,6 +346,14 @@ impl Emitter {
         self.select(y_zero, zero, q)
     }
 
+    /// `x - (x / y) * y` with `int_div`'s quotient: dividing by zero leaves `x`, and the
+    /// quotient's wrap (`MIN / -1`) gives 0, as in the oracle.
+    fn int_rem(&mut self, dtype: DType, x: Value, y: Value) -> Value {
+        let q = self.int_div(dtype, x, y);
+        let qy = self.muli(q, y);
+        self.subi(x, qy)
+    }
+
     /// Wrapping `base^exp` by squaring (64 steps cover every exponent); a negative exponent
     /// gives 0 except for bases 1 and -1, as in the oracle.
     fn int_pow(&mut self, base: Value, exp: Value) -> Value {
@@ -452,6 +460,8 @@ pub fn binary(e: &mut Emitter, op: BinaryOp, dtype: DType, a: Value, b: Value) -
                 BinaryOp::Div if dtype == DType::F16 => e.div_approx(a, b),
                 BinaryOp::Div => e.float_op(Opcode::DivF, a, b),
                 BinaryOp::Pow => e.same(Opcode::Pow, a, b, vec![]),
+                // fmod is exact in any float at least as wide as the operands' own.
+                BinaryOp::Rem => e.same(Opcode::RemF, a, b, vec![]),
                 BinaryOp::Maximum => e.float_extreme(true, a, b),
                 BinaryOp::Minimum => e.float_extreme(false, a, b),
                 _ => return Err(unsupported(format!("{op:?} of {dtype} tiles"))),
@@ -466,6 +476,7 @@ pub fn binary(e: &mut Emitter, op: BinaryOp, dtype: DType, a: Value, b: Value) -
         BinaryOp::Sub => e.subi(a, b),
         BinaryOp::Mul => e.muli(a, b),
         BinaryOp::Div => e.int_div(dtype, a, b),
+        BinaryOp::Rem => e.int_rem(dtype, a, b),
         BinaryOp::Pow => e.int_pow(a, b),
         BinaryOp::Maximum => e.signed_op(Opcode::MaxI, a, b, signed(dtype)),
         BinaryOp::Minimum => e.signed_op(Opcode::MinI, a, b, signed(dtype)),

@@ -521,12 +521,12 @@ fn max_pool_indices_of_a_window_wholly_in_the_padding_are_refused() {
 }
 
 #[test]
-fn mod_of_f64_is_refused_with_the_reason() {
-    let mut model = one_node(
-        node("Mod", &["a", "b"], &["y"]),
-        &[("a", &[3]), ("b", &[3])],
-        13,
-    );
+fn mod_of_f64_is_one_exact_remainder() {
+    let fmod = NodeProto {
+        attribute: vec![int_attr("fmod", 1)],
+        ..node("Mod", &["a", "b"], &["y"])
+    };
+    let mut model = one_node(fmod, &[("a", &[4]), ("b", &[4])], 13);
     let g = model.graph.as_mut().unwrap();
     for v in g.input.iter_mut().chain(g.output.iter_mut()) {
         if let Some(type_proto::Value::TensorType(t)) =
@@ -535,11 +535,27 @@ fn mod_of_f64_is_refused_with_the_reason() {
             t.elem_type = Some(DataType::Double as i32);
         }
     }
-    let m = refusal(&model);
-    assert!(
-        m.contains("(Mod, opset 13)") && m.contains("Mod of f64") && m.contains("no remainder op"),
-        "{m}"
+    let imported = import(&model).unwrap();
+    assert_eq!(imported.graph.op_counts().get("rem"), Some(&1));
+    let ref_backend = backend_ref::RefBackend::default();
+    let compiled =
+        tir_lower::compile_graph(&imported.graph, &ref_backend.target(), &Default::default())
+            .unwrap();
+    let mut exe = ref_backend.compile(&compiled.program).unwrap();
+    // A quotient of 2^1000 (a - trunc(a/b)·b would be far off), signs, an infinite divisor.
+    let a = [1e300, -7.5, 5.0, -0.0];
+    let b = [3.0, 2.0, f64::INFINITY, 0.5];
+    let (ta, tb) = (
+        HostTensor::from_slice(&a, &[4]).unwrap(),
+        HostTensor::from_slice(&b, &[4]).unwrap(),
     );
+    let out = exe
+        .run(&[("a", TensorRef::Host(&ta)), ("b", TensorRef::Host(&tb))])
+        .unwrap();
+    let y = out["y"].as_slice::<f64>().unwrap();
+    for i in 0..4 {
+        assert_eq!(y[i].to_bits(), (a[i] % b[i]).to_bits(), "y[{i}] = {}", y[i]);
+    }
 }
 
 #[test]

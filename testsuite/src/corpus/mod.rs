@@ -186,6 +186,7 @@ impl ByOp for Tensor {
             BinaryOp::Sub => x.sub(y),
             BinaryOp::Mul => x.mul(y),
             BinaryOp::Div => x.div(y),
+            BinaryOp::Rem => x.rem(y),
             BinaryOp::Pow => x.pow(y),
             BinaryOp::Maximum => x.maximum(y),
             BinaryOp::Minimum => x.minimum(y),

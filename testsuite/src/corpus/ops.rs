@@ -239,6 +239,14 @@ fn binary_spec(b: BinaryOp) -> (Vec<DType>, Values, Values, Tolerance) {
             Values::AwayFromZero,
             Tolerance::ELEMENTWISE,
         ),
+        // Quotients up to about 2000 (integers: as `Default`, divisor 0 included); the
+        // remainder is exact in every dtype.
+        BinaryOp::Rem => (
+            NUMERIC.to_vec(),
+            Values::Uniform(-1000.0, 1000.0),
+            Values::AwayFromZero,
+            Tolerance::EXACT,
+        ),
         BinaryOp::Pow => (
             FLOATS.to_vec(),
             Values::Uniform(0.5, 2.5),

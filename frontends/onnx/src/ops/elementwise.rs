@@ -266,100 +266,23 @@ pub(super) fn modulo(cx: &mut Cx) -> Res<Vec<Value>> {
     let fmod = cx.attrs.int("fmod", 0)? != 0;
     let (a, b) = (cx.tensor(0)?, cx.tensor(1)?);
     let dtype = a.dtype();
-    let r = if dtype.is_int() {
-        // tir's integer division truncates, so this is C's fmod (the dividend's sign).
-        let r = a.sub(&a.div(&b)?.mul(&b)?)?;
-        if fmod {
-            r
-        } else {
-            // Python's mod takes the divisor's sign: add the divisor to a remainder of the other.
-            let zero = cx.b().scalar(dtype, 0.0)?;
-            let differ = r.lt(&zero)?.ne(&b.lt(&zero)?)?;
-            r.ne(&zero)?.and(&differ)?.select(&r.add(&b)?, &r)?
-        }
-    } else if let Some(format) = NarrowFloat::of(dtype) {
-        let (a64, b64) = (a.cast(DType::F64)?, b.cast(DType::F64)?);
-        let b = cx.b();
-        let zero = b.scalar(DType::F64, 0.0)?;
-        let inf = b.scalar(DType::F64, f64::INFINITY)?;
-        let magnitude = abs_fmod(&a64.abs()?, &b64.abs()?, format)?;
-        let r = a64.lt(&zero)?.select(&magnitude.neg()?, &magnitude)?;
-        // A finite dividend over an infinite divisor is the dividend.
-        let b_inf = b64.abs()?.eq(&inf)?.and(&a64.abs()?.lt(&inf)?)?;
-        let r = b_inf.select(&a64, &r)?;
-        let r = if fmod {
-            r
-        } else {
-            // Rounded once in f64 and once to `dtype`: as exact as one rounding, f64 having more
-            // than twice the bits plus two.
-            let differ = r.lt(&zero)?.ne(&b64.lt(&zero)?)?;
-            r.ne(&zero)?.and(&differ)?.select(&r.add(&b64)?, &r)?
-        };
-        r.cast(dtype)?
-    } else if dtype == DType::F64 {
-        // Exact only in a type with room for a quotient chunk's bits times the divisor's: tir
-        // has none wider than f64, and no remainder op.
-        return Err(unsupported(
-            "Mod of f64 (tir has no remainder op and no float wider than f64 to compute it exactly in)",
-        ));
-    } else {
+    if !dtype.is_numeric() {
         return Err(unsupported(format!("Mod of {dtype}")));
-    };
-    Ok(vec![r.into()])
-}
-
-/// A float narrower than f64, by what an exact remainder in f64 needs of it.
-#[derive(Clone, Copy)]
-struct NarrowFloat {
-    /// Bits of its significand.
-    significand: i32,
-    /// Its finite values are below 2^max_exp, and 2^min_exp is its least subnormal.
-    max_exp: i32,
-    min_exp: i32,
-}
-
-impl NarrowFloat {
-    fn of(d: DType) -> Option<NarrowFloat> {
-        let (significand, max_exp, min_exp) = match d {
-            DType::F32 => (24, 128, -149),
-            DType::F16 => (11, 16, -24),
-            DType::BF16 => (8, 128, -133),
-            _ => return None,
-        };
-        Some(NarrowFloat {
-            significand,
-            max_exp,
-            min_exp,
-        })
     }
-}
-
-/// `fmod(a, b)` of `a, b >= 0` (f64 tensors holding values of `format`), exactly: long
-/// division in chunks of quotient bits. Each step divides by `m = b · 2^k`, `a < m · 2^c`, with
-/// `c = 53 - significand` so that `q · m` (q < 2^c, an integer) is exact in f64, and `a - q·m`,
-/// being the remainder (of the format, like `a` and `m`), is exact too; a quotient one off
-/// from rounding is corrected by one `m`. The steps' `k` fall by `c` from where the largest
-/// quotient (the largest value over the least subnormal) needs no more than `c` bits, to 0.
-/// (`a - trunc(a/b)·b` in one step is not exact: `trunc(a/b)·b` is rounded once the quotient
-/// has more than `c` bits.) NaN, an infinite `a` and a zero `b` give NaN; an infinite `b`
-/// gives NaN too, left to the caller.
-fn abs_fmod(a: &Tensor, b: &Tensor, format: NarrowFloat) -> Res<Tensor> {
-    let chunk = 53 - format.significand;
-    let span = format.max_exp - format.min_exp;
-    let zero = a.builder().scalar(DType::F64, 0.0)?;
-    let mut k = (span - chunk).max(0);
-    let mut r = a.clone();
-    loop {
-        let m = b.mul_scalar(2f64.powi(k))?;
-        let q = r.div(&m)?.floor()?;
-        let rem = r.sub(&q.mul(&m)?)?;
-        let rem = rem.lt(&zero)?.select(&rem.add(&m)?, &rem)?;
-        r = rem.ge(&m)?.select(&rem.sub(&m)?, &rem)?;
-        if k == 0 {
-            return Ok(r);
-        }
-        k = (k - chunk).max(0);
+    // tir's `rem` is C's fmod: the dividend's sign, exact.
+    let r = a.rem(&b)?;
+    if fmod {
+        return Ok(vec![r.into()]);
     }
+    // Python's mod takes the divisor's sign: add the divisor to a remainder of the other (for
+    // floats, one rounding, as NumPy's).
+    let zero = cx.b().scalar(dtype, 0.0)?;
+    let differ = r.lt(&zero)?.ne(&b.lt(&zero)?)?;
+    Ok(vec![r
+        .ne(&zero)?
+        .and(&differ)?
+        .select(&r.add(&b)?, &r)?
+        .into()])
 }
 
 pub(super) fn sign(cx: &mut Cx) -> Res<Vec<Value>> {
