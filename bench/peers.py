@@ -115,7 +115,8 @@ def peer_fn(name):
     if name.startswith("mlp"):
         return (lambda x, w1, w2: F.gelu(x @ w1) @ w2), ["x", "w1", "w2"], "y"
     if name.startswith("attention"):
-        return (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)), \
+        causal = name.endswith("causal")
+        return (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal)), \
             ["q", "k", "v"], "o"
     if name.startswith("chain"):
         return chain(int(name.split("_")[1])), ["x", "w"], "y"

@@ -8,11 +8,14 @@
 //! 128 for matrix-vector products (the decode step 15% faster than at 32); row reductions one
 //! 4096-element row per tile block at occupancy 4 (a register budget that fits four blocks per
 //! SM: 1.7x to 2.9x faster than two rows per block without the hint), longer rows without it,
-//! and all rows loaded without TMA (6% to 30% faster). Kernels that move less than
+//! and all rows loaded without TMA (6% to 30% faster); attention in 64x64 blocks of queries and
+//! keys (1.1 ms against 2.3 to 2.7 ms for 128x64, 128x128 and 64x128 on the causal b4 h32
+//! s2048 d128 workload). Kernels that move less than
 //! [`SMALL_KERNEL_BYTES`] get no TMA either, unless a hint says otherwise.
 //!
 //! `TIR_TUNE` overrides them for a search, as a comma-separated list of `key=value`: a tile
-//! size (`elementwise`, `row_elements`, `matmul_m`, `matmul_n`, `matmul_k`, `matvec_k`) or a
+//! size (`elementwise`, `row_elements`, `matmul_m`, `matmul_n`, `matmul_k`, `matvec_k`,
+//! `attention_m`, `attention_n`) or a
 //! hint for every kernel of one kind (`row_reduction.occupancy=4`, `matmul.num_ctas=2`,
 //! `matmul.group_rows=8`, `row_reduction.tma=0`, `matmul.load_latency=4`,
 //! `matmul.persistent=0` for one block per tile). Hints change speed, never results.
@@ -59,6 +62,8 @@ impl Default for Tuning {
                 matmul_k: 32,
                 matvec_k: 128,
                 int_matmul: 32,
+                attention_m: 64,
+                attention_n: 64,
                 reduction_out: 64,
                 reduction_chunk: 256,
             },
@@ -148,10 +153,12 @@ impl Tuning {
             "matmul_n" => &mut t.matmul_n,
             "matmul_k" => &mut t.matmul_k,
             "matvec_k" => &mut t.matvec_k,
+            "attention_m" => &mut t.attention_m,
+            "attention_n" => &mut t.attention_n,
             _ => {
                 return Err(format!(
                     "unknown key `{key}` (elementwise, row_elements, matmul_m, matmul_n, \
-                     matmul_k, matvec_k, KIND.occupancy, KIND.num_ctas, \
+                     matmul_k, matvec_k, attention_m, attention_n, KIND.occupancy, KIND.num_ctas, \
                      KIND.group_rows, KIND.tma, KIND.load_latency, KIND.persistent)"
                 ))
             }

@@ -62,6 +62,8 @@ impl RefBackend {
             matmul_m: 32,
             matmul_n: 32,
             matmul_k: 32,
+            attention_m: 16,
+            attention_n: 16,
             reduction_out: 16,
             reduction_chunk: 64,
             ..TileShapes::default()

@@ -5,6 +5,7 @@
 //!                               # time compiling (cold and warm cache, the optimizer)
 //! tir-bench run --out DIR       # on the GPU: time every workload with CUDA events
 //! tir-bench profile --filter F   # on the GPU: time each kernel of the matching workloads alone
+//!                                # (F: a name part, or parts as `A|B`; also for compile and run)
 //! tir-bench write-weights FILE   # the decoder block's weights (random) as a .safetensors file
 //! tir-bench load-weights FILE    # on the GPU, in a fresh process: host and device memory of
 //!                                # loading them
@@ -202,10 +203,11 @@ fn print_mlir(filter: &str, bytecode: Option<&Path>) -> Result<(), String> {
     Ok(())
 }
 
-/// The workloads whose name contains `filter` (all of them without one).
+/// The workloads whose name contains `filter`, or one of its `|`-separated alternatives (all
+/// of them without one).
 fn matching(filter: Option<&str>) -> Result<Vec<Workload>, String> {
     let mut all = workloads::all().map_err(|e| e.to_string())?;
-    all.retain(|w| filter.is_none_or(|f| w.name.contains(f)));
+    all.retain(|w| filter.is_none_or(|f| f.split('|').any(|f| w.name.contains(f))));
     Ok(all)
 }
 

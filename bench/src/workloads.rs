@@ -152,11 +152,11 @@ fn mlp(tokens: u64, hidden: u64, ffn: u64) -> Result<Graph> {
     g.finish()
 }
 
-fn attention(batch: u64, heads: u64, seq: u64, head_dim: u64) -> Result<Graph> {
+fn attention(batch: u64, heads: u64, seq: u64, head_dim: u64, causal: bool) -> Result<Graph> {
     let g = GraphBuilder::new();
     let qkv = |n: &str| g.input(n, DType::F16, shape![batch, heads, seq, head_dim]);
     let (q, k, v) = (qkv("q")?, qkv("k")?, qkv("v")?);
-    g.output("o", &q.attention(&k, &v, true)?)?;
+    g.output("o", &q.attention(&k, &v, causal)?)?;
     g.finish()
 }
 
@@ -250,17 +250,22 @@ pub fn all() -> Result<Vec<Workload>> {
     );
     mlp.scale = 0.1;
     out.push(mlp);
-    let (b, h, s, d) = (4u64, 32u64, 2048u64, 128u64);
-    let mut att = workload(
-        "attention_b4_h32_s2048_d128_causal",
-        attention(b, h, s, d)?,
-        // Two matmuls over the causal half: 2 * 2 * b * h * s * s * d / 2.
-        Bound::Compute {
-            flops: 2.0 * (b * h * s * s * d) as f64,
-        },
-    );
-    att.scale = 0.5;
-    out.push(att);
+    for (b, s, causal) in [(4u64, 2048u64, true), (4, 2048, false), (1, 8192, true)] {
+        let (h, d) = (32u64, 128u64);
+        let name = format!(
+            "attention_b{b}_h{h}_s{s}_d{d}_{}",
+            if causal { "causal" } else { "full" }
+        );
+        // Two matmuls of 2 * b * h * s * s * d flops each, over half the scores when causal.
+        let flops = 4.0 * (b * h * s * s * d) as f64 / if causal { 2.0 } else { 1.0 };
+        let mut att = workload(
+            &name,
+            attention(b, h, s, d, causal)?,
+            Bound::Compute { flops },
+        );
+        att.scale = 0.5;
+        out.push(att);
+    }
     for (dtype, batch, seq) in [
         (DType::F16, 32u64, 128u64),
         (DType::F16, 1, 16),

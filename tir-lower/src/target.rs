@@ -25,6 +25,10 @@ pub struct TileShapes {
     /// The largest `m` and `n` of an integer matmul tile (integers have no tensor-core path
     /// wide enough for their `i64` accumulator, so their tiles are smaller).
     pub int_matmul: u64,
+    /// An attention program's block of queries, and the block of keys each step of its loop
+    /// takes.
+    pub attention_m: u64,
+    pub attention_n: u64,
     /// Output elements per program of a general reduction, and the chunk of its reduced axis.
     pub reduction_out: u64,
     pub reduction_chunk: u64,
@@ -40,6 +44,8 @@ impl Default for TileShapes {
             matmul_k: 32,
             matvec_k: 32,
             int_matmul: 64,
+            attention_m: 64,
+            attention_n: 64,
             reduction_out: 64,
             reduction_chunk: 256,
         }

@@ -141,12 +141,12 @@ fn a_state_write_racing_a_read_of_the_state_is_refused() {
         .kernels
         .iter()
         .position(|k| {
-            k.name.contains("matmul")
+            k.name.contains("attention")
                 && k.params
                     .iter()
                     .any(|q| p.buffers[q.buffer].name == "k_cache")
         })
-        .expect("the attention scores read k_cache");
+        .expect("the attention kernel reads k_cache");
     p.schedule.deps[writer].retain(|&d| d != reader);
     let e = check_program(&p).unwrap_err().to_string();
     assert!(e.contains("may run concurrently"), "{e}");

@@ -248,3 +248,35 @@ fn matrix_vector_products_take_the_longer_k_step() {
     // Never longer than K itself.
     assert_eq!(matmul_k_step(1, 64), 64);
 }
+
+/// The `For` loops of `kernel`, outermost first, and the parameters it reads.
+fn loops_and_params(program: &Program, kernel: usize) -> (usize, usize) {
+    let k = &program.kernels[kernel];
+    let mut loops = 0;
+    k.walk(&mut |s| loops += usize::from(matches!(s.op, tir_lower::tile::TileOp::For { .. })));
+    (loops, k.params.len())
+}
+
+#[test]
+fn causal_attention_walks_visible_blocks_unmasked_then_the_diagonal() {
+    let causal = |causal| {
+        let g = tir_graph::GraphBuilder::new();
+        let qkv = |n: &str| g.input(n, tir_graph::DType::F16, tir_graph::shape![2, 4, 100, 32]);
+        let (q, k, v) = (qkv("q").unwrap(), qkv("k").unwrap(), qkv("v").unwrap());
+        g.output("o", &q.attention(&k, &v, causal).unwrap())
+            .unwrap();
+        lower(&g.finish().unwrap())
+    };
+    let program = causal(true);
+    let at = program
+        .kernels
+        .iter()
+        .position(|k| k.name.ends_with("attention"))
+        .expect("an attention kernel");
+    // Two key loops (whole blocks, then the diagonal with the mask computed from positions):
+    // q, k, v and the output are its only parameters, no mask and no score buffer.
+    assert_eq!(loops_and_params(&program, at), (2, 4));
+    assert_eq!(program.kernels.len(), 1);
+    let program = causal(false);
+    assert_eq!(loops_and_params(&program, 0), (1, 4));
+}

@@ -22,6 +22,11 @@ pub enum KernelKind {
     /// One convolution as an implicit GEMM (weights times the input's windows, gathered tile
     /// by tile in the K loop, never materialized) and an elementwise epilogue.
     Conv,
+    /// `softmax(f(Q Kᵀ)) V` as flash attention: the scores of a block of queries are computed
+    /// tile by tile over the keys with an online softmax and never written; `f` is the score
+    /// epilogue (scale, mask); the operands' layout and elementwise producers are index maps of
+    /// the loads, and a chain of layout ops after the product composes into the store.
+    Attention,
     /// A gather with elementwise and layout members; the gathered data is read from memory.
     Gather,
     /// Layout ops only: a copy through an index map.
@@ -38,6 +43,7 @@ impl KernelKind {
             KernelKind::Reduction => "reduction",
             KernelKind::MatMul => "matmul",
             KernelKind::Conv => "conv",
+            KernelKind::Attention => "attention",
             KernelKind::Gather => "gather",
             KernelKind::Layout => "layout",
             KernelKind::StateUpdate => "state_update",

@@ -201,11 +201,26 @@ fn attention_and_the_decoder_block_fuse_into_verified_kernels() {
     })
     .unwrap();
     let fused = fuse(&attention);
-    // The scores' softmax (with its scale and mask) is one row kernel.
-    let rows: Vec<usize> = (0..fused.kernels.len())
-        .filter(|&k| fused.kernels[k].kind == KernelKind::RowReduction)
+    // Both products, the scale, the mask and the softmax are one attention kernel, with the
+    // head split as load index maps; nothing else reduces.
+    let at: Vec<usize> = (0..fused.kernels.len())
+        .filter(|&k| fused.kernels[k].kind == KernelKind::Attention)
         .collect();
-    assert_eq!(rows.len(), 1, "{:?}", kinds(&fused));
+    assert_eq!(at.len(), 1, "{:?}", kinds(&fused));
+    let members = ops(&fused, at[0]);
+    for op in [
+        "matmul",
+        "mul",
+        "select",
+        "reduce_max",
+        "exp",
+        "reduce_sum",
+        "div",
+    ] {
+        assert!(members.contains(&op), "{op} missing from {members:?}");
+    }
+    assert_eq!(members.iter().filter(|&&o| o == "matmul").count(), 2);
+    assert!(!kinds(&fused).contains(&KernelKind::RowReduction));
     let decoder = models::decoder_block(&DecoderConfig {
         hidden: 64,
         heads: 4,
@@ -250,4 +265,41 @@ fn conv_takes_its_epilogue_but_reads_its_operands() {
         ]
     );
     assert_eq!(ops(&fused, 1), ["reshape", "conv", "add", "silu"]);
+}
+
+#[test]
+fn attention_whose_probabilities_are_an_output_stays_apart() {
+    let g = GraphBuilder::new();
+    let q = g.input("q", DType::F16, shape![2, 4, 32, 16]).unwrap();
+    let k = g.input("k", DType::F16, shape![2, 4, 32, 16]).unwrap();
+    let v = g.input("v", DType::F16, shape![2, 4, 32, 16]).unwrap();
+    let scores = q.matmul(&k.transpose().unwrap()).unwrap();
+    let probs = scores.softmax(3).unwrap();
+    g.output("y", &probs.matmul(&v).unwrap()).unwrap();
+    g.output("p", &probs).unwrap();
+    let fused = fuse(&g.finish().unwrap());
+    // The probabilities must be written, so they are no attention kernel's inside.
+    assert!(
+        !kinds(&fused).contains(&KernelKind::Attention),
+        "{:?}",
+        kinds(&fused)
+    );
+    assert!(kinds(&fused).contains(&KernelKind::RowReduction));
+}
+
+#[test]
+fn a_softmax_over_another_axis_is_no_attention() {
+    let g = GraphBuilder::new();
+    let q = g.input("q", DType::F16, shape![4, 32, 16]).unwrap();
+    let k = g.input("k", DType::F16, shape![4, 32, 16]).unwrap();
+    let v = g.input("v", DType::F16, shape![4, 32, 16]).unwrap();
+    let scores = q.matmul(&k.transpose().unwrap()).unwrap();
+    g.output("y", &scores.softmax(1).unwrap().matmul(&v).unwrap())
+        .unwrap();
+    let fused = fuse(&g.finish().unwrap());
+    assert!(
+        !kinds(&fused).contains(&KernelKind::Attention),
+        "{:?}",
+        kinds(&fused)
+    );
 }

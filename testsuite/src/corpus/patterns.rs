@@ -17,6 +17,7 @@ pub(super) fn add(c: &mut Corpus) -> Result<()> {
     row_ops(c)?;
     epilogues(c)?;
     attention(c)?;
+    long_attention(c)?;
     states(c)?;
     plan_reuse(c)?;
     Ok(())
@@ -399,6 +400,45 @@ fn attention(c: &mut Corpus) -> Result<()> {
                 &bindings,
                 &|_| Values::Default,
                 Tolerance::composite(10),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Attention over sequences longer than a GPU program's query and key blocks (128 and 64), of
+/// lengths that are multiples of neither, with a head dim that is no power of two: causal
+/// (more keys than queries, bottom-right aligned), unmasked, and with whole rows masked out
+/// (their output is NaN, as the softmax of a row of `-inf` is).
+fn long_attention(c: &mut Corpus) -> Result<()> {
+    for d in [DType::F16, DType::BF16, DType::F32] {
+        for variant in ["causal", "no_mask", "masked_rows"] {
+            let g = GraphBuilder::new();
+            let (s_q, s_k) = (150, 203);
+            let q = g.input("q", d, shape![1, 2, s_q, 40])?;
+            let k = g.input("k", d, shape![1, 2, s_k, 40])?;
+            let v = g.input("v", d, shape![1, 2, s_k, 24])?;
+            let y = match variant {
+                "causal" => q.attention(&k, &v, true)?,
+                "masked_rows" => {
+                    // Every query sees the keys up to its own position except rows 3 and 140,
+                    // which see none.
+                    let rows = g.arange(DType::I64, s_q)?.unsqueeze(&[1])?;
+                    let cols = g.arange(DType::I64, s_k)?.unsqueeze(&[0])?;
+                    let at = |r: f64| rows.eq(&g.scalar(DType::I64, r)?);
+                    let hidden = at(3.0)?.or(&at(140.0)?)?;
+                    let mask = cols.le(&rows)?.and(&hidden.not()?)?;
+                    q.attention_masked(&k, &v, Some(&mask))?
+                }
+                _ => q.attention(&k, &v, false)?,
+            };
+            g.output("y", &y)?;
+            let name = format!("pattern/attention_long/{d}/{variant}");
+            c.add_static(
+                name,
+                g.finish()?,
+                Values::Default,
+                Tolerance::composite(s_k),
             );
         }
     }

@@ -10,7 +10,7 @@ use super::LowerError;
 use crate::program::Buffer;
 use crate::tile::{Access, IndexOp, TileOp, Type, ValueId};
 use std::collections::{BTreeSet, HashMap};
-use tir_graph::{BinaryOp, DType, Dim, Graph, NodeId, Op, ReduceOp, Shape};
+use tir_graph::{BinaryOp, ConstData, DType, Dim, Graph, NodeId, Op, ReduceOp, Shape};
 use tir_opt::layout::StridedView;
 
 /// The two spaces of a row-reduction kernel: whole rows, and one element per row.
@@ -70,6 +70,9 @@ impl KernelLowering<'_> {
             self.b.emit(TileOp::Broadcast { x: r }, ty)
         } else if self.members.contains(&node) {
             self.compute(node, ix, space)?
+        } else if let Some(c) = single_constant(&self.g.node(node).op) {
+            let ty = Type::tile(self.g.ty(node).dtype, &self.tile_shape(space));
+            self.b.emit(TileOp::Constant { value: c }, ty)
         } else {
             self.load(node, ix, space, 0.0)?
         };
@@ -232,7 +235,7 @@ impl KernelLowering<'_> {
     }
 
     /// Operand `operand` of `node` at the indices that broadcasting gives it.
-    fn operand(
+    pub(super) fn operand(
         &mut self,
         node: NodeId,
         operand: NodeId,
@@ -893,6 +896,23 @@ pub fn identity(op: ReduceOp, dtype: DType) -> f64 {
 
 /// The indices of an operand of shape `from` broadcast to `to` at `ix`: right-aligned, with
 /// broadcast (size-1) dims at index 0.
+/// The value of a one-element constant that a constant tile holds exactly: not NaN (whose
+/// payload a tile constant may not keep), integers within ±2^53 (exact as `f64`).
+fn single_constant(op: &Op) -> Option<f64> {
+    let Op::Constant { data } = op else {
+        return None;
+    };
+    let value = match data {
+        ConstData::Bool(v) => f64::from(u8::from(*v.first()?)),
+        ConstData::Int(v) => {
+            let x = *v.first()?;
+            (x.unsigned_abs() <= 1 << 53).then_some(x as f64)?
+        }
+        ConstData::Float(v) => v.first()?.0,
+    };
+    (data.len() == 1 && !value.is_nan()).then_some(value)
+}
+
 pub fn broadcast_ix(from: &Shape, to: &Shape, ix: &[Ix]) -> Vec<Ix> {
     let skip = to.rank() - from.rank();
     from.dims()

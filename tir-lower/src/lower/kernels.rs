@@ -33,7 +33,7 @@ impl KernelLowering<'_> {
         })
     }
 
-    fn canonical(rank: usize) -> Vec<Ix> {
+    pub(super) fn canonical(rank: usize) -> Vec<Ix> {
         (0..rank).map(Ix::axis).collect()
     }
 
@@ -207,9 +207,29 @@ impl KernelLowering<'_> {
         let depth = self.b.depth();
         self.memo
             .insert((mm, Self::canonical(rank), out_space), (mm_value, depth));
-        // The epilogue, then the store through the chain of layout ops up to the root.
+        let (chain, top) = self.store_through_chain(root, out, out_space)?;
+        // A transposed operand B fused in as an index map is a transposed operand of the call.
+        let b_transposed = transposed_source(g, &self.members, g.operands(mm)[1]);
+        let operands = 1 + usize::from(b_transposed.is_some());
+        let only_mm = self.members.len() == operands + chain.len() && top == mm;
+        if only_mm && (chain.is_empty() || stores_row_major(g, &chain)) {
+            self.b.library = self.library_matmul(mm, b_transposed, out);
+        }
+        Ok(())
+    }
+
+    /// The epilogue up to the top of the chain of bijective layout ops below `root`, stored
+    /// whole to `out` through that chain (a strided view); returns the chain and its top.
+    pub(super) fn store_through_chain(
+        &mut self,
+        root: NodeId,
+        out: usize,
+        out_space: SpaceId,
+    ) -> Res<(Vec<NodeId>, NodeId)> {
+        let g = self.g;
         let chain = store_chain(g, &self.members, root);
         let top = chain.last().map_or(root, |&c| g.operands(c)[0]);
+        let rank = g.ty(top).rank();
         let value = self.value(top, &Self::canonical(rank), out_space)?;
         let view = if chain.is_empty() {
             self.row_major(&self.buffers[out].ty.shape, rank)
@@ -223,14 +243,7 @@ impl KernelLowering<'_> {
             }
         };
         self.store_whole(out, out_space, value, view);
-        // A transposed operand B fused in as an index map is a transposed operand of the call.
-        let b_transposed = transposed_source(g, &self.members, g.operands(mm)[1]);
-        let operands = 1 + usize::from(b_transposed.is_some());
-        let only_mm = self.members.len() == operands + chain.len() && top == mm;
-        if only_mm && (chain.is_empty() || stores_row_major(g, &chain)) {
-            self.b.library = self.library_matmul(mm, b_transposed, out);
-        }
-        Ok(())
+        Ok((chain, top))
     }
 
     /// Ends the body of a K loop (opened with `open_block`) with `acc_in + a @ b`, closes it,
@@ -322,7 +335,7 @@ impl KernelLowering<'_> {
     }
 
     /// Zeroes a K-loop operand tile past K unless K is a multiple of the step.
-    fn mask_k(
+    pub(super) fn mask_k(
         &mut self,
         x: ValueId,
         dtype: DType,
@@ -762,7 +775,7 @@ fn reduce_accumulator(dtype: DType) -> DType {
 
 /// An operand's indices in its K-step space of `rank` axes: batch dims right-aligned
 /// (broadcast ones at 0), then its two matrix axes.
-fn operand_ix(shape: &Shape, rank: usize) -> Vec<Ix> {
+pub(super) fn operand_ix(shape: &Shape, rank: usize) -> Vec<Ix> {
     let r = shape.rank();
     let skip = rank - r;
     (0..r)

@@ -10,6 +10,7 @@
 //! and a legality certificate per kernel ([`crate::legality`]) complete the program, which
 //! [`crate::tile::verify::verify_program`] and [`crate::legality::check_program`] check.
 
+pub mod attention;
 pub mod builder;
 pub mod conv;
 pub mod emit;
@@ -375,6 +376,7 @@ fn lower_job(
         KernelKind::Reduction => l.lower_reduction(job.root, job.out, tiles)?,
         KernelKind::MatMul => l.lower_matmul(job.root, job.out, tiles)?,
         KernelKind::Conv => l.lower_conv(job.root, job.out, tiles)?,
+        KernelKind::Attention => l.lower_attention(job.root, job.out, tiles)?,
         KernelKind::StateUpdate => l.lower_state_update(job.root, job.out, tiles)?,
     }
     // A run-time write position is checked before the kernel, in place or not.

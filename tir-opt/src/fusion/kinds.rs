@@ -3,7 +3,7 @@
 use super::cost::FusionTarget;
 use crate::fused::KernelKind;
 use std::collections::BTreeSet;
-use tir_graph::{Dim, Graph, NodeId, Op, Shape};
+use tir_graph::{BinaryOp, Dim, Graph, NodeId, Op, ReduceOp, Shape, UnaryOp};
 
 /// What a member does, for the fusion rules.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +74,9 @@ pub fn classify(
     }
     if count(Role::Conv) > 0 {
         return (count(Role::Conv) == 1 && conv_fits(g, members, root)).then_some(KernelKind::Conv);
+    }
+    if matmuls == 2 {
+        return attention_fits(g, members, root).then_some(KernelKind::Attention);
     }
     if matmuls > 0 {
         return (matmuls == 1
@@ -237,6 +240,162 @@ fn conv_fits(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId) -> bool {
                 || (is_layout(r) && !after_conv.contains(&m))
                 || (r == Role::Elementwise && g.ty(m).shape == *out)
         })
+}
+
+/// The nodes of an attention pattern `softmax(f(q @ kt)) @ v`, found from its last product.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttentionPattern {
+    /// `q @ kt`: `[.., s_q, s_k]`.
+    pub scores: NodeId,
+    /// `p @ v`: `[.., s_q, d_v]`.
+    pub output: NodeId,
+    /// The softmax's input: the last node of the score epilogue, or `scores`.
+    pub logits: NodeId,
+    /// The score epilogue: the elementwise nodes on the paths from `scores` to `logits`
+    /// (`logits` included unless it is `scores`).
+    pub epilogue: BTreeSet<NodeId>,
+    /// The softmax over the last axis: `max`, `x - max`, `exp`, `sum`, `exp / sum`.
+    pub softmax: [NodeId; 5],
+}
+
+impl AttentionPattern {
+    /// Every node of the pattern: the two products, the epilogue and the softmax.
+    pub fn nodes(&self) -> BTreeSet<NodeId> {
+        let mut nodes = self.epilogue.clone();
+        nodes.extend([self.scores, self.output]);
+        nodes.extend(self.softmax);
+        nodes
+    }
+}
+
+/// The attention pattern whose last product is `output`, if it is one: float products with a
+/// static head dim (the last axis of `q` and of the output), and a softmax written as
+/// `exp(x - max(x)) / sum(exp(x - max(x)))` over the last axis of the scores.
+pub fn attention_pattern(g: &Graph, output: NodeId) -> Option<AttentionPattern> {
+    if g.node(output).op != Op::MatMul || !g.ty(output).dtype.is_float() {
+        return None;
+    }
+    let probs = g.operands(output)[0];
+    let [e, sum] = binary_operands(g, probs, BinaryOp::Div)?;
+    (reduced_row(g, sum, ReduceOp::Sum)? == e).then_some(())?;
+    let Op::Unary(UnaryOp::Exp) = g.node(e).op else {
+        return None;
+    };
+    let shifted = g.operands(e)[0];
+    let [logits, max] = binary_operands(g, shifted, BinaryOp::Sub)?;
+    (reduced_row(g, max, ReduceOp::Max)? == logits).then_some(())?;
+    let (scores, epilogue) = score_epilogue(g, logits)?;
+    let q = g.operands(scores)[0];
+    let static_last = |n: NodeId| g.ty(n).shape.dims().last()?.as_static();
+    static_last(q)?;
+    static_last(output)?;
+    let dtype = g.ty(output).dtype;
+    (g.ty(scores).dtype == dtype && g.ty(logits).dtype == dtype).then_some(())?;
+    Some(AttentionPattern {
+        scores,
+        output,
+        logits,
+        epilogue,
+        softmax: [max, shifted, e, sum, probs],
+    })
+}
+
+/// The operands of `node` when it is the binary op `op`.
+fn binary_operands(g: &Graph, node: NodeId, op: BinaryOp) -> Option<[NodeId; 2]> {
+    (g.node(node).op == Op::Binary(op)).then(|| {
+        let o = g.operands(node);
+        [o[0], o[1]]
+    })
+}
+
+/// The operand of `node` when it is an `op` reduction over the last axis, keeping it.
+fn reduced_row(g: &Graph, node: NodeId, op: ReduceOp) -> Option<NodeId> {
+    let Op::Reduce {
+        op: r,
+        axes,
+        keepdims: true,
+    } = &g.node(node).op
+    else {
+        return None;
+    };
+    let x = g.operands(node)[0];
+    (*r == op && axes.as_slice() == [g.ty(x).rank() - 1]).then_some(x)
+}
+
+/// The product whose elementwise consequences `logits` is (at the scores' shape), and the
+/// elementwise nodes on the way. Exactly one product may be reached.
+fn score_epilogue(g: &Graph, logits: NodeId) -> Option<(NodeId, BTreeSet<NodeId>)> {
+    let shape = &g.ty(logits).shape;
+    let mut seen = BTreeSet::new();
+    let mut products = BTreeSet::new();
+    let mut stack = vec![logits];
+    while let Some(n) = stack.pop() {
+        if g.ty(n).shape != *shape || !seen.insert(n) {
+            continue;
+        }
+        match role(&g.node(n).op) {
+            Role::MatMul => {
+                products.insert(n);
+            }
+            Role::Elementwise => stack.extend(g.operands(n)),
+            _ => {}
+        }
+    }
+    let [scores] = <[NodeId; 1]>::try_from(products.into_iter().collect::<Vec<_>>()).ok()?;
+    // Node ids are topological: the nodes seen that depend on the product, in one pass.
+    let mut after = BTreeSet::from([scores]);
+    for &n in seen.range(scores..) {
+        if role(&g.node(n).op) == Role::Elementwise
+            && g.operands(n).iter().any(|o| after.contains(o))
+        {
+            after.insert(n);
+        }
+    }
+    after.remove(&scores);
+    Some((scores, after))
+}
+
+/// An attention kernel: an [`AttentionPattern`] whose nodes are all members; the other members
+/// are the layout and elementwise producers of its operands (none depending on the scores) and
+/// a chain of bijective layout ops from the output product up to the root.
+fn attention_fits(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId) -> bool {
+    let chain = store_chain(g, members, root);
+    let top = chain.last().map_or(root, |&c| g.operands(c)[0]);
+    let Some(pattern) = attention_pattern(g, top) else {
+        return false;
+    };
+    let core = pattern.nodes();
+    if !core.is_subset(members) {
+        return false;
+    }
+    // A member outside the pattern and the chain may not depend on the pattern: it would need
+    // the scores or the probabilities, which are never whole.
+    members.iter().all(|&m| {
+        let r = role(&g.node(m).op);
+        core.contains(&m)
+            || chain.contains(&m)
+            || ((r == Role::Elementwise || is_layout(r)) && ancestors_outside(g, members, m, &core))
+    })
+}
+
+/// Whether no member that `m` depends on is in `core`.
+fn ancestors_outside(
+    g: &Graph,
+    members: &BTreeSet<NodeId>,
+    m: NodeId,
+    core: &BTreeSet<NodeId>,
+) -> bool {
+    let mut stack = g.operands(m);
+    let mut seen = BTreeSet::new();
+    while let Some(x) = stack.pop() {
+        if core.contains(&x) {
+            return false;
+        }
+        if members.contains(&x) && seen.insert(x) {
+            stack.extend(g.operands(x));
+        }
+    }
+    true
 }
 
 /// The bijective layout members from `root` down to the first member that is not one.

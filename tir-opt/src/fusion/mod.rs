@@ -6,7 +6,9 @@
 //! computed node seeds a one-node kernel, and `absorb` grows a kernel by one producer of one of
 //! its inputs when every user of that producer is already in the kernel, the producer is not an
 //! output, and the grown set still forms a kernel of some kind ([`kinds::classify`]) within the
-//! target's limits. Extraction with the cost of [`cost`] then chooses one kernel per needed
+//! target's limits. An attention pattern (`softmax(f(Q Kᵀ)) V`, [`kinds::attention_pattern`]) is
+//! seeded whole, with each chain of layout ops above it, since its parts form no kernel one
+//! producer at a time. Extraction with the cost of [`cost`] then chooses one kernel per needed
 //! class, which decides what fuses.
 //!
 //! Why a second e-graph rather than kernels in the simplifier's: fusing over every algebraic
@@ -26,7 +28,7 @@ use cost::FusionTarget;
 use egg::{CostFunction, EGraph, Extractor, Id, Language};
 use std::collections::{BTreeSet, HashSet};
 use std::time::Instant;
-use tir_graph::{Graph, NodeId};
+use tir_graph::{Graph, NodeId, Op};
 
 /// An e-node of the fusion e-graph.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -123,6 +125,48 @@ impl Search<'_> {
         true
     }
 
+    /// The attention kernels whose last product is `output`: the pattern alone, and with each
+    /// longer chain of bijective layout ops above it (the layout of a head merge) — when every
+    /// value inside is used only inside and is no result.
+    fn attention_seeds(&self, output: NodeId) -> Vec<Candidate> {
+        let g = self.graph;
+        let Some(pattern) = kinds::attention_pattern(g, output) else {
+            return Vec::new();
+        };
+        let mut members = pattern.nodes();
+        let inside_only = |n: &NodeId, members: &BTreeSet<NodeId>| {
+            !self.results.contains(n) && g.users(*n).iter().all(|u| members.contains(u))
+        };
+        if !members
+            .iter()
+            .filter(|&&n| n != output)
+            .all(|n| inside_only(n, &members))
+        {
+            return Vec::new();
+        }
+        let mut seeds = vec![Candidate {
+            root: output,
+            members: members.clone(),
+        }];
+        let mut root = output;
+        while let [user] = g.users(root).as_slice() {
+            let bijective = matches!(
+                g.node(*user).op,
+                Op::Reshape { .. } | Op::Permute { .. } | Op::Squeeze { .. } | Op::Unsqueeze { .. }
+            );
+            if !bijective || self.results.contains(&root) {
+                break;
+            }
+            members.insert(*user);
+            root = *user;
+            seeds.push(Candidate {
+                root,
+                members: members.clone(),
+            });
+        }
+        seeds
+    }
+
     /// The kernels `candidate` grows into by absorbing one producer.
     fn grow(&self, candidate: &Candidate) -> Vec<Candidate> {
         let g = self.graph;
@@ -190,6 +234,15 @@ pub fn fuse(
             });
         }
         frontier.push(seed);
+    }
+    // Attention patterns are seeded whole: their parts are kernels of no kind, so absorbing one
+    // producer at a time never reaches them.
+    for id in graph.node_ids() {
+        for seed in search.attention_seeds(id) {
+            if search.add(&seed) {
+                frontier.push(seed);
+            }
+        }
     }
     let seeds = frontier.len();
     let mut stats = SaturationStats::default();

@@ -1,0 +1,523 @@
+//! The attention kernel: flash attention.
+//!
+//! Takes a [`tir_opt::KernelKind::Attention`] kernel (an attention pattern
+//! `softmax(f(q @ kt)) @ v`, its operands' producers as index maps, and a chain of layout ops
+//! up to the root) and emits one tile program per block of `BM` queries of one batch and head:
+//! its output tile `[1.., BM, Dv]`. The program loads its `[BM, D]` query tile once, then walks
+//! the keys in blocks of `BN`: a step computes the `[BM, BN]` scores on tensor cores, applies
+//! the score epilogue `f` to them (scale, mask: the graph's own nodes, with the mask read per
+//! tile), and folds them into an online softmax: a running row maximum `m`, a running sum `l`
+//! of `exp(x - m)` and the accumulator `acc` of `exp(x - m) @ v`, both rescaled by
+//! `exp(m_old - m_new)` when the maximum grows. After the loop `acc / l` is the output tile,
+//! stored once. The scores are never written, so memory grows with the sequence, not with its
+//! square. The softmax runs in f32 (f64 for f64) and the probabilities are rounded to `v`'s
+//! dtype for the second product, as flash attention does.
+//!
+//! Keys past the end of the sequence are masked to `-inf` (they weigh 0). A row whose keys are
+//! all masked keeps `m = -inf`, which is shifted by 0 instead, so its `l` is 0 and its output
+//! `0 / 0 = NaN`, as the graph's softmax of a row of `-inf` gives. When the mask is causal
+//! (the graph's `select(col <= row + δ, x, -inf)` on two position ranges, as the `attention`
+//! composite builds it), each program stops at the last key block its queries can see:
+//! a block it skips would only add zeros.
+//!
+//! Guarantees: every output element is written once, by the program that owns its tile, as
+//! for any tile-per-program kernel (the same legality certificate).
+
+use super::builder::{ceil_pow2, Ix, SpaceId};
+use super::emit::{broadcast_ix, KernelLowering};
+use super::kernels::{accumulator, operand_ix, tile_for};
+use super::LowerError;
+use crate::target::TileShapes;
+use crate::tile::{CmpOp, IndexOp, TileOp, Type, ValueId};
+use tir_graph::{BinaryOp, ConstData, DType, Dim, Graph, NodeId, Op, ReduceOp, UnaryOp};
+use tir_opt::fusion::kinds::{attention_pattern, store_chain, AttentionPattern};
+
+type Res<T> = Result<T, LowerError>;
+
+/// What a key loop knows of the mask.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mask {
+    /// The score epilogue as the graph has it.
+    Graph,
+    /// Causal, and every key of the block is visible to every query of the program.
+    Visible,
+    /// Causal with offset `δ`: key `j` is visible to query `i` when `j <= i + δ`.
+    Causal(i64),
+}
+
+/// What every step of the key loops shares.
+struct KeyWalk<'p> {
+    pattern: &'p AttentionPattern,
+    out_space: SpaceId,
+    q_tile: ValueId,
+    /// The key block and the head dim's tile.
+    blocks: (u64, u64),
+}
+
+/// The running state of the online softmax, carried through the key loop.
+struct Running {
+    max: ValueId,
+    sum: ValueId,
+    acc: ValueId,
+}
+
+impl KernelLowering<'_> {
+    /// An attention pattern with its operand maps and store chain (see the module doc).
+    pub fn lower_attention(&mut self, root: NodeId, out: usize, tiles: &TileShapes) -> Res<()> {
+        let g = self.g;
+        let chain = store_chain(g, &self.members, root);
+        let top = chain.last().map_or(root, |&c| g.operands(c)[0]);
+        let pattern = attention_pattern(g, top)
+            .ok_or_else(|| self.unsupported("an attention kernel without its pattern".into()))?;
+        let out_shape = g.ty(pattern.output).shape.clone();
+        let rank = out_shape.rank();
+        let q = g.operands(pattern.scores)[0];
+        let head = g.ty(q).shape.dims()[rank - 1].clone();
+        let keys = g.ty(pattern.scores).shape.dims()[rank - 1].clone();
+        let head_out = out_shape.dims()[rank - 1].clone();
+        let (bm, bn) = (
+            tile_for(&out_shape.dims()[rank - 2], tiles.attention_m),
+            tile_for(&keys, tiles.attention_n),
+        );
+        let (d_tile, dv_tile) = (pow2_of(&head), pow2_of(&head_out));
+        let mut tile = vec![1u64; rank];
+        tile[rank - 2] = bm;
+        tile[rank - 1] = dv_tile;
+        let out_space = self.grid_space(out_shape.dims(), &tile);
+        let zero = self.b.index(0);
+        let q_space = self.with_axis(out_space, rank - 1, d_tile, zero, &head);
+        let q_tile = self.value(q, &operand_ix(&g.ty(q).shape, rank), q_space)?;
+        let q_tile = self.mask_k(q_tile, g.ty(q).dtype, q_space, rank - 1, &head, d_tile);
+
+        let acc_dtype = accumulator(g.ty(pattern.output).dtype);
+        let mut row = tile.clone();
+        row[rank - 1] = 1;
+        let init = Running {
+            max: self.b.constant(f64::NEG_INFINITY, acc_dtype, &row),
+            sum: self.b.constant(0.0, acc_dtype, &row),
+            acc: self.b.constant(0.0, acc_dtype, &tile),
+        };
+        let walk = KeyWalk {
+            pattern: &pattern,
+            out_space,
+            q_tile,
+            blocks: (bn, d_tile),
+        };
+        let done = match causal_offset(g, &pattern) {
+            Some(delta) => {
+                // The blocks every query of the program sees whole need no mask; then the
+                // blocks on the diagonal, up to the last key the last query sees.
+                let (visible, steps) = self.causal_steps(out_space, (bm, bn), delta, &keys);
+                let seen = self.key_loop(&walk, (zero, visible), init, Mask::Visible)?;
+                self.key_loop(&walk, (visible, steps), seen, Mask::Causal(delta))?
+            }
+            None => {
+                let keys_v = self.b.dim(&keys);
+                let steps = self.b.ceil_div(keys_v, bn);
+                self.key_loop(&walk, (zero, steps), init, Mask::Graph)?
+            }
+        };
+        let acc_ty = Type::tile(acc_dtype, &tile);
+        let sum = self
+            .b
+            .emit(TileOp::Broadcast { x: done.sum }, acc_ty.clone());
+        let normalized = self.b.emit(
+            TileOp::Binary {
+                op: BinaryOp::Div,
+                a: done.acc,
+                b: sum,
+            },
+            acc_ty,
+        );
+        let output = self.b.emit(
+            TileOp::Cast { x: normalized },
+            Type::tile(g.ty(pattern.output).dtype, &tile),
+        );
+        let depth = self.b.depth();
+        self.memo.insert(
+            (pattern.output, Self::canonical(rank), out_space),
+            (output, depth),
+        );
+        self.store_through_chain(root, out, out_space)?;
+        Ok(())
+    }
+
+    /// `from` with axis `axis` replaced: tiles of `tile` at coordinate `coord` of `extent`.
+    fn with_axis(
+        &mut self,
+        from: SpaceId,
+        axis: usize,
+        tile: u64,
+        coord: ValueId,
+        extent: &Dim,
+    ) -> SpaceId {
+        let mut s = self.b.spaces[from].clone();
+        s.tile[axis] = tile;
+        s.coords[axis] = coord;
+        s.extents[axis] = self.b.dim(extent);
+        self.b.add_space(s)
+    }
+
+    /// With a causal offset `delta`: the number of leading key blocks every query of the
+    /// program sees whole, and the number of blocks up to the last key its last query sees.
+    fn causal_steps(
+        &mut self,
+        out_space: SpaceId,
+        (bm, bn): (u64, u64),
+        delta: i64,
+        keys: &Dim,
+    ) -> (ValueId, ValueId) {
+        let rank = self.b.spaces[out_space].tile.len();
+        let keys = self.b.dim(keys);
+        let zero = self.b.index(0);
+        let block = self.b.spaces[out_space].coords[rank - 2];
+        let bm_v = self.b.index(bm as i64);
+        let first = self.b.arith(IndexOp::Mul, block, bm_v);
+        // Query m0 sees keys below m0 + delta + 1: whole blocks below that, and below the end.
+        let reach = self.b.index(delta + 1);
+        let seen = self.b.arith(IndexOp::Add, first, reach);
+        let seen = self.b.arith(IndexOp::Max, seen, zero);
+        let bn_v = self.b.index(bn as i64);
+        let whole = self.b.arith(IndexOp::Div, seen, bn_v);
+        let complete = self.b.arith(IndexOp::Div, keys, bn_v);
+        let visible = self.b.arith(IndexOp::Min, whole, complete);
+        // Query m0 + bm - 1 sees keys below m0 + bm + delta.
+        let reach = self.b.index(bm as i64 + delta);
+        let end = self.b.arith(IndexOp::Add, first, reach);
+        let end = self.b.arith(IndexOp::Min, end, keys);
+        let end = self.b.arith(IndexOp::Max, end, zero);
+        let steps = self.b.ceil_div(end, bn);
+        let visible = self.b.arith(IndexOp::Min, visible, steps);
+        (visible, steps)
+    }
+
+    /// The loop over key blocks `start..end`, carrying the online softmax from `init`.
+    fn key_loop(
+        &mut self,
+        walk: &KeyWalk,
+        (start, end): (ValueId, ValueId),
+        init: Running,
+        mask: Mask,
+    ) -> Res<Running> {
+        let tile = self.b.spaces[walk.out_space].tile.clone();
+        let mut row = tile.clone();
+        row[tile.len() - 1] = 1;
+        let dtype = accumulator(self.g.ty(walk.pattern.output).dtype);
+        let (row_ty, acc_ty) = (Type::tile(dtype, &row), Type::tile(dtype, &tile));
+        let types = vec![row_ty.clone(), row_ty, acc_ty];
+        let step = self.b.fresh();
+        let carried = Running {
+            max: self.b.fresh(),
+            sum: self.b.fresh(),
+            acc: self.b.fresh(),
+        };
+        self.b.open_block();
+        let next = self.key_step(walk, step, &carried, mask)?;
+        let body = self.close_block();
+        let one = self.b.index(1);
+        let done = self.b.emit_multi(
+            TileOp::For {
+                start,
+                end,
+                step: one,
+                var: step,
+                init: vec![init.max, init.sum, init.acc],
+                carried: vec![
+                    (carried.max, types[0].clone()),
+                    (carried.sum, types[1].clone()),
+                    (carried.acc, types[2].clone()),
+                ],
+                body,
+                yields: vec![next.max, next.sum, next.acc],
+            },
+            types,
+        );
+        Ok(Running {
+            max: done[0],
+            sum: done[1],
+            acc: done[2],
+        })
+    }
+
+    /// Binds the causal mask's nodes over the score block: with `Visible`, the masked select
+    /// is its unmasked branch; with `Causal`, its condition is computed from the positions
+    /// (`col <= row + delta`) rather than loaded.
+    fn bind_causal_mask(
+        &mut self,
+        pattern: &AttentionPattern,
+        s_space: SpaceId,
+        mask: Mask,
+    ) -> Res<()> {
+        let delta = match mask {
+            Mask::Graph => return Ok(()),
+            Mask::Visible => None,
+            Mask::Causal(delta) => Some(delta),
+        };
+        let g = self.g;
+        let select = pattern.logits;
+        let [cond, unmasked, _] = <[NodeId; 3]>::try_from(g.operands(select))
+            .map_err(|_| self.unsupported("a causal mask that is no select".into()))?;
+        let rank = self.b.spaces[s_space].tile.len();
+        let canonical = Self::canonical(rank);
+        let depth = self.b.depth();
+        match delta {
+            None => {
+                let v = self.operand(select, unmasked, &canonical, s_space)?;
+                self.memo.insert((select, canonical, s_space), (v, depth));
+            }
+            Some(delta) => {
+                let shape = self.b.spaces[s_space].tile.clone();
+                let coords = self.b.spaces[s_space].coords.clone();
+                let along = |b: &mut super::builder::KernelBuilder, axis: usize, shift: i64| {
+                    let mut line = vec![1u64; rank];
+                    line[axis] = shape[axis];
+                    let ty = Type::tile(DType::I64, &line);
+                    let size = b.index(shape[axis] as i64);
+                    let base = b.arith(IndexOp::Mul, coords[axis], size);
+                    let shift = b.index(shift);
+                    let base = b.arith(IndexOp::Add, base, shift);
+                    let base = b.emit(TileOp::Splat { x: base }, ty.clone());
+                    let iota = b.emit(TileOp::Iota { axis }, ty.clone());
+                    let at = b.emit(
+                        TileOp::IndexArith {
+                            op: IndexOp::Add,
+                            a: base,
+                            b: iota,
+                        },
+                        ty,
+                    );
+                    b.emit(TileOp::Broadcast { x: at }, Type::tile(DType::I64, &shape))
+                };
+                let cols = along(&mut self.b, rank - 1, 0);
+                let rows = along(&mut self.b, rank - 2, delta);
+                let visible = self.b.emit(
+                    TileOp::IndexCmp {
+                        op: CmpOp::Le,
+                        a: cols,
+                        b: rows,
+                    },
+                    Type::tile(DType::Bool, &shape),
+                );
+                let ix = broadcast_ix(&g.ty(cond).shape, &g.ty(select).shape, &canonical);
+                self.memo.insert((cond, ix, s_space), (visible, depth));
+            }
+        }
+        Ok(())
+    }
+
+    /// One step of the key loop at key block `step`: the scores, the epilogue, and the online
+    /// softmax update of `running`.
+    fn key_step(
+        &mut self,
+        walk: &KeyWalk,
+        step: ValueId,
+        running: &Running,
+        mask: Mask,
+    ) -> Res<Running> {
+        let KeyWalk {
+            pattern,
+            out_space,
+            q_tile,
+            blocks: (bn, d_tile),
+        } = *walk;
+        let g = self.g;
+        let (kt, v) = (g.operands(pattern.scores)[1], g.operands(pattern.output)[1]);
+        let rank = self.b.spaces[out_space].tile.len();
+        let scores_ty = g.ty(pattern.scores).clone();
+        let keys = scores_ty.shape.dims()[rank - 1].clone();
+        let head = g.ty(kt).shape.dims()[rank - 2].clone();
+        let head_out = g.ty(pattern.output).shape.dims()[rank - 1].clone();
+        let zero = self.b.index(0);
+        // The scores `q @ kt` of this block, as the graph's node.
+        let kt_space = self.with_axis(out_space, rank - 2, d_tile, zero, &head);
+        let kt_space = self.with_axis(kt_space, rank - 1, bn, step, &keys);
+        let kt_tile = self.value(kt, &operand_ix(&g.ty(kt).shape, rank), kt_space)?;
+        let kt_tile = self.mask_k(kt_tile, g.ty(kt).dtype, kt_space, rank - 2, &head, d_tile);
+        let s_space = self.with_axis(out_space, rank - 1, bn, step, &keys);
+        let s_shape = self.b.spaces[s_space].tile.clone();
+        let acc_dtype = accumulator(scores_ty.dtype);
+        let s_acc_ty = Type::tile(acc_dtype, &s_shape);
+        let s_zero = self.b.constant(0.0, acc_dtype, &s_shape);
+        let s = self.b.emit(
+            TileOp::Mma {
+                a: q_tile,
+                b: kt_tile,
+                acc: s_zero,
+            },
+            s_acc_ty.clone(),
+        );
+        let s = self
+            .b
+            .emit(TileOp::Cast { x: s }, Type::tile(scores_ty.dtype, &s_shape));
+        let depth = self.b.depth();
+        let canonical = Self::canonical(rank);
+        self.memo
+            .insert((pattern.scores, canonical.clone(), s_space), (s, depth));
+        // The epilogue, in f32, with keys past the end at -inf.
+        self.bind_causal_mask(pattern, s_space, mask)?;
+        let x = self.value(pattern.logits, &canonical, s_space)?;
+        let mut x = self.b.emit(TileOp::Cast { x }, s_acc_ty.clone());
+        // Blocks every query sees whole are complete: only the others can pass the end.
+        let complete = matches!(keys, Dim::Static(n) if n % bn == 0);
+        if !complete && mask != Mask::Visible {
+            let hi = self.b.dim(&keys);
+            let inside = self.b.in_range(&Ix::axis(rank - 1), zero, hi, s_space);
+            let masked = self.b.constant(f64::NEG_INFINITY, acc_dtype, &s_shape);
+            x = self.b.emit(
+                TileOp::Select {
+                    cond: inside,
+                    a: x,
+                    b: masked,
+                },
+                s_acc_ty.clone(),
+            );
+        }
+        // The online softmax.
+        let mut row_shape = s_shape.clone();
+        row_shape[rank - 1] = 1;
+        let row_ty = Type::tile(acc_dtype, &row_shape);
+        let block_max = self.b.emit(
+            TileOp::Reduce {
+                op: ReduceOp::Max,
+                x,
+                axis: rank - 1,
+            },
+            row_ty.clone(),
+        );
+        let max = self.binary(BinaryOp::Maximum, running.max, block_max, &row_ty);
+        // A row with nothing seen yet keeps -inf; it is shifted by 0 so that exp gives 0.
+        let minus_inf = self.b.constant(f64::NEG_INFINITY, acc_dtype, &row_shape);
+        let unseen = self.b.emit(
+            TileOp::Binary {
+                op: BinaryOp::Eq,
+                a: max,
+                b: minus_inf,
+            },
+            Type::tile(DType::Bool, &row_shape),
+        );
+        let row_zero = self.b.constant(0.0, acc_dtype, &row_shape);
+        let shift = self.b.emit(
+            TileOp::Select {
+                cond: unseen,
+                a: row_zero,
+                b: max,
+            },
+            row_ty.clone(),
+        );
+        let shift_tile = self
+            .b
+            .emit(TileOp::Broadcast { x: shift }, s_acc_ty.clone());
+        let centered = self.binary(BinaryOp::Sub, x, shift_tile, &s_acc_ty);
+        let p = self.unary(UnaryOp::Exp, centered, &s_acc_ty);
+        let old = self.binary(BinaryOp::Sub, running.max, shift, &row_ty);
+        let rescale = self.unary(UnaryOp::Exp, old, &row_ty);
+        let block_sum = self.b.emit(
+            TileOp::Reduce {
+                op: ReduceOp::Sum,
+                x: p,
+                axis: rank - 1,
+            },
+            row_ty.clone(),
+        );
+        let kept = self.binary(BinaryOp::Mul, running.sum, rescale, &row_ty);
+        let sum = self.binary(BinaryOp::Add, kept, block_sum, &row_ty);
+        // acc · rescale + p @ v.
+        let v_space = self.with_axis(out_space, rank - 2, bn, step, &keys);
+        let dv_tile = self.b.spaces[out_space].tile[rank - 1];
+        let v_space = self.with_axis(v_space, rank - 1, dv_tile, zero, &head_out);
+        let v_dtype = g.ty(v).dtype;
+        let v_tile = self.value(v, &operand_ix(&g.ty(v).shape, rank), v_space)?;
+        let v_tile = self.mask_k(v_tile, v_dtype, v_space, rank - 2, &keys, bn);
+        let p = self
+            .b
+            .emit(TileOp::Cast { x: p }, Type::tile(v_dtype, &s_shape));
+        let acc_ty = Type::tile(acc_dtype, &self.b.spaces[out_space].tile.clone());
+        let rescale_tile = self
+            .b
+            .emit(TileOp::Broadcast { x: rescale }, acc_ty.clone());
+        let kept = self.binary(BinaryOp::Mul, running.acc, rescale_tile, &acc_ty);
+        let acc = self.b.emit(
+            TileOp::Mma {
+                a: p,
+                b: v_tile,
+                acc: kept,
+            },
+            acc_ty,
+        );
+        Ok(Running { max, sum, acc })
+    }
+
+    fn binary(&mut self, op: BinaryOp, a: ValueId, b: ValueId, ty: &Type) -> ValueId {
+        self.b.emit(TileOp::Binary { op, a, b }, ty.clone())
+    }
+
+    fn unary(&mut self, op: UnaryOp, x: ValueId, ty: &Type) -> ValueId {
+        self.b.emit(TileOp::Unary { op, x }, ty.clone())
+    }
+}
+
+/// The power-of-two tile covering a static head dim (attention patterns have static ones).
+fn pow2_of(d: &Dim) -> u64 {
+    ceil_pow2(d.as_static().unwrap_or(1))
+}
+
+/// `δ` when the pattern's last epilogue node is `select(col <= row + δ, x, -inf)`, with `col`
+/// and `row` constant ranges of consecutive positions along the keys' and the queries' axes
+/// (any of `<=`, `<`, `>=`, `>` with the operands on the matching sides).
+fn causal_offset(g: &Graph, pattern: &AttentionPattern) -> Option<i64> {
+    if g.node(pattern.logits).op != Op::Select {
+        return None;
+    }
+    let [cond, _, otherwise] = <[NodeId; 3]>::try_from(g.operands(pattern.logits)).ok()?;
+    let Op::Constant {
+        data: ConstData::Float(fill),
+    } = &g.node(otherwise).op
+    else {
+        return None;
+    };
+    if !fill.iter().all(|v| v.0 == f64::NEG_INFINITY) {
+        return None;
+    }
+    let Op::Binary(op) = g.node(cond).op else {
+        return None;
+    };
+    let [a, b] = <[NodeId; 2]>::try_from(g.operands(cond)).ok()?;
+    let (pa, pb) = (positions(g, a)?, positions(g, b)?);
+    // (axis counted from the last, first position) of each side: 0 is a key, 1 a query.
+    let (col, row, strict) = match (op, pa.0, pb.0) {
+        (BinaryOp::Le, 0, 1) => (pa.1, pb.1, false),
+        (BinaryOp::Lt, 0, 1) => (pa.1, pb.1, true),
+        (BinaryOp::Ge, 1, 0) => (pb.1, pa.1, false),
+        (BinaryOp::Gt, 1, 0) => (pb.1, pa.1, true),
+        _ => return None,
+    };
+    // Key j + col is allowed for query i + row when j + col <= i + row (minus 1 if strict).
+    Some(row - col - i64::from(strict))
+}
+
+/// `(axis from the last, first value)` when `node` is an integer constant counting up by one
+/// along one axis of size above 1, all its other axes of size 1.
+fn positions(g: &Graph, node: NodeId) -> Option<(usize, i64)> {
+    let Op::Constant {
+        data: ConstData::Int(values),
+    } = &g.node(node).op
+    else {
+        return None;
+    };
+    let dims = g.ty(node).shape.dims();
+    let mut long = dims
+        .iter()
+        .rev()
+        .enumerate()
+        .filter(|(_, d)| **d != Dim::Static(1));
+    let (axis, _) = long.next()?;
+    if long.next().is_some() {
+        return None;
+    }
+    let first = *values.first()?;
+    let counts = values
+        .iter()
+        .enumerate()
+        .all(|(t, &v)| Some(v) == first.checked_add(t as i64));
+    counts.then_some((axis, first))
+}
