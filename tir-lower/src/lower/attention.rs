@@ -85,7 +85,8 @@ impl KernelLowering<'_> {
         tile[rank - 1] = dv_tile;
         let out_space = self.grid_space(out_shape.dims(), &tile);
         let zero = self.b.index(0);
-        let q_space = self.with_axis(out_space, rank - 1, d_tile, zero, &head);
+        let head_v = self.b.dim(&head);
+        let q_space = self.with_axis(out_space, rank - 1, d_tile, zero, head_v);
         let q_tile = self.value(q, &operand_ix(&g.ty(q).shape, rank), q_space)?;
         let q_tile = self.mask_k(q_tile, g.ty(q).dtype, q_space, rank - 1, &head, d_tile);
 
@@ -140,22 +141,6 @@ impl KernelLowering<'_> {
         );
         self.store_through_chain(root, out, out_space)?;
         Ok(())
-    }
-
-    /// `from` with axis `axis` replaced: tiles of `tile` at coordinate `coord` of `extent`.
-    fn with_axis(
-        &mut self,
-        from: SpaceId,
-        axis: usize,
-        tile: u64,
-        coord: ValueId,
-        extent: &Dim,
-    ) -> SpaceId {
-        let mut s = self.b.spaces[from].clone();
-        s.tile[axis] = tile;
-        s.coords[axis] = coord;
-        s.extents[axis] = self.b.dim(extent);
-        self.b.add_space(s)
     }
 
     /// With a causal offset `delta`: the number of leading key blocks every query of the
@@ -329,11 +314,12 @@ impl KernelLowering<'_> {
         let head_out = g.ty(pattern.output).shape.dims()[rank - 1].clone();
         let zero = self.b.index(0);
         // The scores `q @ kt` of this block, as the graph's node.
-        let kt_space = self.with_axis(out_space, rank - 2, d_tile, zero, &head);
-        let kt_space = self.with_axis(kt_space, rank - 1, bn, step, &keys);
+        let (head_v, keys_v) = (self.b.dim(&head), self.b.dim(&keys));
+        let kt_space = self.with_axis(out_space, rank - 2, d_tile, zero, head_v);
+        let kt_space = self.with_axis(kt_space, rank - 1, bn, step, keys_v);
         let kt_tile = self.value(kt, &operand_ix(&g.ty(kt).shape, rank), kt_space)?;
         let kt_tile = self.mask_k(kt_tile, g.ty(kt).dtype, kt_space, rank - 2, &head, d_tile);
-        let s_space = self.with_axis(out_space, rank - 1, bn, step, &keys);
+        let s_space = self.with_axis(out_space, rank - 1, bn, step, keys_v);
         let s_shape = self.b.spaces[s_space].tile.clone();
         let acc_dtype = accumulator(scores_ty.dtype);
         let s_acc_ty = Type::tile(acc_dtype, &s_shape);
@@ -422,9 +408,10 @@ impl KernelLowering<'_> {
         let kept = self.binary(BinaryOp::Mul, running.sum, rescale, &row_ty);
         let sum = self.binary(BinaryOp::Add, kept, block_sum, &row_ty);
         // acc · rescale + p @ v.
-        let v_space = self.with_axis(out_space, rank - 2, bn, step, &keys);
+        let v_space = self.with_axis(out_space, rank - 2, bn, step, keys_v);
         let dv_tile = self.b.spaces[out_space].tile[rank - 1];
-        let v_space = self.with_axis(v_space, rank - 1, dv_tile, zero, &head_out);
+        let head_out_v = self.b.dim(&head_out);
+        let v_space = self.with_axis(v_space, rank - 1, dv_tile, zero, head_out_v);
         let v_dtype = g.ty(v).dtype;
         let v_tile = self.value(v, &operand_ix(&g.ty(v).shape, rank), v_space)?;
         let v_tile = self.mask_k(v_tile, v_dtype, v_space, rank - 2, &keys, bn);

@@ -194,8 +194,8 @@ impl KernelLowering<'_> {
         let (kk, acc_in) = (self.b.fresh(), self.b.fresh());
         self.b.open_block();
         // Step kk: the A tile [.., m, kk] and the B tile [.., kk, n], multiplied into acc.
-        let a_space = self.k_space(out_space, rank, kk, k_extent, tk, true);
-        let b_space = self.k_space(out_space, rank, kk, k_extent, tk, false);
+        let a_space = self.with_axis(out_space, rank - 1, tk, kk, k_extent);
+        let b_space = self.with_axis(out_space, rank - 2, tk, kk, k_extent);
         let a_tile = self.value(a, &operand_ix(&g.ty(a).shape, rank), a_space)?;
         let b_tile = self.value(b, &operand_ix(&g.ty(b).shape, rank), b_space)?;
         let a_tile = self.mask_k(a_tile, g.ty(a).dtype, a_space, rank - 1, &k_dim, tk);
@@ -316,21 +316,20 @@ impl KernelLowering<'_> {
         })
     }
 
-    /// The space of one K step of operand A (`[.., m, k]`) or B (`[.., k, n]`).
-    fn k_space(
+    /// `from` with axis `axis` replaced: tiles of `tile` at coordinate `coord` of `extent`
+    /// (a K step of a matmul operand, a block of keys of attention).
+    pub(super) fn with_axis(
         &mut self,
-        out: SpaceId,
-        rank: usize,
-        kk: ValueId,
-        k: ValueId,
-        tk: u64,
-        is_a: bool,
+        from: SpaceId,
+        axis: usize,
+        tile: u64,
+        coord: ValueId,
+        extent: ValueId,
     ) -> SpaceId {
-        let mut s = self.b.spaces[out].clone();
-        let axis = if is_a { rank - 1 } else { rank - 2 };
-        s.tile[axis] = tk;
-        s.coords[axis] = kk;
-        s.extents[axis] = k;
+        let mut s = self.b.spaces[from].clone();
+        s.tile[axis] = tile;
+        s.coords[axis] = coord;
+        s.extents[axis] = extent;
         self.b.add_space(s)
     }
 
