@@ -8,9 +8,10 @@
 //! 128 for matrix-vector products (the decode step 15% faster than at 32); row reductions one
 //! 4096-element row per tile block at occupancy 4 (a register budget that fits four blocks per
 //! SM: 1.7x to 2.9x faster than two rows per block without the hint), longer rows without it,
-//! and all rows loaded without TMA (6% to 30% faster); attention in 64x64 blocks of queries and
-//! keys (1.1 ms against 2.3 to 2.7 ms for 128x64, 128x128 and 64x128 on the causal b4 h32
-//! s2048 d128 workload). Kernels that move less than
+//! and all rows loaded without TMA (6% to 30% faster); attention in blocks of 128 queries and
+//! 128 keys by 8 warps (two warpgroups), which `tileiras` does not pick alone (the causal b4
+//! h32 s2048 d128 workload 0.376 ms against 0.53 for its own choice at 64x128 and 0.87 at
+//! 128x128), unless a program has fewer query rows. Kernels that move less than
 //! [`SMALL_KERNEL_BYTES`] get no TMA either, unless a hint says otherwise.
 //!
 //! `TIR_TUNE` overrides them for a search, as a comma-separated list of `key=value`: a tile
@@ -18,7 +19,8 @@
 //! `attention_m`, `attention_n`) or a
 //! hint for every kernel of one kind (`row_reduction.occupancy=4`, `matmul.num_ctas=2`,
 //! `matmul.group_rows=8`, `row_reduction.tma=0`, `matmul.load_latency=4`,
-//! `matmul.persistent=0` for one block per tile). Hints change speed, never results.
+//! `matmul.persistent=0` for one block per tile, `attention.warps=8` for the warps of a tile
+//! block). Hints change speed, never results.
 
 use crate::codegen::{kernel_kind, KernelHints};
 use std::collections::BTreeMap;
@@ -62,8 +64,8 @@ impl Default for Tuning {
                 matmul_k: 32,
                 matvec_k: 128,
                 int_matmul: 32,
-                attention_m: 64,
-                attention_n: 64,
+                attention_m: 128,
+                attention_n: 128,
                 reduction_out: 64,
                 reduction_chunk: 256,
             },
@@ -73,6 +75,13 @@ impl Default for Tuning {
                     KernelHints {
                         group_rows: Some(8),
                         persistent: Some(1),
+                        ..KernelHints::default()
+                    },
+                ),
+                (
+                    "attention".to_string(),
+                    KernelHints {
+                        warps: Some(8),
                         ..KernelHints::default()
                     },
                 ),
@@ -133,10 +142,11 @@ impl Tuning {
                 "tma" => hints.allow_tma = small(&[0, 1])?.map(|v| v == 1),
                 "load_latency" => hints.load_latency = small(&(1..=10).collect::<Vec<_>>())?,
                 "persistent" => hints.persistent = small(&[0, 1, 2, 3, 4])?.filter(|&n| n > 0),
+                "warps" => hints.warps = small(&[1, 2, 4, 8, 16, 32])?,
                 _ => {
                     return Err(format!(
                         "unknown hint `{hint}` (occupancy, num_ctas, group_rows, tma, \
-                         load_latency, persistent)"
+                         load_latency, persistent, warps)"
                     ))
                 }
             }
@@ -159,7 +169,7 @@ impl Tuning {
                 return Err(format!(
                     "unknown key `{key}` (elementwise, row_elements, matmul_m, matmul_n, \
                      matmul_k, matvec_k, attention_m, attention_n, KIND.occupancy, KIND.num_ctas, \
-                     KIND.group_rows, KIND.tma, KIND.load_latency, KIND.persistent)"
+                     KIND.group_rows, KIND.tma, KIND.load_latency, KIND.persistent, KIND.warps)"
                 ))
             }
         };
@@ -171,14 +181,20 @@ impl Tuning {
     /// reduction whose rows exceed the row budget gets no occupancy hint (a budget of registers
     /// made for 4096-element rows spills longer ones: 1184 bytes a thread for 32768), a grid
     /// below [`PERSISTENT_MIN_TILES`] gets no persistent entry, and a kernel of fewer than
-    /// [`SMALL_KERNEL_BYTES`] gets no TMA unless its kind's hints ask.
+    /// [`SMALL_KERNEL_BYTES`] gets no TMA unless its kind's hints ask, and an attention kernel
+    /// with fewer query rows per program than the tuned block (a decode step's one) gets no
+    /// warp count (the count was tuned for full blocks).
     pub fn hints_for(&self, program: &Program, kernel: &TileKernel) -> KernelHints {
         let kind = kernel_kind(&kernel.name);
         let mut hints = self.hints.get(kind).copied().unwrap_or_default();
         if kind == "row_reduction" && largest_tile(kernel) > self.tiles.row_elements {
             hints.occupancy = None;
         }
-        let matvec = mma_rows(kernel).is_some_and(|rows| rows <= MATVEC_M);
+        let rows = mma_rows(kernel);
+        if kind == "attention" && rows.is_some_and(|r| r < self.tiles.attention_m) {
+            hints.warps = None;
+        }
+        let matvec = rows.is_some_and(|rows| rows <= MATVEC_M);
         if matvec || static_tiles(kernel).is_none_or(|tiles| tiles < PERSISTENT_MIN_TILES) {
             hints.persistent = None;
         }
@@ -293,6 +309,19 @@ mod tests {
     }
 
     #[test]
+    fn attention_with_fewer_query_rows_than_a_block_gets_no_warp_count() {
+        let hints = |queries: u64| {
+            hints_of(&Tuning::default(), "attention", |g| {
+                let q = g.input("q", DType::F16, shape![1, 4, queries, 64])?;
+                let kv = g.input("kv", DType::F16, shape![1, 4, 512, 64])?;
+                q.attention(&kv, &kv, false)
+            })
+        };
+        assert_eq!(hints(512).warps, Some(8));
+        assert_eq!(hints(1).warps, None);
+    }
+
+    #[test]
     fn rows_longer_than_the_budget_get_no_occupancy_hint() {
         assert_eq!(softmax_hints(4096).occupancy, Some(4));
         assert_eq!(softmax_hints(32768).occupancy, None);
@@ -337,7 +366,8 @@ mod tests {
             ("tiles=4", "unknown key `tiles`"),
             ("matmul.num_ctas=3", "num_ctas must be one of"),
             ("matmul.occupancy=0", "occupancy must be one of"),
-            ("matmul.warps=4", "unknown hint `warps`"),
+            ("matmul.threads=4", "unknown hint `threads`"),
+            ("attention.warps=3", "warps must be one of"),
             ("matmul.load_latency=11", "load_latency must be one of"),
             ("row_reduction.tma=2", "tma must be one of"),
             ("matmul.persistent=8", "persistent must be one of"),

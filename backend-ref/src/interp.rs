@@ -540,6 +540,12 @@ impl<'l, 'a> Program<'l, 'a> {
                 let t = tile::unary(*op, self.tile(*x)?, dtype)?;
                 self.define_tile(stmt, t)
             }
+            // The reference computes the exact value the approximation approaches.
+            TileOp::ApproxExp { x } => {
+                let (dtype, _) = def_tile(stmt, 0)?;
+                let t = tile::unary(tir_graph::UnaryOp::Exp, self.tile(*x)?, dtype)?;
+                self.define_tile(stmt, t)
+            }
             TileOp::Binary { op, a, b } => {
                 let (dtype, _) = def_tile(stmt, 0)?;
                 let t = tile::binary(*op, self.tile(*a)?, self.tile(*b)?, dtype)?;

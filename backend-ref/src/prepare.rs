@@ -322,6 +322,7 @@ fn uses(op: &TileOp) -> Vec<ValueId> {
             .collect(),
         TileOp::Splat { x }
         | TileOp::Unary { x, .. }
+        | TileOp::ApproxExp { x }
         | TileOp::Cast { x }
         | TileOp::Broadcast { x }
         | TileOp::Reshape { x }

@@ -91,6 +91,7 @@ fn operands(op: &mut TileOp) -> Vec<&mut ValueId> {
             .collect(),
         TileOp::Splat { x }
         | TileOp::Unary { x, .. }
+        | TileOp::ApproxExp { x }
         | TileOp::Cast { x }
         | TileOp::Broadcast { x }
         | TileOp::Reshape { x }

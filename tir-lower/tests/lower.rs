@@ -280,3 +280,70 @@ fn causal_attention_walks_visible_blocks_unmasked_then_the_diagonal() {
     let program = causal(false);
     assert_eq!(loops_and_params(&program, 0), (1, 4));
 }
+
+#[test]
+fn attention_approximates_exp_only_where_probabilities_round_to_16_bits() {
+    let exps = |dtype| {
+        let g = tir_graph::GraphBuilder::new();
+        let qkv = |n: &str| g.input(n, dtype, tir_graph::shape![1, 2, 40, 16]);
+        let (q, k, v) = (qkv("q").unwrap(), qkv("k").unwrap(), qkv("v").unwrap());
+        g.output("o", &q.attention(&k, &v, false).unwrap()).unwrap();
+        let program = lower(&g.finish().unwrap());
+        let (mut approx, mut exact) = (0, 0);
+        for k in &program.kernels {
+            k.walk(&mut |s| match &s.op {
+                tir_lower::tile::TileOp::ApproxExp { .. } => approx += 1,
+                tir_lower::tile::TileOp::Unary {
+                    op: tir_graph::UnaryOp::Exp,
+                    ..
+                } => exact += 1,
+                _ => {}
+            });
+        }
+        (approx, exact)
+    };
+    // The running maximum's rescale and the block's probabilities.
+    assert_eq!(exps(tir_graph::DType::F16), (2, 0));
+    assert_eq!(exps(tir_graph::DType::BF16), (2, 0));
+    assert_eq!(exps(tir_graph::DType::F32), (0, 2));
+}
+
+#[test]
+fn attention_over_a_concat_of_keys_reads_each_part_through_views() {
+    use tir_graph::{shape, DType, GraphBuilder};
+    // Loops, and gathers (indexed loads) in them, of the attention kernel over a cache of `ctx`
+    // positions and one new token (key blocks of 64 under the default target).
+    let shape_of = |ctx: u64| {
+        let g = GraphBuilder::new();
+        let q = g.input("q", DType::F16, shape![1, 2, 1, 32]).unwrap();
+        let cache = g.input("cache", DType::F16, shape![1, 2, ctx, 32]).unwrap();
+        let new = g.input("new", DType::F16, shape![1, 2, 1, 32]).unwrap();
+        let keys = g.concat(&[&cache, &new], 2).unwrap();
+        let pos = g.scalar(DType::I64, 5.0).unwrap();
+        let cached = g.arange(DType::I64, ctx).unwrap().lt(&pos).unwrap();
+        let one = g.constant(DType::Bool, shape![1], &[1.0]).unwrap();
+        let visible = g.concat(&[&cached, &one], 0).unwrap();
+        let y = q.attention_masked(&keys, &keys, Some(&visible)).unwrap();
+        g.output("y", &y).unwrap();
+        let program = lower(&g.finish().unwrap());
+        let at = program
+            .kernels
+            .iter()
+            .position(|k| k.name.ends_with("attention"))
+            .expect("an attention kernel");
+        let (mut loops, mut gathers) = (0, 0);
+        program.kernels[at].walk(&mut |s| match s.op {
+            tir_lower::tile::TileOp::For { .. } => loops += 1,
+            tir_lower::tile::TileOp::LoadIndexed { .. } => gathers += 1,
+            _ => {}
+        });
+        (loops, gathers)
+    };
+    // The parts meet on a block boundary: the cache's blocks, then the new token's, each
+    // through views.
+    assert_eq!(shape_of(256), (2, 0));
+    // The block that straddles the boundary gathers from both parts.
+    let (loops, gathers) = shape_of(200);
+    assert_eq!(loops, 2);
+    assert!(gathers > 0);
+}

@@ -480,6 +480,16 @@ fn binary_and_unary_follow_the_graph_dtype_rules() {
         },
         &["%50 (exp)", "exp does not take i64 tiles"],
     );
+    // The approximate exp is for f32 only.
+    refused(
+        |k| {
+            k.body.stmts.push(s(
+                &[(50, tile(DType::F16, &[16, 64]))],
+                TileOp::ApproxExp { x: v(27) },
+            ))
+        },
+        &["%50 (approx_exp)", "approx_exp takes f32 tiles, not f16"],
+    );
     // A comparison defines bool.
     refused(
         |k| {

@@ -290,6 +290,11 @@ impl Emitter {
         self.same(Opcode::DivF, a, b, vec![("rounding_mode", i32_attr(4))])
     }
 
+    /// `e^x` in `f32` by the hardware's `ex2` approximation (a few ulp, subnormals flushed).
+    pub fn exp_approx(&mut self, x: Value) -> Value {
+        self.unary(Opcode::Exp, x, vec![("rounding_mode", i32_attr(4))])
+    }
+
     /// `a * b + c` rounded once.
     pub fn fma(&mut self, a: Value, b: Value, c: Value) -> Value {
         let t = self.ty(a);

@@ -82,6 +82,8 @@ pub struct KernelHints {
     /// in strides of the block count, instead of one block per tile: a block's next tile
     /// follows its last one with no launch or block start in between.
     pub persistent: Option<u8>,
+    /// Warps per tile block (1, 2, 4, ..., 32) instead of the number `tileiras` picks.
+    pub warps: Option<u8>,
 }
 
 impl KernelHints {
@@ -93,6 +95,9 @@ impl KernelHints {
         }
         if let Some(n) = self.occupancy {
             values.push(("occupancy".to_string(), int(n)));
+        }
+        if let Some(n) = self.warps {
+            values.push(("num_worker_warps_per_cta".to_string(), int(n)));
         }
         Attribute::OptimizationHints(OptimizationHints {
             entries: vec![("default".to_string(), values)],
@@ -215,7 +220,7 @@ pub fn generate(kernel: &TileKernel, hints: &KernelHints) -> Result<Generated, C
                 results: vec![],
             })),
         );
-    if hints.occupancy.is_some() || hints.num_ctas.is_some() {
+    if hints.occupancy.is_some() || hints.num_ctas.is_some() || hints.warps.is_some() {
         builder = builder.attr("optimization_hints", hints.attribute());
     }
     let (op, _) = builder.region(region).build(&mut module);
@@ -550,6 +555,10 @@ impl Translator<'_> {
                 let (dtype, _) = self.tile_of(*x)?;
                 let x = self.get(*x)?;
                 one(math::unary(&mut self.e, *op, dtype, x)?)
+            }
+            TileOp::ApproxExp { x } => {
+                let x = self.get(*x)?;
+                one(self.e.exp_approx(x))
             }
             TileOp::Binary { op, a, b } => {
                 let (dtype, _) = self.tile_of(*a)?;
@@ -956,6 +965,14 @@ impl Translator<'_> {
         if dtype.is_float() {
             let (a3, b3, c3) = if r == 2 {
                 (a, b, acc)
+            } else if batch == 1 {
+                // A batch of one is a plain product: `tileiras` puts only 2-d `mmaf` on the
+                // Hopper tensor-core path (wgmma); a 3-d one takes the sm_80 `mma.sync` path.
+                (
+                    self.e.reshape(a, &[m, k]),
+                    self.e.reshape(b, &[k, n]),
+                    self.e.reshape(acc, &[m, n]),
+                )
             } else {
                 (
                     self.e.reshape(a, &[batch, m, k]),

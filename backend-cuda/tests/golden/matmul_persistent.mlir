@@ -53,7 +53,7 @@ cuda_tile.module @tir {
       %59 = constant <f32: 0.0> : tile<f32>
       %60 = reshape %59 : tile<f32> -> tile<1x1x1xf32>
       %61 = broadcast %60 : tile<1x1x1xf32> -> tile<1x128x128xf32>
-      %89 = for %62 in (%54 to %53, step %56) : tile<i64> iter_values(%63 = %61) -> (tile<1x128x128xf32>) {
+      %93 = for %62 in (%54 to %53, step %56) : tile<i64> iter_values(%63 = %61) -> (tile<1x128x128xf32>) {
         %64 = constant <i64: 0> : tile<i64>
         %65 = make_tensor_view %6, shape = [3, 1024, 256], strides = [262144, 256, 1] : tensor_view<3x1024x256xf16, strides=[262144,256,1]>
         %66 = make_partition_view %65 : partition_view<tile=(1x128x32), padding_value = zero, tensor_view<3x1024x256xf16, strides=[262144,256,1]>>
@@ -76,13 +76,17 @@ cuda_tile.module @tir {
         %85 = reshape %84 : tile<f16> -> tile<1x1x1xf16>
         %86 = broadcast %85 : tile<1x1x1xf16> -> tile<1x32x128xf16>
         %87 = select %83, %73, %86 : tile<1x32x128xi1>, tile<1x32x128xf16>
-        %88 = mmaf %67, %87, %63 : tile<1x128x32xf16>, tile<1x32x128xf16>, tile<1x128x128xf32>
-        continue %88 : tile<1x128x128xf32>
+        %88 = reshape %67 : tile<1x128x32xf16> -> tile<128x32xf16>
+        %89 = reshape %87 : tile<1x32x128xf16> -> tile<32x128xf16>
+        %90 = reshape %63 : tile<1x128x128xf32> -> tile<128x128xf32>
+        %91 = mmaf %88, %89, %90 : tile<128x32xf16>, tile<32x128xf16>, tile<128x128xf32>
+        %92 = reshape %91 : tile<128x128xf32> -> tile<1x128x128xf32>
+        continue %92 : tile<1x128x128xf32>
       }
-      %90 = ftof %89 : tile<1x128x128xf32> -> tile<1x128x128xf16>
-      %91 = make_tensor_view %8, shape = [3, 1024, 1536], strides = [1572864, 1536, 1] : tensor_view<3x1024x1536xf16, strides=[1572864,1536,1]>
-      %92 = make_partition_view %91 : partition_view<tile=(1x128x128), tensor_view<3x1024x1536xf16, strides=[1572864,1536,1]>>
-      %93 = store_view_tko weak %90, %92[%21, %32, %45] token = %58 : tile<1x128x128xf16>, partition_view<tile=(1x128x128), tensor_view<3x1024x1536xf16, strides=[1572864,1536,1]>>, tile<i64> -> token
+      %94 = ftof %93 : tile<1x128x128xf32> -> tile<1x128x128xf16>
+      %95 = make_tensor_view %8, shape = [3, 1024, 1536], strides = [1572864, 1536, 1] : tensor_view<3x1024x1536xf16, strides=[1572864,1536,1]>
+      %96 = make_partition_view %95 : partition_view<tile=(1x128x128), tensor_view<3x1024x1536xf16, strides=[1572864,1536,1]>>
+      %97 = store_view_tko weak %94, %96[%21, %32, %45] token = %58 : tile<1x128x128xf16>, partition_view<tile=(1x128x128), tensor_view<3x1024x1536xf16, strides=[1572864,1536,1]>>, tile<i64> -> token
       continue
     }
     return

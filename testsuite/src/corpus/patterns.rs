@@ -18,6 +18,7 @@ pub(super) fn add(c: &mut Corpus) -> Result<()> {
     epilogues(c)?;
     attention(c)?;
     long_attention(c)?;
+    kv_cache_attention(c)?;
     states(c)?;
     plan_reuse(c)?;
     Ok(())
@@ -439,6 +440,36 @@ fn long_attention(c: &mut Corpus) -> Result<()> {
                 g.finish()?,
                 Values::Default,
                 Tolerance::composite(s_k),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Attention of a few queries over a KV cache and the new tokens' keys (a concat along the
+/// keys, with the mask a concat too), as a decode step builds it: a cache of 256 positions (the
+/// parts meet on a key-block boundary of both backends, so each key loop reads one part
+/// through a view) and of 200 (a block straddles the boundary), part of the cache masked.
+fn kv_cache_attention(c: &mut Corpus) -> Result<()> {
+    for d in [DType::F16, DType::BF16] {
+        for ctx in [256u64, 200] {
+            let g = GraphBuilder::new();
+            let q = g.input("q", d, shape![1, 4, 3, 40])?;
+            let k_cache = g.input("k_cache", d, shape![1, 4, ctx, 40])?;
+            let v_cache = g.input("v_cache", d, shape![1, 4, ctx, 24])?;
+            let k_new = g.input("k_new", d, shape![1, 4, 1, 40])?;
+            let v_new = g.input("v_new", d, shape![1, 4, 1, 24])?;
+            let keys = g.concat(&[&k_cache, &k_new], 2)?;
+            let values = g.concat(&[&v_cache, &v_new], 2)?;
+            let pos = g.scalar(DType::I64, (ctx - 37) as f64)?;
+            let cached = g.arange(DType::I64, ctx)?.lt(&pos)?;
+            let visible = g.concat(&[&cached, &g.constant(DType::Bool, shape![1], &[1.0])?], 0)?;
+            g.output("y", &q.attention_masked(&keys, &values, Some(&visible))?)?;
+            c.add_static(
+                format!("pattern/attention_kv_cache/{d}/ctx{ctx}"),
+                g.finish()?,
+                Values::Default,
+                Tolerance::composite(ctx + 1),
             );
         }
     }

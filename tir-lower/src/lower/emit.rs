@@ -23,6 +23,16 @@ pub struct RowSpaces {
     pub len: u64,
 }
 
+/// Inside an attention key loop whose blocks all lie in keys `lo..hi`: the (space, axis) pairs
+/// whose coordinate is the key, so that a concat along the keys whose part spans `lo..hi`
+/// reads that part alone, through an affine index (a view load) rather than a gather.
+#[derive(Clone, Debug)]
+pub struct PinnedKeys {
+    pub axes: Vec<(SpaceId, usize)>,
+    pub lo: u64,
+    pub hi: u64,
+}
+
 /// The state of lowering one kernel.
 pub struct KernelLowering<'a> {
     pub b: KernelBuilder,
@@ -33,6 +43,7 @@ pub struct KernelLowering<'a> {
     /// Values already computed, with the depth of the block that defines them.
     pub memo: HashMap<(NodeId, Vec<Ix>, SpaceId), (ValueId, usize)>,
     pub rows: Option<RowSpaces>,
+    pub pinned_keys: Option<PinnedKeys>,
 }
 
 type Res<T> = Result<T, LowerError>;
@@ -580,6 +591,18 @@ impl KernelLowering<'_> {
         space: SpaceId,
     ) -> Res<ValueId> {
         let g = self.g;
+        if let Some((part, key_axis, start, len)) = self.pinned_part(axis, parts, &ix[axis], space)
+        {
+            // The part's own space: its key coordinate counts from the part's start, and its
+            // extent is the part's, so that loads past it read padding.
+            let tile = self.b.spaces[space].tile[key_axis];
+            let coord = self.b.spaces[space].coords[key_axis];
+            let blocks_before = self.b.index((start / tile) as i64);
+            let coord = self.b.arith(IndexOp::Sub, coord, blocks_before);
+            let extent = self.b.index(len as i64);
+            let part_space = self.with_axis(space, key_axis, tile, coord, extent);
+            return self.value(part, ix, part_space);
+        }
         let dtype = g.ty(node).dtype;
         let shape = self.tile_shape(space);
         let mut start = 0u64;
@@ -612,6 +635,43 @@ impl KernelLowering<'_> {
             );
         }
         Ok(acc)
+    }
+
+    /// The part of a concat that every index `i` takes, with the space axis `i` is, and the
+    /// part's start and length: when `i` is a pinned key axis of `space` (see [`PinnedKeys`]),
+    /// one part spans the pinned keys, and it starts on a tile boundary of that axis.
+    fn pinned_part(
+        &self,
+        axis: usize,
+        parts: &[NodeId],
+        i: &Ix,
+        space: SpaceId,
+    ) -> Option<(NodeId, usize, u64, u64)> {
+        let pin = self.pinned_keys.as_ref()?;
+        let Ix::Lin {
+            terms,
+            offset: 0,
+            shift: None,
+        } = i
+        else {
+            return None;
+        };
+        let [(a, 1)] = terms.as_slice() else {
+            return None;
+        };
+        if !pin.axes.contains(&(space, *a)) {
+            return None;
+        }
+        let mut start = 0u64;
+        for &part in parts {
+            let len = self.g.ty(part).shape.dims()[axis].as_static()?;
+            if start <= pin.lo && pin.hi <= start + len {
+                let on_tile = start % self.b.spaces[space].tile[*a] == 0;
+                return on_tile.then_some((part, *a, start, len));
+            }
+            start += len;
+        }
+        None
     }
 
     fn pad(

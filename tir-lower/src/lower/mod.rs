@@ -366,6 +366,7 @@ fn lower_job(
         buffer_of,
         memo: HashMap::new(),
         rows: None,
+        pinned_keys: None,
     };
     let tiles = &target.tiles;
     match job.kind {

@@ -194,6 +194,13 @@ pub enum TileOp {
         op: UnaryOp,
         x: ValueId,
     },
+    /// `e^x` of an `f32` tile to within a few ulp, not correctly rounded (the hardware's
+    /// approximation, several times cheaper than `exp`): lowering uses it only where the
+    /// result is rounded to a 16-bit type before anything else reads it, which dwarfs the
+    /// difference.
+    ApproxExp {
+        x: ValueId,
+    },
     /// Both operands have the defined tile's shape (broadcasts are explicit).
     Binary {
         op: BinaryOp,

@@ -79,6 +79,7 @@ pub fn op_name(op: &TileOp) -> &'static str {
         TileOp::Binary { op, .. } => op.name(),
         TileOp::Select { .. } => "select",
         TileOp::Cast { .. } => "cast",
+        TileOp::ApproxExp { .. } => "approx_exp",
         TileOp::Broadcast { .. } => "broadcast",
         TileOp::Reshape { .. } => "reshape",
         TileOp::Permute { .. } => "permute",
@@ -255,6 +256,7 @@ fn write_stmt(out: &mut String, stmt: &Stmt, indent: &str) {
         TileOp::Iota { axis } => format!(" {axis}"),
         TileOp::Splat { x }
         | TileOp::Unary { x, .. }
+        | TileOp::ApproxExp { x }
         | TileOp::Cast { x }
         | TileOp::Broadcast { x }
         | TileOp::Reshape { x } => format!(" {x}"),

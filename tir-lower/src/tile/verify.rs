@@ -753,6 +753,15 @@ impl<'k> Verifier<'k> {
                 }
                 self.defines(stmt, &Type::tile(dtype, &shape))?;
             }
+            TileOp::ApproxExp { x } => {
+                let (dtype, shape) = self.tile(stmt, *x, "operand")?;
+                if dtype != DType::F32 {
+                    return Err(
+                        self.type_error(stmt, format!("approx_exp takes f32 tiles, not {dtype}"))
+                    );
+                }
+                self.defines(stmt, &Type::tile(dtype, &shape))?;
+            }
             TileOp::Binary { op, a, b } => {
                 let (da, sa) = self.tile(stmt, *a, "operand")?;
                 let (db, sb) = self.tile(stmt, *b, "operand")?;
