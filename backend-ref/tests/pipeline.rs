@@ -10,7 +10,7 @@ use tir_graph::models::{self, AttentionConfig, DecoderConfig};
 use tir_graph::testing::arb_numeric_graph;
 use tir_graph::{DType, Graph};
 use tir_lower::testing::RunF64;
-use tir_lower::{compile_graph, Backend};
+use tir_lower::{compile_graph, Backend, Target};
 use tir_opt::Limits;
 
 /// Random inputs and parameters for `graph`, scaled down so f16 models stay in range.
@@ -138,9 +138,18 @@ fn check(
     sources: &BTreeMap<String, F64Tensor>,
     tolerance: f64,
 ) -> Result<(), String> {
+    check_for(graph, sources, tolerance, &RefBackend::checking().target()).map(|_| ())
+}
+
+/// [`check`] for `target`; returns the names of the program's kernels.
+fn check_for(
+    graph: &Graph,
+    sources: &BTreeMap<String, F64Tensor>,
+    tolerance: f64,
+    target: &Target,
+) -> Result<Vec<String>, String> {
     let backend = RefBackend::checking();
-    let compiled =
-        compile_graph(graph, &backend.target(), &Limits::default()).map_err(|e| e.to_string())?;
+    let compiled = compile_graph(graph, target, &Limits::default()).map_err(|e| e.to_string())?;
     let mut exe = backend
         .compile(&compiled.program)
         .map_err(|e| e.to_string())?;
@@ -152,7 +161,12 @@ fn check(
             return Err(format!("{name}: error {err:.3e} above {tolerance:.0e}"));
         }
     }
-    Ok(())
+    Ok(compiled
+        .program
+        .kernels
+        .iter()
+        .map(|k| k.name.clone())
+        .collect())
 }
 
 /// The largest finite magnitude of any value the graph computes (the oracle's), or `None` if
@@ -225,6 +239,93 @@ fn example_models_match_the_oracle_in_f16() {
     for (name, graph, dims) in cases {
         let srcs = sources(&graph, &dims, 7, 0.25);
         check(&graph, &srcs, 2e-2).unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+}
+
+#[test]
+fn matrix_vector_products_split_their_k_loop_to_fill_the_target() {
+    use tir_graph::{shape, GraphBuilder};
+    let mut target = RefBackend::checking().target();
+    target.tiles.split_programs = 64;
+    // (rows, K, N, transposed weight): K not a multiple of the step, a batch of rows, and
+    // `x @ wᵀ` as exported models write it.
+    for (dtype, rows, k, n, transposed) in [
+        (DType::F16, 1u64, 1000u64, 40u64, false),
+        (DType::BF16, 3, 520, 70, true),
+        (DType::F32, 1, 4096, 8, false),
+    ] {
+        let g = GraphBuilder::new();
+        let x = g.input("x", dtype, shape![rows, k]).unwrap();
+        let w = if transposed {
+            g.parameter("w", dtype, shape![n, k])
+                .unwrap()
+                .transpose()
+                .unwrap()
+        } else {
+            g.parameter("w", dtype, shape![k, n]).unwrap()
+        };
+        let bias = g.parameter("bias", dtype, shape![n]).unwrap();
+        let residual = g.input("residual", dtype, shape![rows, n]).unwrap();
+        let y = x.matmul(&w).unwrap().add(&bias).unwrap();
+        let y = y.relu().unwrap().add(&residual).unwrap();
+        g.output("y", &y).unwrap();
+        let graph = g.finish().unwrap();
+        let srcs = sources(&graph, &BTreeMap::new(), k, 0.5);
+        let what = format!("{dtype} {rows}x{k} @ {k}x{n}");
+        let kernels =
+            check_for(&graph, &srcs, 3e-2, &target).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(
+            kernels.iter().any(|k| k.ends_with("_splitsum")),
+            "{what}: no split K loop in {kernels:?}"
+        );
+        // The same graph without splitting: one kernel fewer.
+        let unsplit = check_for(&graph, &srcs, 3e-2, &RefBackend::checking().target()).unwrap();
+        assert_eq!(
+            unsplit.len() + 1,
+            kernels.len(),
+            "{what}: {unsplit:?} / {kernels:?}"
+        );
+    }
+}
+
+#[test]
+fn attention_over_a_kv_cache_splits_its_key_loop_to_fill_the_target() {
+    use tir_graph::{shape, GraphBuilder};
+    let mut target = RefBackend::checking().target();
+    target.tiles.split_programs = 64;
+    // A cache whose length meets the key blocks or not, with positions past `filled` masked
+    // out (`filled = 0`: only the new token is seen); several query rows in the last case.
+    for (dtype, ctx, filled, rows) in [
+        (DType::F16, 256u64, 100.0, 1u64),
+        (DType::BF16, 200, 0.0, 1),
+        (DType::F32, 77, 77.0, 3),
+    ] {
+        let g = GraphBuilder::new();
+        let q = g.input("q", dtype, shape![1, 2, rows, 32]).unwrap();
+        let cache = g.input("cache", dtype, shape![1, 2, ctx, 32]).unwrap();
+        let new = g.input("new", dtype, shape![1, 2, 1, 32]).unwrap();
+        let keys = g.concat(&[&cache, &new], 2).unwrap();
+        let pos = g.scalar(DType::I64, filled).unwrap();
+        let cached = g.arange(DType::I64, ctx).unwrap().lt(&pos).unwrap();
+        let one = g.constant(DType::Bool, shape![1], &[1.0]).unwrap();
+        let visible = g.concat(&[&cached, &one], 0).unwrap();
+        let y = q.attention_masked(&keys, &keys, Some(&visible)).unwrap();
+        g.output("y", &y).unwrap();
+        let graph = g.finish().unwrap();
+        let srcs = sources(&graph, &BTreeMap::new(), ctx, 1.0);
+        let what = format!("{dtype} ctx {ctx}");
+        let kernels =
+            check_for(&graph, &srcs, 2e-2, &target).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(
+            kernels.iter().any(|k| k.ends_with("_splitsum")),
+            "{what}: no split key loop in {kernels:?}"
+        );
+        let unsplit = check_for(&graph, &srcs, 2e-2, &RefBackend::checking().target()).unwrap();
+        assert_eq!(
+            unsplit.len() + 1,
+            kernels.len(),
+            "{what}: {unsplit:?} / {kernels:?}"
+        );
     }
 }
 

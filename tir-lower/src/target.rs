@@ -32,6 +32,10 @@ pub struct TileShapes {
     /// Output elements per program of a general reduction, and the chunk of its reduced axis.
     pub reduction_out: u64,
     pub reduction_chunk: u64,
+    /// The programs a kernel needs to keep the target busy: a matmul kernel with fewer output
+    /// tiles splits its K loop over up to this many programs (partial sums, then a kernel that
+    /// adds them and applies the epilogue); 0 never splits.
+    pub split_programs: u64,
 }
 
 impl Default for TileShapes {
@@ -48,6 +52,7 @@ impl Default for TileShapes {
             attention_n: 64,
             reduction_out: 64,
             reduction_chunk: 256,
+            split_programs: 0,
         }
     }
 }

@@ -32,17 +32,17 @@ cuda_tile.module @tir {
     %35 = divi %32, %31 signed : tile<i64>
     %36 = constant <i64: 5> : tile<i64>
     %37 = constant <i64: 3> : tile<i64>
-    %38 = constant <i64: 7> : tile<i64>
-    %39 = constant <i64: 8> : tile<i64>
-    %40 = constant <i64: 14> : tile<i64>
-    %41 = constant <i64: 1> : tile<i64>
-    %42 = constant <i64: 0> : tile<i64>
+    %38 = constant <i64: 0> : tile<i64>
+    %39 = constant <i64: 7> : tile<i64>
+    %40 = constant <i64: 8> : tile<i64>
+    %41 = constant <i64: 14> : tile<i64>
+    %42 = constant <i64: 1> : tile<i64>
     %43 = constant <i64: 1> : tile<i64>
     %44 = make_token : token
     %45 = constant <i64: 0> : tile<i64>
     %46 = reshape %45 : tile<i64> -> tile<1x1xi64>
     %47 = broadcast %46 : tile<1x1xi64> -> tile<8x4xi64>
-    %127 = for %48 in (%42 to %41, step %43) : tile<i64> iter_values(%49 = %47) -> (tile<8x4xi64>) {
+    %127 = for %48 in (%38 to %42, step %43) : tile<i64> iter_values(%49 = %47) -> (tile<8x4xi64>) {
       %50 = constant <i64: 0> : tile<i64>
       %51 = make_tensor_view %5, shape = [5, 7], strides = [7, 1] : tensor_view<5x7xi32, strides=[7,1]>
       %52 = make_partition_view %51 : partition_view<tile=(8x8), padding_value = zero, tensor_view<5x7xi32, strides=[7,1]>>
@@ -51,9 +51,9 @@ cuda_tile.module @tir {
       %56 = make_tensor_view %6, shape = [7, 3], strides = [3, 1] : tensor_view<7x3xi32, strides=[3,1]>
       %57 = make_partition_view %56 : partition_view<tile=(8x4), padding_value = zero, tensor_view<7x3xi32, strides=[3,1]>>
       %58, %59 = load_view_tko weak %57[%48, %35] optimization_hints = #cuda_tile.optimization_hints<default = {allow_tma = false}> : partition_view<tile=(8x4), padding_value = zero, tensor_view<7x3xi32, strides=[3,1]>>, tile<i64> -> tile<8x4xi32>, token
-      %60 = reshape %42 : tile<i64> -> tile<1x1xi64>
+      %60 = reshape %38 : tile<i64> -> tile<1x1xi64>
       %61 = broadcast %60 : tile<1x1xi64> -> tile<8x8xi64>
-      %62 = muli %48, %39 : tile<i64>
+      %62 = muli %48, %40 : tile<i64>
       %63 = reshape %62 : tile<i64> -> tile<1x1xi64>
       %64 = broadcast %63 : tile<1x1xi64> -> tile<8x8xi64>
       %65 = iota : tile<8xi64>
@@ -64,9 +64,9 @@ cuda_tile.module @tir {
       %70 = broadcast %69 : tile<1x1xi64> -> tile<8x8xi64>
       %71 = muli %68, %70 : tile<8x8xi64>
       %72 = addi %61, %71 : tile<8x8xi64>
-      %73 = reshape %42 : tile<i64> -> tile<1x1xi64>
+      %73 = reshape %38 : tile<i64> -> tile<1x1xi64>
       %74 = broadcast %73 : tile<1x1xi64> -> tile<8x8xi64>
-      %75 = reshape %38 : tile<i64> -> tile<1x1xi64>
+      %75 = reshape %39 : tile<i64> -> tile<1x1xi64>
       %76 = broadcast %75 : tile<1x1xi64> -> tile<8x8xi64>
       %77 = cmpi greater_than_or_equal %72, %74, signed : tile<8x8xi64> -> tile<8x8xi1>
       %78 = cmpi less_than %72, %76, signed : tile<8x8xi64> -> tile<8x8xi1>
@@ -75,9 +75,9 @@ cuda_tile.module @tir {
       %81 = reshape %80 : tile<i32> -> tile<1x1xi32>
       %82 = broadcast %81 : tile<1x1xi32> -> tile<8x8xi32>
       %83 = select %79, %53, %82 : tile<8x8xi1>, tile<8x8xi32>
-      %84 = reshape %42 : tile<i64> -> tile<1x1xi64>
+      %84 = reshape %38 : tile<i64> -> tile<1x1xi64>
       %85 = broadcast %84 : tile<1x1xi64> -> tile<8x4xi64>
-      %86 = muli %48, %39 : tile<i64>
+      %86 = muli %48, %40 : tile<i64>
       %87 = reshape %86 : tile<i64> -> tile<1x1xi64>
       %88 = broadcast %87 : tile<1x1xi64> -> tile<8x4xi64>
       %89 = iota : tile<8xi64>
@@ -88,9 +88,9 @@ cuda_tile.module @tir {
       %94 = broadcast %93 : tile<1x1xi64> -> tile<8x4xi64>
       %95 = muli %92, %94 : tile<8x4xi64>
       %96 = addi %85, %95 : tile<8x4xi64>
-      %97 = reshape %42 : tile<i64> -> tile<1x1xi64>
+      %97 = reshape %38 : tile<i64> -> tile<1x1xi64>
       %98 = broadcast %97 : tile<1x1xi64> -> tile<8x4xi64>
-      %99 = reshape %38 : tile<i64> -> tile<1x1xi64>
+      %99 = reshape %39 : tile<i64> -> tile<1x1xi64>
       %100 = broadcast %99 : tile<1x1xi64> -> tile<8x4xi64>
       %101 = cmpi greater_than_or_equal %96, %98, signed : tile<8x4xi64> -> tile<8x4xi1>
       %102 = cmpi less_than %96, %100, signed : tile<8x4xi64> -> tile<8x4xi1>

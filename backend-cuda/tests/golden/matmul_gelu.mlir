@@ -31,18 +31,18 @@ cuda_tile.module @tir {
     %35 = addi %30, %34 : tile<i64>
     %36 = divi %33, %32 signed : tile<i64>
     %37 = constant <i64: 192> : tile<i64>
-    %38 = constant <i64: 256> : tile<i64>
-    %39 = constant <i64: 31> : tile<i64>
-    %40 = constant <i64: 32> : tile<i64>
-    %41 = constant <i64: 287> : tile<i64>
-    %42 = constant <i64: 8> : tile<i64>
-    %43 = constant <i64: 0> : tile<i64>
+    %38 = constant <i64: 0> : tile<i64>
+    %39 = constant <i64: 256> : tile<i64>
+    %40 = constant <i64: 31> : tile<i64>
+    %41 = constant <i64: 32> : tile<i64>
+    %42 = constant <i64: 287> : tile<i64>
+    %43 = constant <i64: 8> : tile<i64>
     %44 = constant <i64: 1> : tile<i64>
     %45 = make_token : token
     %46 = constant <f32: 0.0> : tile<f32>
     %47 = reshape %46 : tile<f32> -> tile<1x1xf32>
     %48 = broadcast %47 : tile<1x1xf32> -> tile<128x128xf32>
-    %62 = for %49 in (%43 to %42, step %44) : tile<i64> iter_values(%50 = %48) -> (tile<128x128xf32>) {
+    %62 = for %49 in (%38 to %43, step %44) : tile<i64> iter_values(%50 = %48) -> (tile<128x128xf32>) {
       %51 = constant <i64: 0> : tile<i64>
       %52 = make_tensor_view %6, shape = [%3, 256], strides = [256, 1] : tile<i64> -> tensor_view<?x256xbf16, strides=[256,1]>
       %53 = make_partition_view %52 : partition_view<tile=(128x32), padding_value = zero, tensor_view<?x256xbf16, strides=[256,1]>>

@@ -40,12 +40,12 @@ cuda_tile.module @tir {
       %46 = constant <i64: 3> : tile<i64>
       %47 = constant <i64: 1024> : tile<i64>
       %48 = constant <i64: 1536> : tile<i64>
-      %49 = constant <i64: 256> : tile<i64>
-      %50 = constant <i64: 31> : tile<i64>
-      %51 = constant <i64: 32> : tile<i64>
-      %52 = constant <i64: 287> : tile<i64>
-      %53 = constant <i64: 8> : tile<i64>
-      %54 = constant <i64: 0> : tile<i64>
+      %49 = constant <i64: 0> : tile<i64>
+      %50 = constant <i64: 256> : tile<i64>
+      %51 = constant <i64: 31> : tile<i64>
+      %52 = constant <i64: 32> : tile<i64>
+      %53 = constant <i64: 287> : tile<i64>
+      %54 = constant <i64: 8> : tile<i64>
       %55 = constant <i64: 262144> : tile<i64>
       %56 = constant <i64: 1> : tile<i64>
       %57 = constant <i64: 1572864> : tile<i64>
@@ -53,7 +53,7 @@ cuda_tile.module @tir {
       %59 = constant <f32: 0.0> : tile<f32>
       %60 = reshape %59 : tile<f32> -> tile<1x1x1xf32>
       %61 = broadcast %60 : tile<1x1x1xf32> -> tile<1x128x128xf32>
-      %93 = for %62 in (%54 to %53, step %56) : tile<i64> iter_values(%63 = %61) -> (tile<1x128x128xf32>) {
+      %93 = for %62 in (%49 to %54, step %56) : tile<i64> iter_values(%63 = %61) -> (tile<1x128x128xf32>) {
         %64 = constant <i64: 0> : tile<i64>
         %65 = make_tensor_view %6, shape = [3, 1024, 256], strides = [262144, 256, 1] : tensor_view<3x1024x256xf16, strides=[262144,256,1]>
         %66 = make_partition_view %65 : partition_view<tile=(1x128x32), padding_value = zero, tensor_view<3x1024x256xf16, strides=[262144,256,1]>>

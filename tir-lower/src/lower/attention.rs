@@ -25,6 +25,12 @@
 //! boundaries, and inside a loop whose blocks lie in one part of every such concat, each
 //! concat reads that part alone through an affine index (a view load), see [`PinnedKeys`].
 //!
+//! A non-causal attention with too few programs to fill the target (a decode step: one query
+//! row per head) splits its key loop over several programs (flash decoding,
+//! [`AttentionTiling::splits`]): each stores its running maximum, sum and unnormalized output
+//! for its share of the key blocks, and a second kernel rescales the shares to their common
+//! maximum, adds them and divides once.
+//!
 //! Guarantees: every output element is written once, by the program that owns its tile, as
 //! for any tile-per-program kernel (the same legality certificate).
 
@@ -34,6 +40,7 @@ use super::kernels::{accumulator, operand_ix, tile_for};
 use super::LowerError;
 use crate::target::TileShapes;
 use crate::tile::{CmpOp, IndexOp, TileOp, Type, ValueId};
+use std::collections::BTreeSet;
 use tir_graph::{BinaryOp, ConstData, DType, Dim, Graph, NodeId, Op, ReduceOp, UnaryOp};
 use tir_opt::fusion::kinds::{attention_pattern, store_chain, AttentionPattern};
 
@@ -66,96 +73,319 @@ struct Running {
     acc: ValueId,
 }
 
+/// How an attention kernel is tiled: its pattern, output tile `[1.., BM, Dv]`, key block `BN`
+/// and head tile, and whether its mask is causal (with offset `δ`).
+pub struct AttentionTiling {
+    pub pattern: AttentionPattern,
+    pub tile: Vec<u64>,
+    pub bn: u64,
+    pub d_tile: u64,
+    pub causal: Option<i64>,
+}
+
+/// The fewest key blocks each program of a split key loop takes.
+pub const MIN_SPLIT_BLOCKS: u64 = 2;
+
+impl AttentionTiling {
+    /// The tiling of the attention kernel of `members` rooted at `root`.
+    pub fn new(
+        g: &Graph,
+        members: &BTreeSet<NodeId>,
+        root: NodeId,
+        tiles: &TileShapes,
+    ) -> Option<AttentionTiling> {
+        let chain = store_chain(g, members, root);
+        let top = chain.last().map_or(root, |&c| g.operands(c)[0]);
+        let pattern = attention_pattern(g, top)?;
+        let out_shape = &g.ty(pattern.output).shape;
+        let rank = out_shape.rank();
+        let q = g.operands(pattern.scores)[0];
+        let head = &g.ty(q).shape.dims()[rank - 1];
+        let keys = &g.ty(pattern.scores).shape.dims()[rank - 1];
+        let mut tile = vec![1u64; rank];
+        tile[rank - 2] = tile_for(&out_shape.dims()[rank - 2], tiles.attention_m);
+        tile[rank - 1] = pow2_of(&out_shape.dims()[rank - 1]);
+        Some(AttentionTiling {
+            bn: tile_for(keys, tiles.attention_n),
+            d_tile: pow2_of(head),
+            causal: causal_offset(g, &pattern),
+            tile,
+            pattern,
+        })
+    }
+
+    /// Over how many programs a non-causal attention splits its key loop (flash decoding):
+    /// the smallest power of two that brings its programs to [`TileShapes::split_programs`],
+    /// while each keeps [`MIN_SPLIT_BLOCKS`] key blocks; `None` for one.
+    pub fn splits(&self, g: &Graph, tiles: &TileShapes) -> Option<u64> {
+        if self.causal.is_some() {
+            return None;
+        }
+        let rank = self.tile.len();
+        let programs = g
+            .ty(self.pattern.output)
+            .shape
+            .dims()
+            .iter()
+            .zip(&self.tile)
+            .map(|(d, &t)| d.as_static().map(|n| n.div_ceil(t)))
+            .product::<Option<u64>>()?;
+        let keys = g.ty(self.pattern.scores).shape.dims()[rank - 1].as_static()?;
+        let blocks = keys.div_ceil(self.bn);
+        let mut splits = 1;
+        while programs * splits < tiles.split_programs && blocks / (2 * splits) >= MIN_SPLIT_BLOCKS
+        {
+            splits *= 2;
+        }
+        (splits > 1).then_some(splits)
+    }
+}
+
+/// The buffers of a split attention's partial results: the running maximum and sum of each
+/// query row (`[S, .., s_q, 1]`) and its unnormalized output (`[S, .., s_q, d_v]`).
+pub struct AttentionPartials {
+    pub max: usize,
+    pub sum: usize,
+    pub acc: usize,
+}
+
 impl KernelLowering<'_> {
+    fn attention_tiling(&self, root: NodeId, tiles: &TileShapes) -> Res<AttentionTiling> {
+        AttentionTiling::new(self.g, &self.members, root, tiles)
+            .ok_or_else(|| self.unsupported("an attention kernel without its pattern".into()))
+    }
+
     /// An attention pattern with its operand maps and store chain (see the module doc).
     pub fn lower_attention(&mut self, root: NodeId, out: usize, tiles: &TileShapes) -> Res<()> {
+        let t = self.attention_tiling(root, tiles)?;
+        let out_shape = self.g.ty(t.pattern.output).shape.clone();
+        let out_space = self.grid_space(out_shape.dims(), &t.tile);
+        let done = self.attention_walk(&t, out_space, None)?;
+        let acc_ty = Type::tile(self.attention_dtype(&t), &t.tile);
+        let sum = self
+            .b
+            .emit(TileOp::Broadcast { x: done.sum }, acc_ty.clone());
+        let normalized = self.binary(BinaryOp::Div, done.acc, sum, &acc_ty);
+        self.store_attention(&t, normalized, out_space, (root, out))
+    }
+
+    /// The first kernel of an attention whose key loop is split over `splits` programs:
+    /// program `(s, tile)` walks its `s`-th share of the key blocks and stores its running
+    /// maximum, sum and unnormalized output into `partials` at `s`.
+    pub fn lower_attention_partials(
+        &mut self,
+        root: NodeId,
+        partials: &AttentionPartials,
+        splits: u64,
+        tiles: &TileShapes,
+    ) -> Res<()> {
+        let t = self.attention_tiling(root, tiles)?;
         let g = self.g;
-        let chain = store_chain(g, &self.members, root);
-        let top = chain.last().map_or(root, |&c| g.operands(c)[0]);
-        let pattern = attention_pattern(g, top)
-            .ok_or_else(|| self.unsupported("an attention kernel without its pattern".into()))?;
-        let out_shape = g.ty(pattern.output).shape.clone();
-        let rank = out_shape.rank();
+        let rank = t.tile.len();
+        let mut dims = vec![Dim::Static(splits)];
+        dims.extend(g.ty(t.pattern.output).shape.dims().iter().cloned());
+        let mut tile = vec![1];
+        tile.extend(&t.tile);
+        let store_space = self.grid_space(&dims, &tile);
+        let (space, split) = self.without_split_axis(store_space);
+        let keys = g.ty(t.pattern.scores).shape.dims()[rank - 1].clone();
+        let keys_v = self.b.dim(&keys);
+        let blocks = self.b.ceil_div(keys_v, t.bn);
+        let share = self.b.ceil_div(blocks, splits);
+        let start = self.b.arith(IndexOp::Mul, split, share);
+        let after = self.b.arith(IndexOp::Add, start, share);
+        let end = self.b.arith(IndexOp::Min, after, blocks);
+        let done = self.attention_walk(&t, space, Some((start, end)))?;
+        let dtype = self.attention_dtype(&t);
+        for (buffer, value, row) in [
+            (partials.max, done.max, true),
+            (partials.sum, done.sum, true),
+            (partials.acc, done.acc, false),
+        ] {
+            let mut s = self.b.spaces[store_space].clone();
+            if row {
+                s.tile[rank] = 1;
+                s.extents[rank] = self.b.index(1);
+            }
+            let value_tile = s.tile.clone();
+            let s = self.b.add_space(s);
+            let value = self
+                .b
+                .emit(TileOp::Reshape { x: value }, Type::tile(dtype, &value_tile));
+            let view = self.row_major(&self.buffers[buffer].ty.shape, rank + 1);
+            self.store_whole(buffer, s, value, view);
+        }
+        Ok(())
+    }
+
+    /// The second kernel of a split attention: the partial results of the `splits` shares,
+    /// each rescaled by `exp(m_s - m)` to the overall maximum `m`, summed and normalized; then
+    /// the store chain as in [`Self::lower_attention`].
+    pub fn lower_attention_combine(
+        &mut self,
+        (root, out): (NodeId, usize),
+        partials: &AttentionPartials,
+        splits: u64,
+        tiles: &TileShapes,
+    ) -> Res<()> {
+        let t = self.attention_tiling(root, tiles)?;
+        let rank = t.tile.len();
+        let out_shape = self.g.ty(t.pattern.output).shape.clone();
+        let out_space = self.grid_space(out_shape.dims(), &t.tile);
+        let mut rows = self.b.spaces[out_space].clone();
+        rows.tile[rank - 1] = 1;
+        rows.extents[rank - 1] = self.b.index(1);
+        let row_shape = rows.tile.clone();
+        let rows = self.b.add_space(rows);
+        let dtype = self.attention_dtype(&t);
+        let (row_ty, acc_ty) = (Type::tile(dtype, &row_shape), Type::tile(dtype, &t.tile));
+        let at = |s: u64| {
+            let mut ix = vec![Ix::constant(s as i64)];
+            ix.extend(Self::canonical(rank));
+            ix
+        };
+        let mut maxes = Vec::new();
+        for s in 0..splits {
+            maxes.push(self.load_buffer(partials.max, &at(s), rows, f64::NEG_INFINITY)?);
+        }
+        let mut max = maxes[0];
+        for &m in &maxes[1..] {
+            max = self.binary(BinaryOp::Maximum, max, m, &row_ty);
+        }
+        let shift = self.finite_shift(max, &row_shape, dtype);
+        let (mut sum, mut acc) = (None, None);
+        for (s, &m) in (0..splits).zip(&maxes) {
+            let centered = self.binary(BinaryOp::Sub, m, shift, &row_ty);
+            let weight = self.b.emit(
+                TileOp::Unary {
+                    op: UnaryOp::Exp,
+                    x: centered,
+                },
+                row_ty.clone(),
+            );
+            let part_sum = self.load_buffer(partials.sum, &at(s), rows, 0.0)?;
+            let part_sum = self.binary(BinaryOp::Mul, part_sum, weight, &row_ty);
+            let part_acc = self.load_buffer(partials.acc, &at(s), out_space, 0.0)?;
+            let weight = self.b.emit(TileOp::Broadcast { x: weight }, acc_ty.clone());
+            let part_acc = self.binary(BinaryOp::Mul, part_acc, weight, &acc_ty);
+            sum = Some(match sum {
+                None => part_sum,
+                Some(total) => self.binary(BinaryOp::Add, total, part_sum, &row_ty),
+            });
+            acc = Some(match acc {
+                None => part_acc,
+                Some(total) => self.binary(BinaryOp::Add, total, part_acc, &acc_ty),
+            });
+        }
+        let (Some(sum), Some(acc)) = (sum, acc) else {
+            return Err(self.unsupported("a key loop split over no programs".into()));
+        };
+        let sum = self.b.emit(TileOp::Broadcast { x: sum }, acc_ty.clone());
+        let normalized = self.binary(BinaryOp::Div, acc, sum, &acc_ty);
+        self.store_attention(&t, normalized, out_space, (root, out))
+    }
+
+    /// The softmax's dtype: f32 for 16-bit outputs.
+    fn attention_dtype(&self, t: &AttentionTiling) -> DType {
+        accumulator(self.g.ty(t.pattern.output).dtype)
+    }
+
+    /// The output tile `normalized` (in the softmax's dtype) rounded to the output's dtype as
+    /// the value of the pattern's output, stored through the chain to `out`.
+    fn store_attention(
+        &mut self,
+        t: &AttentionTiling,
+        normalized: ValueId,
+        out_space: SpaceId,
+        (root, out): (NodeId, usize),
+    ) -> Res<()> {
+        let output_ty = self.g.ty(t.pattern.output).clone();
+        let output = self.b.emit(
+            TileOp::Cast { x: normalized },
+            Type::tile(output_ty.dtype, &t.tile),
+        );
+        let depth = self.b.depth();
+        self.memo.insert(
+            (
+                t.pattern.output,
+                Self::canonical(output_ty.rank()),
+                out_space,
+            ),
+            (output, depth),
+        );
+        self.store_through_chain(root, out, out_space)?;
+        Ok(())
+    }
+
+    /// The online softmax over the program's query tile in `out_space`: every key block, or
+    /// with `range` the blocks `start..end` of a split key loop.
+    fn attention_walk(
+        &mut self,
+        t: &AttentionTiling,
+        out_space: SpaceId,
+        range: Option<(ValueId, ValueId)>,
+    ) -> Res<Running> {
+        let g = self.g;
+        let pattern = &t.pattern;
+        let rank = t.tile.len();
         let q = g.operands(pattern.scores)[0];
         let head = g.ty(q).shape.dims()[rank - 1].clone();
         let keys = g.ty(pattern.scores).shape.dims()[rank - 1].clone();
-        let head_out = out_shape.dims()[rank - 1].clone();
-        let (bm, bn) = (
-            tile_for(&out_shape.dims()[rank - 2], tiles.attention_m),
-            tile_for(&keys, tiles.attention_n),
-        );
-        let (d_tile, dv_tile) = (pow2_of(&head), pow2_of(&head_out));
-        let mut tile = vec![1u64; rank];
-        tile[rank - 2] = bm;
-        tile[rank - 1] = dv_tile;
-        let out_space = self.grid_space(out_shape.dims(), &tile);
         let zero = self.b.index(0);
         let head_v = self.b.dim(&head);
-        let q_space = self.with_axis(out_space, rank - 1, d_tile, zero, head_v);
+        let q_space = self.with_axis(out_space, rank - 1, t.d_tile, zero, head_v);
         let q_tile = self.value(q, &operand_ix(&g.ty(q).shape, rank), q_space)?;
-        let q_tile = self.mask_k(q_tile, g.ty(q).dtype, q_space, rank - 1, &head, d_tile);
+        let q_tile = self.mask_k(q_tile, g.ty(q).dtype, q_space, rank - 1, &head, t.d_tile);
 
-        let acc_dtype = accumulator(g.ty(pattern.output).dtype);
-        let mut row = tile.clone();
+        let acc_dtype = self.attention_dtype(t);
+        let mut row = t.tile.clone();
         row[rank - 1] = 1;
         let init = Running {
             max: self.b.constant(f64::NEG_INFINITY, acc_dtype, &row),
             sum: self.b.constant(0.0, acc_dtype, &row),
-            acc: self.b.constant(0.0, acc_dtype, &tile),
+            acc: self.b.constant(0.0, acc_dtype, &t.tile),
         };
         let walk = KeyWalk {
-            pattern: &pattern,
+            pattern,
             out_space,
             q_tile,
-            blocks: (bn, d_tile),
+            blocks: (t.bn, t.d_tile),
         };
-        let done = match causal_offset(g, &pattern) {
+        // Blocks `lo..hi` of the whole walk, within the split's range when there is one.
+        let clamp = |b: &mut super::builder::KernelBuilder, lo: ValueId, hi: ValueId| match range {
+            None => (lo, hi),
+            Some((start, end)) => (
+                b.arith(IndexOp::Max, lo, start),
+                b.arith(IndexOp::Min, hi, end),
+            ),
+        };
+        Ok(match t.causal {
             Some(delta) => {
                 // The blocks every query of the program sees whole need no mask; then the
                 // blocks on the diagonal, up to the last key the last query sees.
+                let (bm, bn) = (t.tile[rank - 2], t.bn);
                 let (visible, steps) = self.causal_steps(out_space, (bm, bn), delta, &keys);
                 let seen = self.key_loop(&walk, (zero, visible), init, Mask::Visible, None)?;
                 self.key_loop(&walk, (visible, steps), seen, Mask::Causal(delta), None)?
             }
-            None => match self.key_segments(&keys, bn) {
+            None => match self.key_segments(&keys, t.bn) {
                 Some(segments) => {
                     let mut running = init;
                     for (blocks, pin) in segments {
-                        let bounds = (self.b.index(blocks.0), self.b.index(blocks.1));
+                        let (lo, hi) = (self.b.index(blocks.0), self.b.index(blocks.1));
+                        let bounds = clamp(&mut self.b, lo, hi);
                         running = self.key_loop(&walk, bounds, running, Mask::Graph, pin)?;
                     }
                     running
                 }
                 None => {
                     let keys_v = self.b.dim(&keys);
-                    let steps = self.b.ceil_div(keys_v, bn);
-                    self.key_loop(&walk, (zero, steps), init, Mask::Graph, None)?
+                    let steps = self.b.ceil_div(keys_v, t.bn);
+                    let bounds = clamp(&mut self.b, zero, steps);
+                    self.key_loop(&walk, bounds, init, Mask::Graph, None)?
                 }
             },
-        };
-        let acc_ty = Type::tile(acc_dtype, &tile);
-        let sum = self
-            .b
-            .emit(TileOp::Broadcast { x: done.sum }, acc_ty.clone());
-        let normalized = self.b.emit(
-            TileOp::Binary {
-                op: BinaryOp::Div,
-                a: done.acc,
-                b: sum,
-            },
-            acc_ty,
-        );
-        let output = self.b.emit(
-            TileOp::Cast { x: normalized },
-            Type::tile(g.ty(pattern.output).dtype, &tile),
-        );
-        let depth = self.b.depth();
-        self.memo.insert(
-            (pattern.output, Self::canonical(rank), out_space),
-            (output, depth),
-        );
-        self.store_through_chain(root, out, out_space)?;
-        Ok(())
+        })
     }
 
     /// With a causal offset `delta`: the number of leading key blocks every query of the
@@ -452,25 +682,7 @@ impl KernelLowering<'_> {
             row_ty.clone(),
         );
         let max = self.binary(BinaryOp::Maximum, running.max, block_max, &row_ty);
-        // A row with nothing seen yet keeps -inf; it is shifted by 0 so that exp gives 0.
-        let minus_inf = self.b.constant(f64::NEG_INFINITY, acc_dtype, &row_shape);
-        let unseen = self.b.emit(
-            TileOp::Binary {
-                op: BinaryOp::Eq,
-                a: max,
-                b: minus_inf,
-            },
-            Type::tile(DType::Bool, &row_shape),
-        );
-        let row_zero = self.b.constant(0.0, acc_dtype, &row_shape);
-        let shift = self.b.emit(
-            TileOp::Select {
-                cond: unseen,
-                a: row_zero,
-                b: max,
-            },
-            row_ty.clone(),
-        );
+        let shift = self.finite_shift(max, &row_shape, acc_dtype);
         let shift_tile = self
             .b
             .emit(TileOp::Broadcast { x: shift }, s_acc_ty.clone());
@@ -510,6 +722,29 @@ impl KernelLowering<'_> {
         );
         self.pinned_keys = None;
         Ok(Running { max, sum, acc })
+    }
+
+    /// The shift of rows with maximum `max`: a row with nothing seen yet keeps -inf; it is
+    /// shifted by 0 so that exp gives 0.
+    fn finite_shift(&mut self, max: ValueId, row_shape: &[u64], dtype: DType) -> ValueId {
+        let minus_inf = self.b.constant(f64::NEG_INFINITY, dtype, row_shape);
+        let unseen = self.b.emit(
+            TileOp::Binary {
+                op: BinaryOp::Eq,
+                a: max,
+                b: minus_inf,
+            },
+            Type::tile(DType::Bool, row_shape),
+        );
+        let zero = self.b.constant(0.0, dtype, row_shape);
+        self.b.emit(
+            TileOp::Select {
+                cond: unseen,
+                a: zero,
+                b: max,
+            },
+            Type::tile(dtype, row_shape),
+        )
     }
 
     fn binary(&mut self, op: BinaryOp, a: ValueId, b: ValueId, ty: &Type) -> ValueId {

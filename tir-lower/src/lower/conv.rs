@@ -96,7 +96,8 @@ impl KernelLowering<'_> {
             Type::tile(out_ty.dtype, &[to, tk]),
         );
         let cols = self.window_tile(x_view, &geometry, &bases, step, tk, &tq, out_ty.dtype);
-        let sum = self.close_k_loop(step, steps, (acc0, acc_in, acc_ty), w_tile, cols);
+        let zero = self.b.index(0);
+        let sum = self.close_k_loop(step, (zero, steps), (acc0, acc_in, acc_ty), w_tile, cols);
         let rounded = self.b.emit(
             TileOp::Cast { x: sum },
             Type::tile(out_ty.dtype, &[to, count]),

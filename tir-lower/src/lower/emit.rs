@@ -263,6 +263,17 @@ impl KernelLowering<'_> {
             .buffer_of
             .get(&node)
             .ok_or_else(|| self.unsupported(format!("{node} has no buffer")))?;
+        self.load_buffer(buffer, ix, space, padding)
+    }
+
+    /// Loads the elements of `buffer` at `ix`.
+    pub fn load_buffer(
+        &mut self,
+        buffer: usize,
+        ix: &[Ix],
+        space: SpaceId,
+        padding: f64,
+    ) -> Res<ValueId> {
         let ty = self.buffers[buffer].ty.clone();
         let param = self.b.param(buffer, ty.dtype, Access::Shared);
         let shape = self.tile_shape(space);
@@ -666,7 +677,7 @@ impl KernelLowering<'_> {
         for &part in parts {
             let len = self.g.ty(part).shape.dims()[axis].as_static()?;
             if start <= pin.lo && pin.hi <= start + len {
-                let on_tile = start % self.b.spaces[space].tile[*a] == 0;
+                let on_tile = start.is_multiple_of(self.b.spaces[space].tile[*a]);
                 return on_tile.then_some((part, *a, start, len));
             }
             start += len;

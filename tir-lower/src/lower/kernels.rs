@@ -7,6 +7,7 @@ use crate::target::{TileShapes, MATVEC_M};
 use crate::tile::{
     Access, CmpOp, IndexOp, LibraryCall, Region, SliceStart, TileOp, Type, ValueId, WriteRegion,
 };
+use std::collections::BTreeSet;
 use tir_graph::{BinaryOp, DType, Dim, Graph, NodeId, Op, ReduceOp, Shape, UnaryOp};
 use tir_opt::fusion::kinds::store_chain;
 use tir_opt::layout::{store_view, StridedView};
@@ -164,58 +165,141 @@ impl KernelLowering<'_> {
     pub fn lower_matmul(&mut self, root: NodeId, out: usize, tiles: &TileShapes) -> Res<()> {
         let g = self.g;
         let mm = self.member_where("matmul", |op| *op == Op::MatMul)?;
-        let shape = g.ty(mm).shape.clone();
-        let rank = shape.rank();
+        let tiling = MatmulTiling::new(g, mm, tiles);
+        let out_space = self.grid_space(g.ty(mm).shape.dims(), &tiling.tile);
+        let zero = self.b.index(0);
+        let steps = self.k_steps(&tiling);
+        let sum = self.k_loop(mm, &tiling, out_space, (zero, steps))?;
+        self.set_matmul_value(mm, sum, out_space);
+        self.store_through_chain(root, out, out_space)?;
+        if is_library_matmul(g, &self.members, root, mm) {
+            let b_transposed = transposed_source(g, &self.members, g.operands(mm)[1]);
+            self.b.library = self.library_matmul(mm, b_transposed, out);
+        }
+        Ok(())
+    }
+
+    /// The first kernel of a matmul whose K loop is split over `splits` programs: program
+    /// `(s, tile)` sums the products of its `s`-th share of the K steps into `scratch[s, tile]`
+    /// (in the accumulator's dtype). [`Self::lower_split_sum`] adds the shares.
+    pub fn lower_matmul_partials(
+        &mut self,
+        scratch: usize,
+        splits: u64,
+        tiles: &TileShapes,
+    ) -> Res<()> {
+        let g = self.g;
+        let mm = self.member_where("matmul", |op| *op == Op::MatMul)?;
+        let tiling = MatmulTiling::new(g, mm, tiles);
+        let mut dims = vec![Dim::Static(splits)];
+        dims.extend(g.ty(mm).shape.dims().iter().cloned());
+        let mut tile = vec![1];
+        tile.extend(&tiling.tile);
+        let store_space = self.grid_space(&dims, &tile);
+        let (space, split) = self.without_split_axis(store_space);
+        let steps = self.k_steps(&tiling);
+        let share = self.b.ceil_div(steps, splits);
+        let start = self.b.arith(IndexOp::Mul, split, share);
+        let after = self.b.arith(IndexOp::Add, start, share);
+        let end = self.b.arith(IndexOp::Min, after, steps);
+        let sum = self.k_loop(mm, &tiling, space, (start, end))?;
+        let acc_dtype = self.buffers[scratch].ty.dtype;
+        let sum = self
+            .b
+            .emit(TileOp::Reshape { x: sum }, Type::tile(acc_dtype, &tile));
+        let view = self.row_major(&self.buffers[scratch].ty.shape, dims.len());
+        self.store_whole(scratch, store_space, sum, view);
+        Ok(())
+    }
+
+    /// The second kernel of a split matmul: the matmul's value is the sum of the `splits`
+    /// partial sums in `scratch`, rounded once; the epilogue and store chain follow as in
+    /// [`Self::lower_matmul`].
+    pub fn lower_split_sum(
+        &mut self,
+        root: NodeId,
+        out: usize,
+        (scratch, splits): (usize, u64),
+        tiles: &TileShapes,
+    ) -> Res<()> {
+        let g = self.g;
+        let mm = self.member_where("matmul", |op| *op == Op::MatMul)?;
+        let tiling = MatmulTiling::new(g, mm, tiles);
+        let rank = g.ty(mm).rank();
+        let out_space = self.grid_space(g.ty(mm).shape.dims(), &tiling.tile);
+        let acc_ty = Type::tile(self.buffers[scratch].ty.dtype, &tiling.tile);
+        let mut sum = None;
+        for s in 0..splits {
+            let mut ix = vec![Ix::constant(s as i64)];
+            ix.extend(Self::canonical(rank));
+            let part = self.load_buffer(scratch, &ix, out_space, 0.0)?;
+            sum = Some(match sum {
+                None => part,
+                Some(acc) => self.b.emit(
+                    TileOp::Binary {
+                        op: BinaryOp::Add,
+                        a: acc,
+                        b: part,
+                    },
+                    acc_ty.clone(),
+                ),
+            });
+        }
+        let sum = sum.ok_or_else(|| self.unsupported("a K loop split over no programs".into()))?;
+        self.set_matmul_value(mm, sum, out_space);
+        self.store_through_chain(root, out, out_space)?;
+        Ok(())
+    }
+
+    /// The number of K steps of a matmul, as a scalar.
+    fn k_steps(&mut self, tiling: &MatmulTiling) -> ValueId {
+        let k_extent = self.b.dim(&tiling.k);
+        self.b.ceil_div(k_extent, tiling.tk)
+    }
+
+    /// The K loop of `mm` over steps `start..end` at the tiles of `space` (over `mm`'s axes):
+    /// returns the sum in the accumulator's dtype.
+    fn k_loop(
+        &mut self,
+        mm: NodeId,
+        tiling: &MatmulTiling,
+        space: SpaceId,
+        range: (ValueId, ValueId),
+    ) -> Res<ValueId> {
+        let g = self.g;
+        let rank = g.ty(mm).rank();
         let (a, b) = (g.operands(mm)[0], g.operands(mm)[1]);
-        let k_dim = g.ty(a).shape.dims()[g.ty(a).rank() - 1].clone();
-        let mut tile = vec![1u64; rank];
-        let (tm, tn) = if g.ty(mm).dtype.is_int() {
-            (
-                tiles.matmul_m.min(tiles.int_matmul),
-                tiles.matmul_n.min(tiles.int_matmul),
-            )
-        } else {
-            (tiles.matmul_m, tiles.matmul_n)
-        };
-        tile[rank - 2] = tile_for(&shape.dims()[rank - 2], tm);
-        tile[rank - 1] = tile_for(&shape.dims()[rank - 1], tn);
-        let k_step = if tile[rank - 2] <= MATVEC_M {
-            tiles.matvec_k
-        } else {
-            tiles.matmul_k
-        };
-        let tk = tile_for(&k_dim, k_step);
-        let out_space = self.grid_space(shape.dims(), &tile);
+        let tk = tiling.tk;
+        let tile = self.b.spaces[space].tile.clone();
         let acc_dtype = accumulator(g.ty(mm).dtype);
         let acc_ty = Type::tile(acc_dtype, &tile);
         let acc0 = self.b.constant(0.0, acc_dtype, &tile);
-        let k_extent = self.b.dim(&k_dim);
-        let steps = self.b.ceil_div(k_extent, tk);
+        let k_extent = self.b.dim(&tiling.k);
         let (kk, acc_in) = (self.b.fresh(), self.b.fresh());
         self.b.open_block();
         // Step kk: the A tile [.., m, kk] and the B tile [.., kk, n], multiplied into acc.
-        let a_space = self.with_axis(out_space, rank - 1, tk, kk, k_extent);
-        let b_space = self.with_axis(out_space, rank - 2, tk, kk, k_extent);
+        let a_space = self.with_axis(space, rank - 1, tk, kk, k_extent);
+        let b_space = self.with_axis(space, rank - 2, tk, kk, k_extent);
         let a_tile = self.value(a, &operand_ix(&g.ty(a).shape, rank), a_space)?;
         let b_tile = self.value(b, &operand_ix(&g.ty(b).shape, rank), b_space)?;
-        let a_tile = self.mask_k(a_tile, g.ty(a).dtype, a_space, rank - 1, &k_dim, tk);
-        let b_tile = self.mask_k(b_tile, g.ty(b).dtype, b_space, rank - 2, &k_dim, tk);
-        let sum = self.close_k_loop(kk, steps, (acc0, acc_in, acc_ty), a_tile, b_tile);
+        let a_tile = self.mask_k(a_tile, g.ty(a).dtype, a_space, rank - 1, &tiling.k, tk);
+        let b_tile = self.mask_k(b_tile, g.ty(b).dtype, b_space, rank - 2, &tiling.k, tk);
+        Ok(self.close_k_loop(kk, range, (acc0, acc_in, acc_ty), a_tile, b_tile))
+    }
+
+    /// Makes `sum` (over `space`, in the accumulator's dtype) rounded to `mm`'s dtype the value
+    /// the epilogue reads for `mm`.
+    fn set_matmul_value(&mut self, mm: NodeId, sum: ValueId, space: SpaceId) {
+        let g = self.g;
+        let tile = self.b.spaces[space].tile.clone();
         let mm_value = self
             .b
             .emit(TileOp::Cast { x: sum }, Type::tile(g.ty(mm).dtype, &tile));
         let depth = self.b.depth();
-        self.memo
-            .insert((mm, Self::canonical(rank), out_space), (mm_value, depth));
-        let (chain, top) = self.store_through_chain(root, out, out_space)?;
-        // A transposed operand B fused in as an index map is a transposed operand of the call.
-        let b_transposed = transposed_source(g, &self.members, g.operands(mm)[1]);
-        let operands = 1 + usize::from(b_transposed.is_some());
-        let only_mm = self.members.len() == operands + chain.len() && top == mm;
-        if only_mm && (chain.is_empty() || stores_row_major(g, &chain)) {
-            self.b.library = self.library_matmul(mm, b_transposed, out);
-        }
-        Ok(())
+        self.memo.insert(
+            (mm, Self::canonical(g.ty(mm).rank()), space),
+            (mm_value, depth),
+        );
     }
 
     /// The epilogue up to the top of the chain of bijective layout ops below `root`, stored
@@ -247,12 +331,12 @@ impl KernelLowering<'_> {
     }
 
     /// Ends the body of a K loop (opened with `open_block`) with `acc_in + a @ b`, closes it,
-    /// and emits the loop over `0..steps` with variable `var`, carrying the accumulator from
-    /// `acc0` through `acc_in`; returns the final sum.
+    /// and emits the loop over steps `start..end` with variable `var`, carrying the accumulator
+    /// from `acc0` through `acc_in`; returns the final sum.
     pub(super) fn close_k_loop(
         &mut self,
         var: ValueId,
-        steps: ValueId,
+        (start, end): (ValueId, ValueId),
         (acc0, acc_in, acc_ty): (ValueId, ValueId, Type),
         a: ValueId,
         b: ValueId,
@@ -261,11 +345,11 @@ impl KernelLowering<'_> {
             .b
             .emit(TileOp::Mma { a, b, acc: acc_in }, acc_ty.clone());
         let body = self.close_block();
-        let (zero, one) = (self.b.index(0), self.b.index(1));
+        let one = self.b.index(1);
         self.b.emit_multi(
             TileOp::For {
-                start: zero,
-                end: steps,
+                start,
+                end,
                 step: one,
                 var,
                 init: vec![acc0],
@@ -277,9 +361,8 @@ impl KernelLowering<'_> {
         )[0]
     }
 
-    /// The library call equal to a kernel that is only `mm` (operands read from their buffers,
-    /// the product stored whole to `out`, in `mm`'s own row-major order): floats, `a` with the
-    /// output's batch dims, `b` with them or none.
+    /// The library call equal to a kernel that is only `mm` ([`is_library_matmul`]; operands
+    /// read from their buffers, the product stored whole to `out`).
     /// `b_stored`, when given, is the node holding `bᵀ` that the kernel reads transposed.
     fn library_matmul(
         &self,
@@ -290,23 +373,15 @@ impl KernelLowering<'_> {
         let g = self.g;
         let (a, b) = (g.operands(mm)[0], g.operands(mm)[1]);
         let (sa, sb, sc) = (&g.ty(a).shape, &g.ty(b).shape, &g.ty(mm).shape);
-        let dtype = g.ty(mm).dtype;
         let rank = sc.rank();
         let batch = &sc.dims()[..rank - 2];
         let b_batched = sb.rank() == rank && rank > 2;
-        if !dtype.is_float()
-            || sa.rank() != rank
-            || &sa.dims()[..rank - 2] != batch
-            || !(b_batched && &sb.dims()[..rank - 2] == batch || sb.rank() == 2)
-        {
-            return None;
-        }
         let param = |buffer: usize| self.b.params.iter().position(|p| p.buffer == buffer);
         Some(LibraryCall::MatMul {
             a: param(*self.buffer_of.get(&a)?)?,
             b: param(*self.buffer_of.get(&b_stored.unwrap_or(b))?)?,
             c: param(out)?,
-            dtype,
+            dtype: g.ty(mm).dtype,
             batch: batch.to_vec(),
             m: sc.dims()[rank - 2].clone(),
             k: sa.dims()[rank - 1].clone(),
@@ -331,6 +406,18 @@ impl KernelLowering<'_> {
         s.coords[axis] = coord;
         s.extents[axis] = extent;
         self.b.add_space(s)
+    }
+
+    /// `space` (whose axis 0 is a split of a loop) without that axis, and the split's
+    /// coordinate: the loop's operands are read over the kernel's own axes, since a view with
+    /// a stride-0 split axis keeps `tileiras` off TMA (a split matrix-vector product ran at a
+    /// third of the speed).
+    pub(super) fn without_split_axis(&mut self, space: SpaceId) -> (SpaceId, ValueId) {
+        let mut s = self.b.spaces[space].clone();
+        let split = s.coords.remove(0);
+        s.extents.remove(0);
+        s.tile.remove(0);
+        (self.b.add_space(s), split)
     }
 
     /// Zeroes a K-loop operand tile past K unless K is a multiple of the step.
@@ -738,6 +825,68 @@ impl KernelLowering<'_> {
     }
 }
 
+/// A matmul kernel's output tile (over the matmul's axes), its K dim and its K step.
+pub struct MatmulTiling {
+    pub tile: Vec<u64>,
+    pub k: Dim,
+    pub tk: u64,
+}
+
+/// The fewest K steps each program of a split K loop takes: fewer leave too little to overlap
+/// the loads of one step with the products of the last.
+pub const MIN_SPLIT_STEPS: u64 = 4;
+
+impl MatmulTiling {
+    pub fn new(g: &Graph, mm: NodeId, tiles: &TileShapes) -> MatmulTiling {
+        let shape = &g.ty(mm).shape;
+        let rank = shape.rank();
+        let a = g.operands(mm)[0];
+        let k = g.ty(a).shape.dims()[g.ty(a).rank() - 1].clone();
+        let (tm, tn) = if g.ty(mm).dtype.is_int() {
+            (
+                tiles.matmul_m.min(tiles.int_matmul),
+                tiles.matmul_n.min(tiles.int_matmul),
+            )
+        } else {
+            (tiles.matmul_m, tiles.matmul_n)
+        };
+        let mut tile = vec![1u64; rank];
+        tile[rank - 2] = tile_for(&shape.dims()[rank - 2], tm);
+        tile[rank - 1] = tile_for(&shape.dims()[rank - 1], tn);
+        let k_step = if tile[rank - 2] <= MATVEC_M {
+            tiles.matvec_k
+        } else {
+            tiles.matmul_k
+        };
+        let tk = tile_for(&k, k_step);
+        MatmulTiling { tile, k, tk }
+    }
+
+    /// Over how many programs a float matmul `mm` splits its K loop: the smallest power of two
+    /// that brings its output tiles to [`TileShapes::split_programs`], while each program keeps
+    /// [`MIN_SPLIT_STEPS`] steps; `None` for one (or for symbolic shapes).
+    pub fn splits(g: &Graph, mm: NodeId, tiles: &TileShapes) -> Option<u64> {
+        if !g.ty(mm).dtype.is_float() {
+            return None;
+        }
+        let t = MatmulTiling::new(g, mm, tiles);
+        let programs = g
+            .ty(mm)
+            .shape
+            .dims()
+            .iter()
+            .zip(&t.tile)
+            .map(|(d, &tile)| d.as_static().map(|n| n.div_ceil(tile)))
+            .product::<Option<u64>>()?;
+        let steps = t.k.as_static()?.div_ceil(t.tk);
+        let mut splits = 1;
+        while programs * splits < tiles.split_programs && steps / (2 * splits) >= MIN_SPLIT_STEPS {
+            splits *= 2;
+        }
+        (splits > 1).then_some(splits)
+    }
+}
+
 /// The dims of a space for values of `shape`: a scalar lives in a space of one element.
 fn space_dims(shape: &Shape) -> Vec<Dim> {
     if shape.rank() == 0 {
@@ -790,11 +939,7 @@ pub(super) fn operand_ix(shape: &Shape, rank: usize) -> Vec<Ix> {
 
 /// The node whose transpose `b` is, when `b` is a member of the kernel that swaps the last
 /// two axes of a non-member (a value in a buffer): the weight of `x @ wᵀ`.
-fn transposed_source(
-    g: &Graph,
-    members: &std::collections::BTreeSet<NodeId>,
-    b: NodeId,
-) -> Option<NodeId> {
+fn transposed_source(g: &Graph, members: &BTreeSet<NodeId>, b: NodeId) -> Option<NodeId> {
     let Op::Permute { perm } = &g.node(b).op else {
         return None;
     };
@@ -805,6 +950,28 @@ fn transposed_source(
         && perm[r - 1] == r - 2;
     let source = g.operands(b)[0];
     (members.contains(&b) && !members.contains(&source) && swaps_last_two).then_some(source)
+}
+
+/// Whether a kernel of `members` computes what a library matmul call does: `mm` alone (its B
+/// operand perhaps transposed by an index map), stored through a row-major chain, on floats,
+/// with `a` having the output's batch dims and `b` them or none.
+pub fn is_library_matmul(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId, mm: NodeId) -> bool {
+    let chain = store_chain(g, members, root);
+    let top = chain.last().map_or(root, |&c| g.operands(c)[0]);
+    let b_transposed = transposed_source(g, members, g.operands(mm)[1]);
+    let operands = 1 + usize::from(b_transposed.is_some());
+    let only_mm = members.len() == operands + chain.len() && top == mm;
+    let (a, b) = (g.operands(mm)[0], g.operands(mm)[1]);
+    let (sa, sb, sc) = (&g.ty(a).shape, &g.ty(b).shape, &g.ty(mm).shape);
+    let rank = sc.rank();
+    let batch = &sc.dims()[..rank - 2];
+    let b_batched = sb.rank() == rank && rank > 2;
+    only_mm
+        && (chain.is_empty() || stores_row_major(g, &chain))
+        && g.ty(mm).dtype.is_float()
+        && sa.rank() == rank
+        && &sa.dims()[..rank - 2] == batch
+        && (b_batched && &sb.dims()[..rank - 2] == batch || sb.rank() == 2)
 }
 
 /// Whether the store `chain` of layout ops puts every element of its top operand where a
