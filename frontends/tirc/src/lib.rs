@@ -1,5 +1,6 @@
 //! The library half of `tirc`: what its commands do beyond printing, so tests can use it too.
 //!
+//! - [`dot`]: `tirc explain --dot`, a lowered program as a Graphviz graph.
 //! - [`npy`]: reading and writing `.npy` tensors.
 //! - [`run`]: `tirc run`, compile a graph for a backend (or load a package) and run it once.
 //! - [`compile`]: `tirc compile`, compile a graph for GPU architectures into an AOT package.
@@ -8,6 +9,7 @@
 //!   command handles them.
 
 pub mod compile;
+pub mod dot;
 pub mod npy;
 pub mod progress;
 pub mod run;

@@ -47,6 +47,17 @@ pub enum LowerError {
     Invalid(#[from] crate::tile::verify::TileError),
 }
 
+/// Which nodes of the fused graph a program kernel computes: what tools that draw a program
+/// show of it (`tirc explain --dot`). Not part of the [`Program`], which needs no graph.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelOrigin {
+    pub kind: KernelKind,
+    /// The node whose value the kernel writes (for a copy, the value copied).
+    pub root: NodeId,
+    /// The nodes it computes, in id order; empty for a copy.
+    pub members: Vec<NodeId>,
+}
+
 /// One kernel to emit: which nodes, which buffer it writes, what it reads.
 struct Job {
     name: String,
@@ -57,8 +68,11 @@ struct Job {
     out: usize,
 }
 
-/// Lowers every kernel of `fused` for `target`.
-pub fn lower(fused: &FusedGraph, target: &Target) -> Result<Program, LowerError> {
+/// Lowers every kernel of `fused` for `target`; with the program, each of its kernels' origin.
+pub fn lower(
+    fused: &FusedGraph,
+    target: &Target,
+) -> Result<(Program, Vec<KernelOrigin>), LowerError> {
     let g = &fused.graph;
     let (buffers, buffer_of, mut jobs, outputs) = assign_buffers(fused);
     jobs = order(g, jobs, &buffers)?;
@@ -92,7 +106,15 @@ pub fn lower(fused: &FusedGraph, target: &Target) -> Result<Program, LowerError>
     };
     crate::tile::verify::verify_program(&program)?;
     legality::check_program(&program)?;
-    Ok(program)
+    let origins = jobs
+        .into_iter()
+        .map(|job| KernelOrigin {
+            kind: job.kind,
+            root: job.root,
+            members: job.members.into_iter().collect(),
+        })
+        .collect();
+    Ok((program, origins))
 }
 
 type Assigned = (
