@@ -278,7 +278,8 @@ impl KernelCompiler {
     ///
     /// Bytecode is generated and the cache asked for every kernel first, so that the number of
     /// cubins to assemble is known before the first `tileiras` starts; then one `tileiras` runs
-    /// per core (rayon's threads) over every missing (kernel, architecture) pair.
+    /// per core (rayon's threads) over every missing (kernel, architecture) pair, the largest
+    /// bytecode first.
     pub fn compile_reporting(
         &self,
         program: &Program,
@@ -298,7 +299,7 @@ impl KernelCompiler {
                 Ok((bytecode, abi, found))
             })
             .collect::<Result<_, BackendError>>()?;
-        // Each missing cubin once, in kernel order: kernels with the same bytecode (a program's
+        // Each missing cubin once: kernels with the same bytecode (a program's
         // repeated layers) share one, the later ones counted as hits.
         let mut used = CacheUse::default();
         let mut missing: Vec<(u64, usize, usize)> = Vec::new();
@@ -319,13 +320,17 @@ impl KernelCompiler {
                 }
             }
         }
+        // Largest bytecode first, each thread taking the next when it is free: the longest
+        // assemblies (attention, matmuls) start early instead of ending the compile alone.
+        missing.sort_by_key(|&(_, k, _)| std::cmp::Reverse(generated[k].0.len()));
         let mut assembled: HashMap<u64, Vec<u8>> = HashMap::new();
         if !missing.is_empty() {
             let total = missing.len();
             progress.assembling(total);
             let done = std::sync::atomic::AtomicUsize::new(0);
             let result = missing
-                .par_iter()
+                .iter()
+                .par_bridge()
                 .map(|&(key, k, a)| {
                     let (name, arch) = (&program.kernels[k].name, &archs[a]);
                     let cubin = assemble(&generated[k].0, arch, name, key, self);
