@@ -13,6 +13,8 @@ bash scripts/install-minilm.sh
 # ONNX's backend node tests and small real models (pip's onnx package writes them; no GPU).
 bash scripts/onnx-node-tests.sh
 bash scripts/onnx-models.sh
+# Graphviz's dot, so that tirc's tests render `tirc explain --dot` (they skip that without it).
+command -v dot >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq graphviz; } >/dev/null 2>&1 || true
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # The kernel cache of this run only, so that the compile-only run below compiles every kernel.

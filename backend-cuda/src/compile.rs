@@ -11,7 +11,7 @@ use crate::toolchain::{Toolchain, ToolchainError, INSTALL_HINT};
 use crate::tuning::Tuning;
 use cutile_ir::bytecode::BytecodeVersion;
 use rayon::prelude::*;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use tir_lower::tile::TileKernel;
 use tir_lower::{BackendError, Program};
@@ -54,32 +54,59 @@ pub fn kernel_bytecode(
     Ok((bytes, generated.abi))
 }
 
-/// One cubin for `arch`, from the cache when it holds a verified one.
-fn cubin(
+/// What compiling tells as it goes, so that a front end can show progress (`tirc` draws a bar
+/// on a terminal). Only assembling with `tileiras` is reported: it is what takes seconds (cache
+/// hits take milliseconds in all). Methods are called from the compiling threads.
+pub trait CompileProgress: Send + Sync {
+    /// `total` cubins were not in the cache and are about to be assembled; called once per
+    /// compile, before the first, and only when `total` is at least 1.
+    fn assembling(&self, total: usize);
+    /// The cubin of `kernel` for `arch` was assembled (or failed, then `ok` is false): `done`
+    /// of `total` so far.
+    fn assembled(&self, kernel: &str, arch: &str, ok: bool, done: usize, total: usize);
+    /// Every cubin that was to be assembled is, or the compile failed; called once after
+    /// [`CompileProgress::assembling`].
+    fn finished(&self);
+}
+
+/// The progress of a compile nobody watches.
+pub struct Silent;
+
+impl CompileProgress for Silent {
+    fn assembling(&self, _: usize) {}
+    fn assembled(&self, _: &str, _: &str, _: bool, _: usize, _: usize) {}
+    fn finished(&self) {}
+}
+
+/// One kernel for one architecture after the cache was asked: its cubin, or the key it is
+/// missing under (and whether a corrupt entry was dropped there).
+enum Found {
+    Cached(Vec<u8>),
+    Missing { key: u64, corrupt: bool },
+}
+
+/// The cubin of `bytecode` for `arch` when the cache holds a verified one.
+fn look_up(bytecode: &[u8], arch: &str, compiler: &KernelCompiler) -> Found {
+    let key = cache_key(bytecode, arch, &compiler.stamp.version);
+    let lookup = compiler.cache.as_ref().map_or(Lookup::Miss, |c| c.get(key));
+    match lookup {
+        Lookup::Hit(bytes) => Found::Cached(bytes),
+        Lookup::Miss => Found::Missing {
+            key,
+            corrupt: false,
+        },
+        Lookup::Corrupt(_) => Found::Missing { key, corrupt: true },
+    }
+}
+
+/// Assembles a cubin the cache did not hold and stores it there.
+fn assemble(
     bytecode: &[u8],
     arch: &str,
     kernel: &str,
+    key: u64,
     compiler: &KernelCompiler,
-    used: &std::sync::Mutex<CacheUse>,
 ) -> Result<Vec<u8>, BackendError> {
-    let cache = compiler.cache.as_ref();
-    let key = cache_key(bytecode, arch, &compiler.stamp.version);
-    let count = |f: fn(&mut CacheUse)| {
-        if let Ok(mut u) = used.lock() {
-            f(&mut u)
-        }
-    };
-    if let Some(cache) = cache {
-        match cache.get(key) {
-            Lookup::Hit(bytes) => {
-                count(|u| u.hits += 1);
-                return Ok(bytes);
-            }
-            Lookup::Corrupt(_) => count(|u| u.corrupt += 1),
-            Lookup::Miss => {}
-        }
-    }
-    count(|u| u.misses += 1);
     let toolchain = compiler.toolchain.as_ref().ok_or_else(|| {
         unsupported(format!(
             "kernel {kernel} for {arch} is not in the kernel cache and tileiras was not found; \
@@ -89,7 +116,7 @@ fn cubin(
     let bytes = toolchain
         .assemble(bytecode, arch, kernel)
         .map_err(|e| unsupported(e.to_string()))?;
-    if let Some(cache) = cache {
+    if let Some(cache) = &compiler.cache {
         // A cache that cannot be written only costs time on the next compile.
         let _ = cache.put(key, &bytes);
     }
@@ -244,48 +271,103 @@ impl KernelCompiler {
         program: &Program,
         archs: &[String],
     ) -> Result<(CompiledKernels, CacheUse), BackendError> {
-        compile_kernels(program, archs, self)
+        self.compile_reporting(program, archs, &Silent)
     }
-}
 
-/// Compiles every kernel of `program` for each of `archs` (see the module doc).
-fn compile_kernels(
-    program: &Program,
-    archs: &[String],
-    compiler: &KernelCompiler,
-) -> Result<(CompiledKernels, CacheUse), BackendError> {
-    let used = std::sync::Mutex::new(CacheUse::default());
-    let per_kernel: Vec<(KernelAbi, Vec<Vec<u8>>)> = program
-        .kernels
-        .par_iter()
-        .map(|kernel| {
-            let hints = compiler.tuning.hints_for(program, kernel);
-            let (bytecode, abi) = kernel_bytecode(kernel, &hints, compiler.stamp.bytecode)?;
-            let cubins = archs
-                .iter()
-                .map(|arch| cubin(&bytecode, arch, &kernel.name, compiler, &used))
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok((abi, cubins))
-        })
-        .collect::<Result<_, BackendError>>()?;
-    let mut cubins: BTreeMap<String, Vec<Vec<u8>>> =
-        archs.iter().map(|a| (a.clone(), Vec::new())).collect();
-    let mut abis = Vec::with_capacity(per_kernel.len());
-    for (abi, per_arch) in per_kernel {
-        abis.push(abi);
-        for (arch, c) in archs.iter().zip(per_arch) {
-            cubins.entry(arch.clone()).or_default().push(c);
+    /// [`KernelCompiler::compile`], telling `progress` about the cubins it assembles.
+    ///
+    /// Bytecode is generated and the cache asked for every kernel first, so that the number of
+    /// cubins to assemble is known before the first `tileiras` starts; then one `tileiras` runs
+    /// per core (rayon's threads) over every missing (kernel, architecture) pair, the largest
+    /// bytecode first.
+    pub fn compile_reporting(
+        &self,
+        program: &Program,
+        archs: &[String],
+        progress: &dyn CompileProgress,
+    ) -> Result<(CompiledKernels, CacheUse), BackendError> {
+        let generated: Vec<(Vec<u8>, KernelAbi, Vec<Found>)> = program
+            .kernels
+            .par_iter()
+            .map(|kernel| {
+                let hints = self.tuning.hints_for(program, kernel);
+                let (bytecode, abi) = kernel_bytecode(kernel, &hints, self.stamp.bytecode)?;
+                let found = archs
+                    .iter()
+                    .map(|arch| look_up(&bytecode, arch, self))
+                    .collect();
+                Ok((bytecode, abi, found))
+            })
+            .collect::<Result<_, BackendError>>()?;
+        // Each missing cubin once: kernels with the same bytecode (a program's
+        // repeated layers) share one, the later ones counted as hits.
+        let mut used = CacheUse::default();
+        let mut missing: Vec<(u64, usize, usize)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (k, (_, _, found)) in generated.iter().enumerate() {
+            for (a, f) in found.iter().enumerate() {
+                match f {
+                    Found::Cached(_) => used.hits += 1,
+                    Found::Missing { key, corrupt } => {
+                        used.corrupt += usize::from(*corrupt);
+                        if seen.insert(*key) {
+                            used.misses += 1;
+                            missing.push((*key, k, a));
+                        } else {
+                            used.hits += 1;
+                        }
+                    }
+                }
+            }
         }
+        // Largest bytecode first, each thread taking the next when it is free: the longest
+        // assemblies (attention, matmuls) start early instead of ending the compile alone.
+        missing.sort_by_key(|&(_, k, _)| std::cmp::Reverse(generated[k].0.len()));
+        let mut assembled: HashMap<u64, Vec<u8>> = HashMap::new();
+        if !missing.is_empty() {
+            let total = missing.len();
+            progress.assembling(total);
+            let done = std::sync::atomic::AtomicUsize::new(0);
+            let result = missing
+                .iter()
+                .par_bridge()
+                .map(|&(key, k, a)| {
+                    let (name, arch) = (&program.kernels[k].name, &archs[a]);
+                    let cubin = assemble(&generated[k].0, arch, name, key, self);
+                    let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                    progress.assembled(name, arch, cubin.is_ok(), n, total);
+                    cubin.map(|c| (key, c))
+                })
+                .collect::<Result<HashMap<u64, Vec<u8>>, BackendError>>();
+            progress.finished();
+            assembled = result?;
+        }
+        let mut cubins: BTreeMap<String, Vec<Vec<u8>>> =
+            archs.iter().map(|a| (a.clone(), Vec::new())).collect();
+        let mut abis = Vec::with_capacity(generated.len());
+        for (k, (_, abi, found)) in generated.into_iter().enumerate() {
+            abis.push(abi);
+            for (arch, f) in archs.iter().zip(found) {
+                let cubin = match f {
+                    Found::Cached(bytes) => bytes,
+                    Found::Missing { key, .. } => {
+                        assembled.get(&key).cloned().ok_or_else(|| {
+                            unsupported(format!("kernel {k} for {arch}: no cubin was assembled"))
+                        })?
+                    }
+                };
+                cubins.entry(arch.clone()).or_default().push(cubin);
+            }
+        }
+        Ok((
+            CompiledKernels {
+                abis,
+                cubins,
+                toolchain: self.stamp.version.clone(),
+            },
+            used,
+        ))
     }
-    let used = used.into_inner().unwrap_or_default();
-    Ok((
-        CompiledKernels {
-            abis,
-            cubins,
-            toolchain: compiler.stamp.version.clone(),
-        },
-        used,
-    ))
 }
 
 #[cfg(test)]

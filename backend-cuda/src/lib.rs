@@ -11,12 +11,13 @@ pub mod runtime;
 pub mod toolchain;
 pub mod tuning;
 
-pub use compile::{CacheUse, CompiledKernels, KernelCompiler};
+pub use compile::{CacheUse, CompileProgress, CompiledKernels, KernelCompiler};
 pub use runtime::{block_on, CudaExecutable, ExecMode, Gpu, MatmulPath, MatmulPolicy, RunFuture};
 pub use toolchain::{Toolchain, ToolchainError};
 
 use std::cell::OnceCell;
 use std::rc::Rc;
+use std::sync::Arc;
 use tir_graph::DType;
 use tir_lower::{Backend, BackendError, Capabilities, Executable, Program, Target};
 use tuning::Tuning;
@@ -53,6 +54,7 @@ pub struct CudaBackend {
     poison: bool,
     gpu: OnceCell<Result<Rc<Gpu>, String>>,
     compiler: OnceCell<Result<KernelCompiler, String>>,
+    progress: Arc<dyn CompileProgress>,
 }
 
 impl Default for CudaBackend {
@@ -65,6 +67,7 @@ impl Default for CudaBackend {
             poison: false,
             gpu: OnceCell::new(),
             compiler: OnceCell::new(),
+            progress: Arc::new(compile::Silent),
         }
     }
 }
@@ -117,6 +120,13 @@ impl CudaBackend {
         self
     }
 
+    /// A backend that tells `progress` about the kernels it assembles with `tileiras` when it
+    /// compiles (see [`CompileProgress`]).
+    pub fn with_progress(mut self, progress: Arc<dyn CompileProgress>) -> CudaBackend {
+        self.progress = progress;
+        self
+    }
+
     /// The tuning: the one set with `with_tuning`, else the environment's.
     pub fn tuning(&self) -> Result<&Tuning, BackendError> {
         self.tuning
@@ -154,7 +164,8 @@ impl CudaBackend {
         program: &Program,
         archs: &[String],
     ) -> Result<(CompiledKernels, CacheUse), BackendError> {
-        self.compiler()?.compile(program, archs)
+        self.compiler()?
+            .compile_reporting(program, archs, self.progress.as_ref())
     }
 
     /// [`Backend::compile`] with the concrete executable type.

@@ -20,7 +20,7 @@ pub use program::{Buffer, Program, Signature, Storage};
 pub use target::{Target, TileShapes, MATVEC_M};
 pub mod lower;
 
-pub use lower::LowerError;
+pub use lower::{KernelOrigin, LowerError};
 
 use tir_graph::Graph;
 use tir_opt::{FusedGraph, Limits, OptOptions, OptReport};
@@ -29,6 +29,8 @@ use tir_opt::{FusedGraph, Limits, OptOptions, OptReport};
 #[derive(Clone, Debug)]
 pub struct Compiled {
     pub program: Program,
+    /// One per kernel of `program`: the nodes of `fused`'s graph it computes.
+    pub origins: Vec<KernelOrigin>,
     pub fused: FusedGraph,
     pub report: OptReport,
 }
@@ -44,9 +46,10 @@ pub fn compile_graph(
         target: target.fusion.clone(),
     };
     let (fused, report) = tir_opt::optimize(graph, &options)?;
-    let program = lower::lower(&fused, target)?;
+    let (program, origins) = lower::lower(&fused, target)?;
     Ok(Compiled {
         program,
+        origins,
         fused,
         report,
     })

@@ -123,7 +123,8 @@ pub fn to_text(fused: &FusedGraph, report: &OptReport) -> String {
     out
 }
 
-fn human_bytes(n: u64) -> String {
+/// `n` bytes for people: `512 B`, `8.4 MB` (powers of 1000).
+pub fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["B", "KB", "MB", "GB"];
     let mut value = n as f64;
     let mut unit = 0;

@@ -8,7 +8,6 @@
 
 use crate::run::PACKAGE_BACKEND;
 use backend_cuda::package::{self, Package, PackageError};
-use backend_cuda::CudaBackend;
 use std::path::{Path, PathBuf};
 use tir_graph::Graph;
 use tir_lower::{Backend, BackendError, LowerError};
@@ -136,7 +135,7 @@ pub fn compile(graph: &Graph, args: &CompileArgs) -> Result<String, CompileError
     let path = args.file.display().to_string();
     // Lowered for the tuning and the matmul paths a run will take by default (`$TIR_TUNE`,
     // `$TIR_MATMUL`, else `auto`).
-    let backend = CudaBackend::new();
+    let backend = crate::run::cuda_backend();
     let backend_error = |source| CompileError::Backend {
         path: path.clone(),
         source,

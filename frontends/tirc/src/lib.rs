@@ -1,13 +1,17 @@
 //! The library half of `tirc`: what its commands do beyond printing, so tests can use it too.
 //!
+//! - [`dot`]: `tirc explain --dot`, a lowered program as a Graphviz graph.
 //! - [`npy`]: reading and writing `.npy` tensors.
 //! - [`run`]: `tirc run`, compile a graph for a backend (or load a package) and run it once.
 //! - [`compile`]: `tirc compile`, compile a graph for GPU architectures into an AOT package.
+//! - [`progress`]: the progress of cold compiles on stderr.
 //! - [`parse_cli`]: the command line parsed, help and usage errors handled as every tir
 //!   command handles them.
 
 pub mod compile;
+pub mod dot;
 pub mod npy;
+pub mod progress;
 pub mod run;
 
 /// `P` parsed from the command line; `Err` is the exit code when there is nothing to run:

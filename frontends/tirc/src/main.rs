@@ -29,12 +29,17 @@ enum Command {
     Explain {
         file: PathBuf,
         /// Print one JSON object instead of text.
-        #[arg(long, conflicts_with = "tile")]
+        #[arg(long, conflicts_with_all = ["tile", "dot"])]
         json: bool,
         /// Also lower the graph (for the ref backend's target) and print the tile program and
         /// each kernel's legality certificate.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "dot")]
         tile: bool,
+        /// Lower the graph (for the ref backend's target) and print the program as a Graphviz
+        /// graph: kernels, buffers, reads and writes, schedule waves as ranks
+        /// (render it with `dot -Tsvg`).
+        #[arg(long)]
+        dot: bool,
     },
     /// Compile a graph for a backend (or load a package made by `tirc compile`), run it once,
     /// write each output as DIR/NAME.npy and print a summary (shapes, checksums, times).
@@ -203,10 +208,20 @@ fn run(command: Command) -> Result<(), CliError> {
             print_stdout(&summary(&file, &graph))
         }
         Command::Dump { file } => print_stdout(&text::print(&load(&file)?)),
-        Command::Explain { file, json, tile } => {
+        Command::Explain {
+            file,
+            json,
+            tile,
+            dot,
+        } => {
             let graph = load(&file)?;
             if tile {
                 return print_stdout(&explain_tile(&file, &graph)?);
+            }
+            if dot {
+                let compiled = lower_for_ref(&file, &graph)?;
+                let title = format!("{} (ref target)", file.display());
+                return print_stdout(&tirc::dot::to_dot(&compiled, &title));
             }
             let (fused, report) = tir_opt::optimize(&graph, &tir_opt::OptOptions::default())
                 .map_err(|source| CliError::Optimize {
@@ -316,18 +331,23 @@ fn run(command: Command) -> Result<(), CliError> {
     }
 }
 
+/// `graph` (read from `path`) through the whole pipeline for the ref backend's target.
+fn lower_for_ref(path: &Path, graph: &Graph) -> Result<tir_lower::Compiled, CliError> {
+    use tir_lower::Backend;
+    let target = backend_ref::RefBackend::new().target();
+    tir_lower::compile_graph(graph, &target, &tir_opt::Limits::default()).map_err(|source| {
+        CliError::Lower {
+            path: path.display().to_string(),
+            source: Box::new(source),
+        }
+    })
+}
+
 /// `tirc explain --tile`: the kernel report of the graph as lowered for the ref backend, the
 /// tile program, and each kernel's certificate in plain words.
 fn explain_tile(path: &Path, graph: &Graph) -> Result<String, CliError> {
     use tir_lower::legality::LaunchCheck;
-    use tir_lower::Backend;
-    let target = backend_ref::RefBackend::new().target();
-    let compiled = tir_lower::compile_graph(graph, &target, &tir_opt::Limits::default()).map_err(
-        |source| CliError::Lower {
-            path: path.display().to_string(),
-            source: Box::new(source),
-        },
-    )?;
+    let compiled = lower_for_ref(path, graph)?;
     let program = &compiled.program;
     let mut s = tir_opt::explain::to_text(&compiled.fused, &compiled.report);
     s.push_str("\ntile program (ref target):\n");

@@ -173,6 +173,11 @@ fn names_or(names: &[String], none: &str) -> String {
     }
 }
 
+/// The CUDA backend as `tirc` uses it: the environment's settings, compile progress on stderr.
+pub fn cuda_backend() -> CudaBackend {
+    CudaBackend::new().with_progress(std::sync::Arc::new(crate::progress::StderrProgress::new()))
+}
+
 /// The backends compiled into `tirc`. `check` selects each backend's checking variant.
 pub fn registry(check: bool) -> Registry {
     let mut registry = Registry::new();
@@ -182,7 +187,7 @@ pub fn registry(check: bool) -> Registry {
         backend_ref::RefBackend::new()
     };
     registry.register(Box::new(reference));
-    registry.register(Box::new(CudaBackend::new()));
+    registry.register(Box::new(cuda_backend()));
     registry
 }
 

@@ -56,12 +56,28 @@ fn compile_writes_packages_that_run_only_on_cuda() {
 
     // Two architectures, every kernel assembled by tileiras. Four kernels: the two matmuls, and
     // their epilogues (bias and gelu, bias) as passes of their own, since the default `auto`
-    // matmul path may run the products on cuBLASLt.
+    // matmul path may run the products on cuBLASLt. Stderr is no terminal here: the progress
+    // is one plain line per kernel and architecture.
     let both = d.join("mlp-both.tirpkg");
-    let summary = assert_ok(&tirc(
+    let out = tirc(
         &cache,
         &["compile", &mlp, "--arch", "sm_90,sm_100", "-o", &s(&both)],
-    ));
+    );
+    let summary = common::assert_ok(&out);
+    let mut counted: Vec<usize> = stderr(&out)
+        .lines()
+        .map(|l| {
+            let rest = l.strip_prefix("compiled ").unwrap_or_else(|| panic!("{l}"));
+            assert!(rest.contains("/8 kernels (k") && rest.ends_with(")"), "{l}");
+            assert!(
+                l.contains(" for sm_90)") || l.contains(" for sm_100)"),
+                "{l}"
+            );
+            rest.split('/').next().unwrap().parse().unwrap()
+        })
+        .collect();
+    counted.sort_unstable();
+    assert_eq!(counted, (1..=8).collect::<Vec<_>>(), "{}", stderr(&out));
     assert_eq!(summary.lines().count(), 1, "{summary}");
     assert!(
         summary.starts_with(&format!("{}: 4 kernels for sm_90, sm_100 from ", s(&both))),
@@ -90,7 +106,7 @@ fn compile_writes_packages_that_run_only_on_cuda() {
     assert_eq!(pkg.program.signature.dims, ["batch"]);
 
     // One architecture: the same cubins, now from the cache (magic bytes, not the extension,
-    // make a package).
+    // make a package); nothing is assembled, so no progress is shown.
     let one = d.join("mlp-sm90.bin");
     let summary = assert_ok(&tirc(
         &cache,

@@ -49,6 +49,18 @@ pub enum LowerError {
     Invalid(#[from] crate::tile::verify::TileError),
 }
 
+/// Which nodes of the fused graph a program kernel computes: what tools that draw a program
+/// show of it (`tirc explain --dot`). Not part of the [`Program`], which needs no graph. The
+/// two kernels of a split loop share the origin of their fused kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelOrigin {
+    pub kind: KernelKind,
+    /// The node whose value the kernel writes (for a copy, the value copied).
+    pub root: NodeId,
+    /// The nodes it computes, in id order; empty for a copy.
+    pub members: Vec<NodeId>,
+}
+
 /// One fused kernel to emit: which nodes, which buffer it writes, what it reads.
 struct Job {
     name: String,
@@ -70,8 +82,11 @@ enum Split {
     Keys { partials: [usize; 3], splits: u64 },
 }
 
-/// Lowers every kernel of `fused` for `target`.
-pub fn lower(fused: &FusedGraph, target: &Target) -> Result<Program, LowerError> {
+/// Lowers every kernel of `fused` for `target`; with the program, each of its kernels' origin.
+pub fn lower(
+    fused: &FusedGraph,
+    target: &Target,
+) -> Result<(Program, Vec<KernelOrigin>), LowerError> {
     let g = &fused.graph;
     let (mut buffers, buffer_of, mut jobs, outputs) = assign_buffers(fused);
     split_loops(g, &mut buffers, &mut jobs, &target.tiles);
@@ -110,7 +125,19 @@ pub fn lower(fused: &FusedGraph, target: &Target) -> Result<Program, LowerError>
     };
     crate::tile::verify::verify_program(&program)?;
     legality::check_program(&program)?;
-    Ok(program)
+    let origins = jobs
+        .into_iter()
+        .zip(kernels_of_job)
+        .flat_map(|(job, kernels)| {
+            let origin = KernelOrigin {
+                kind: job.kind,
+                root: job.root,
+                members: job.members.into_iter().collect(),
+            };
+            kernels.map(move |_| origin.clone())
+        })
+        .collect();
+    Ok((program, origins))
 }
 
 type Assigned = (

@@ -1,0 +1,121 @@
+//! Cold compiles as a front end sees them: the cubins missing from the cache are counted before
+//! the first `tileiras` starts, each is assembled once (kernels with the same bytecode share
+//! one) and reported as it finishes; a warm compile reports nothing.
+
+use backend_cuda::cache::{CacheConfig, KernelCache};
+use backend_cuda::compile::ToolchainStamp;
+use backend_cuda::tuning::Tuning;
+use backend_cuda::{CompileProgress, KernelCompiler, Toolchain};
+use std::sync::Mutex;
+use tir_lower::compile_graph;
+
+/// Everything a compile told, in order.
+#[derive(Default)]
+struct Recorded(Mutex<Vec<String>>);
+
+impl Recorded {
+    fn push(&self, event: String) {
+        self.0.lock().unwrap().push(event);
+    }
+
+    fn take(&self) -> Vec<String> {
+        std::mem::take(&mut self.0.lock().unwrap())
+    }
+}
+
+impl CompileProgress for Recorded {
+    fn assembling(&self, total: usize) {
+        self.push(format!("assembling {total}"));
+    }
+    fn assembled(&self, kernel: &str, arch: &str, ok: bool, done: usize, total: usize) {
+        self.push(format!("assembled {done}/{total} {kernel} {arch} {ok}"));
+    }
+    fn finished(&self) {
+        self.push("finished".into());
+    }
+}
+
+#[test]
+fn cold_compiles_report_each_missing_cubin_once() {
+    // Two independent relus of the same type: two kernels, one bytecode.
+    let graph = tir_graph::text::parse(
+        "%0 = input \"a\" : f32[1000]\n\
+         %1 = input \"b\" : f32[1000]\n\
+         %2 = relu %0 : f32[1000]\n\
+         %3 = relu %1 : f32[1000]\n\
+         %4 = exp %0 : f32[1000]\n\
+         output \"y\" = %2\n\
+         output \"z\" = %3\n\
+         output \"e\" = %4\n",
+    )
+    .unwrap();
+    let tuning = Tuning::default();
+    let target = backend_cuda::gpu_target(&tuning, &backend_cuda::MatmulPolicy::default());
+    let program = compile_graph(&graph, &target, &Default::default())
+        .unwrap()
+        .program;
+    assert_eq!(program.kernels.len(), 3);
+    let toolchain = Toolchain::locate().expect("the Tile IR toolchain (see README)");
+    let dir = tempfile::tempdir().unwrap();
+    let compiler = KernelCompiler {
+        stamp: ToolchainStamp {
+            version: toolchain.version.clone(),
+            bytecode: toolchain.bytecode,
+            fingerprint: None,
+        },
+        toolchain: Some(toolchain),
+        cache: Some(KernelCache::new(CacheConfig {
+            dir: dir.path().to_path_buf(),
+            max_bytes: 1 << 30,
+        })),
+        tuning,
+    };
+    let archs = ["sm_90".to_string(), "sm_100".to_string()];
+    let progress = Recorded::default();
+
+    let (cold, used) = compiler
+        .compile_reporting(&program, &archs, &progress)
+        .unwrap();
+    assert_eq!((used.misses, used.hits, used.corrupt), (4, 2, 0));
+    let events = progress.take();
+    assert_eq!(events.len(), 6, "{events:?}");
+    assert_eq!(events[0], "assembling 4");
+    assert_eq!(events[5], "finished");
+    let mut done: Vec<&str> = events[1..5]
+        .iter()
+        .map(|e| {
+            assert!(e.ends_with(" true"), "{e}");
+            e.split(' ').nth(1).unwrap()
+        })
+        .collect();
+    done.sort_unstable();
+    assert_eq!(done, ["1/4", "2/4", "3/4", "4/4"]);
+    for arch in &archs {
+        let cubins = &cold.cubins[arch];
+        assert_eq!(cubins.len(), 3);
+        assert!(cubins.iter().all(|c| c.starts_with(b"\x7fELF")));
+    }
+
+    // Warm: every cubin from the cache, the same bytes, nothing reported.
+    let (warm, used) = compiler
+        .compile_reporting(&program, &archs, &progress)
+        .unwrap();
+    assert_eq!((used.misses, used.hits), (0, 6));
+    assert!(progress.take().is_empty());
+    assert_eq!(warm, cold);
+
+    // A failing architecture: reported as failed, then finished; the error names it.
+    let err = compiler
+        .compile_reporting(&program, &["sm_99".to_string()], &progress)
+        .unwrap_err();
+    assert!(err.to_string().contains("sm_99"), "{err}");
+    let events = progress.take();
+    assert_eq!(events.first().map(String::as_str), Some("assembling 2"));
+    assert_eq!(events.last().map(String::as_str), Some("finished"));
+    assert!(
+        events[1..events.len() - 1]
+            .iter()
+            .all(|e| e.ends_with(" false")),
+        "{events:?}"
+    );
+}
