@@ -666,7 +666,7 @@ impl KernelLowering<'_> {
         for &part in parts {
             let len = self.g.ty(part).shape.dims()[axis].as_static()?;
             if start <= pin.lo && pin.hi <= start + len {
-                let on_tile = start % self.b.spaces[space].tile[*a] == 0;
+                let on_tile = start.is_multiple_of(self.b.spaces[space].tile[*a]);
                 return on_tile.then_some((part, *a, start, len));
             }
             start += len;
