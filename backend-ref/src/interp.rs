@@ -536,19 +536,16 @@ impl<'l, 'a> Program<'l, 'a> {
                 self.define_tile(stmt, t)
             }
             TileOp::Unary { op, x } => {
-                let (dtype, _) = def_tile(stmt, 0)?;
-                let t = tile::unary(*op, self.tile(*x)?, dtype)?;
+                let t = tile::unary(*op, self.tile(*x)?)?;
                 self.define_tile(stmt, t)
             }
             // The reference computes the exact value the approximation approaches.
             TileOp::ApproxExp { x } => {
-                let (dtype, _) = def_tile(stmt, 0)?;
-                let t = tile::unary(tir_graph::UnaryOp::Exp, self.tile(*x)?, dtype)?;
+                let t = tile::unary(tir_graph::UnaryOp::Exp, self.tile(*x)?)?;
                 self.define_tile(stmt, t)
             }
             TileOp::Binary { op, a, b } => {
-                let (dtype, _) = def_tile(stmt, 0)?;
-                let t = tile::binary(*op, self.tile(*a)?, self.tile(*b)?, dtype)?;
+                let t = tile::binary(*op, self.tile(*a)?, self.tile(*b)?)?;
                 self.define_tile(stmt, t)
             }
             TileOp::Select { cond, a, b } => {
@@ -728,7 +725,15 @@ impl<'l, 'a> Program<'l, 'a> {
             return Err(self.bounds_error(view, &pl, data.len()));
         }
         let mut out = vec![dtype.round_value(padding); tile::tile_numel(shape)?];
-        pl.for_each(|t, b| out[t] = data[b]);
+        pl.for_each_row(|t, b, len, stride| {
+            if stride == 1 {
+                out[t..t + len].copy_from_slice(&data[b..b + len]);
+            } else {
+                for (j, o) in out[t..t + len].iter_mut().enumerate() {
+                    *o = data[b.wrapping_add_signed(j as isize * stride)];
+                }
+            }
+        });
         if access == Access::Mutable {
             self.mutable_reads(view.param, &pl, &mut out);
         }
@@ -968,9 +973,20 @@ impl Placement {
     /// Calls `f(tile element, buffer element)` for every in-view element, row-major. The caller
     /// has checked [`Placement::in_bounds`].
     fn for_each(&self, mut f: impl FnMut(usize, usize)) {
+        self.for_each_row(|t, b, len, stride| {
+            for j in 0..len {
+                f(t + j, b.wrapping_add_signed(j as isize * stride));
+            }
+        });
+    }
+
+    /// Calls `f(tile element, buffer element, len, stride)` for every row of in-view elements
+    /// (along the last axis), in order: the row's elements are tile elements `t..t + len` and
+    /// buffer elements `b + j * stride`. The caller has checked [`Placement::in_bounds`].
+    fn for_each_row(&self, mut f: impl FnMut(usize, usize, usize, isize)) {
         let rank = self.valid.len();
         if rank == 0 {
-            f(0, self.base as usize);
+            f(0, self.base as usize, 1, 0);
             return;
         }
         if self.valid.contains(&0) {
@@ -990,11 +1006,7 @@ impl Placement {
                 t += index[k] * tile_strides[k];
                 b = b.wrapping_add((index[k] as i64).wrapping_mul(self.strides[k]));
             }
-            let mut b = b as isize;
-            for j in 0..inner {
-                f(t + j, b as usize);
-                b = b.wrapping_add(inner_stride);
-            }
+            f(t, b as usize, inner, inner_stride);
             let mut axis = last;
             loop {
                 if axis == 0 {

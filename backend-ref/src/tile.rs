@@ -3,14 +3,20 @@
 //! A tile is a [`F64Tensor`] (dtype, static dims, row-major `f64` values). Every function here
 //! returns a tile whose values are exact in its dtype: floats are rounded to their precision,
 //! integers wrap, bool is 0/1 ("the reference computes in the tensor's dtype"). Elementwise ops
-//! reuse the oracle's per-op semantics ([`tir_graph::eval::eval_op`]) and round the result;
-//! reductions and `mma` accumulate in `f32` like the GPU does (in `f64` for `f64` tiles).
+//! take the graph's typing rules ([`tir_graph::infer`]) and the oracle's value semantics
+//! ([`unary_values`], [`binary_values`]) and round the result; reductions and `mma` accumulate
+//! in `f32` like the GPU does (in `f64` for `f64` tiles).
+//!
+//! Each operation picks its op and dtype once per tile and then runs one loop over the tile's
+//! contiguous values: no per-element dispatch.
 //!
 //! Errors are one-line reasons (`String`); the interpreter adds the kernel, program and statement.
 
-use std::collections::BTreeMap;
-use tir_graph::eval::{eval_op, first_extreme, for_each_offset, maximum, minimum, wrap, F64Tensor};
-use tir_graph::{BinaryOp, DType, Op, ReduceOp, Shape, TensorType, UnaryOp, MAX_RANK};
+use tir_graph::eval::{
+    binary_values, first_extreme, for_each_offset, maximum, minimum, unary_values, wrap, F64Tensor,
+};
+use tir_graph::infer::{binary_dtype, select_dtype, unary_dtype};
+use tir_graph::{BinaryOp, DType, ReduceOp, UnaryOp};
 pub use tir_lower::run::type_name;
 use tir_lower::tile::{CmpOp, IndexOp};
 
@@ -78,60 +84,51 @@ pub fn iota(dtype: DType, shape: &[u64], axis: usize) -> Result<F64Tensor, Strin
     })
 }
 
-/// The graph op `op` on same-shape tiles `xs`, with the oracle's semantics, rounded to the result
-/// dtype. `result` is the declared result dtype; a disagreement with the op's typing is an error.
-fn through_oracle(op: &Op, xs: &[&F64Tensor], result: DType) -> Result<F64Tensor, String> {
-    let dims = &xs[0].dims;
-    if dims.len() > MAX_RANK {
-        return Err(format!(
-            "tile rank {} is more than the supported {MAX_RANK}",
-            dims.len()
-        ));
-    }
-    if let Some(x) = xs.iter().find(|x| x.dims != *dims) {
-        return Err(format!(
+/// Elementwise operands have one shape: broadcasts are explicit in the tile IR.
+fn same_dims(xs: &[&F64Tensor]) -> Result<(), String> {
+    match xs.iter().find(|x| x.dims != xs[0].dims) {
+        None => Ok(()),
+        Some(x) => Err(format!(
             "operand shapes differ: {} and {} (broadcasts are explicit in the tile IR)",
-            type_name(xs[0].dtype, dims),
+            type_name(xs[0].dtype, &xs[0].dims),
             type_name(x.dtype, &x.dims)
-        ));
+        )),
     }
-    let ty = TensorType::new(result, Shape::of(dims));
-    let mut t = eval_op(op, xs, &ty, &BTreeMap::new()).map_err(|e| e.to_string())?;
-    for v in &mut t.data {
-        *v = t.dtype.round_value(*v);
-    }
-    Ok(t)
 }
 
-pub fn unary(op: UnaryOp, x: &F64Tensor, result: DType) -> Result<F64Tensor, String> {
-    through_oracle(&Op::Unary(op), &[x], result)
+/// A tile of `dtype` and `dims` holding `data` rounded to `dtype`.
+fn rounded(dtype: DType, dims: &[u64], mut data: Vec<f64>) -> F64Tensor {
+    dtype.round_values(&mut data);
+    F64Tensor {
+        dtype,
+        dims: dims.to_vec(),
+        data,
+    }
 }
 
-pub fn binary(
-    op: BinaryOp,
-    a: &F64Tensor,
-    b: &F64Tensor,
-    result: DType,
-) -> Result<F64Tensor, String> {
-    through_oracle(&Op::Binary(op), &[a, b], result)
+/// `op` of each element of `x`: the graph's typing and the oracle's values, rounded to `x`'s
+/// dtype.
+pub fn unary(op: UnaryOp, x: &F64Tensor) -> Result<F64Tensor, String> {
+    let dtype = unary_dtype(op, x.dtype)?;
+    Ok(rounded(dtype, &x.dims, unary_values(op, dtype, &x.data)))
+}
+
+/// `a op b` elementwise on tiles of one shape: the graph's typing and the oracle's values,
+/// rounded to the result dtype (bool for comparisons).
+pub fn binary(op: BinaryOp, a: &F64Tensor, b: &F64Tensor) -> Result<F64Tensor, String> {
+    same_dims(&[a, b])?;
+    let dtype = binary_dtype(op, a.dtype, b.dtype)?;
+    Ok(rounded(
+        dtype,
+        &a.dims,
+        binary_values(op, a.dtype, &a.data, &b.data),
+    ))
 }
 
 /// `cond ? a : b` elementwise; all three of one shape, `cond` bool, `a` and `b` of one dtype.
 pub fn select(cond: &F64Tensor, a: &F64Tensor, b: &F64Tensor) -> Result<F64Tensor, String> {
-    if cond.dtype != DType::Bool {
-        return Err(format!(
-            "the condition is {}, not bool",
-            type_name(cond.dtype, &cond.dims)
-        ));
-    }
-    if a.dtype != b.dtype || a.dims != b.dims || cond.dims != a.dims {
-        return Err(format!(
-            "operands {}, {} and {} do not have one shape (and the branches one dtype)",
-            type_name(cond.dtype, &cond.dims),
-            type_name(a.dtype, &a.dims),
-            type_name(b.dtype, &b.dims)
-        ));
-    }
+    same_dims(&[cond, a, b])?;
+    let dtype = select_dtype(cond.dtype, a.dtype, b.dtype)?;
     let data = cond
         .data
         .iter()
@@ -139,7 +136,7 @@ pub fn select(cond: &F64Tensor, a: &F64Tensor, b: &F64Tensor) -> Result<F64Tenso
         .map(|(&c, (&x, &y))| if c != 0.0 { x } else { y })
         .collect();
     Ok(F64Tensor {
-        dtype: a.dtype,
+        dtype,
         dims: a.dims.clone(),
         data,
     })
@@ -148,11 +145,7 @@ pub fn select(cond: &F64Tensor, a: &F64Tensor, b: &F64Tensor) -> Result<F64Tenso
 /// `x` converted to `to` ([`DType::round_value`]: round to nearest for floats, toward zero and
 /// wrapping for integers, `x != 0` for bool).
 pub fn cast(x: &F64Tensor, to: DType) -> F64Tensor {
-    F64Tensor {
-        dtype: to,
-        dims: x.dims.clone(),
-        data: x.data.iter().map(|&v| to.round_value(v)).collect(),
-    }
+    rounded(to, &x.dims, x.data.clone())
 }
 
 /// `x` with its size-1 dims repeated to `shape` (same rank).
@@ -248,8 +241,11 @@ pub fn reduce(op: ReduceOp, x: &F64Tensor, axis: usize) -> Result<F64Tensor, Str
             type_name(x.dtype, &x.dims)
         ));
     }
-    let inner: usize = x.dims[axis + 1..].iter().map(|&d| d as usize).product();
-    let outer: usize = x.dims[..axis].iter().map(|&d| d as usize).product();
+    let lanes = Lanes {
+        outer: x.dims[..axis].iter().map(|&d| d as usize).product(),
+        len,
+        inner: x.dims[axis + 1..].iter().map(|&d| d as usize).product(),
+    };
     let dtype = match op {
         ReduceOp::ArgMax | ReduceOp::ArgMin => DType::I64,
         _ => x.dtype,
@@ -258,161 +254,260 @@ pub fn reduce(op: ReduceOp, x: &F64Tensor, axis: usize) -> Result<F64Tensor, Str
         x.dtype.is_int() || x.dtype == DType::Bool,
         x.dtype == DType::F64,
     );
-    let mut data = Vec::with_capacity(outer * inner);
-    let mut lane = Vec::with_capacity(len);
-    for o in 0..outer {
-        for i in 0..inner {
-            lane.clear();
-            lane.extend((0..len).map(|r| x.data[(o * len + r) * inner + i]));
-            let v = match op {
-                ReduceOp::Sum | ReduceOp::Mean if int => {
-                    let s = lane.iter().fold(0i64, |a, &v| a.wrapping_add(v as i64));
-                    if op == ReduceOp::Mean {
-                        wrap(dtype, s.wrapping_div(len as i64))
-                    } else {
-                        wrap(dtype, s)
-                    }
-                }
-                ReduceOp::Prod if int => wrap(
-                    dtype,
-                    lane.iter().fold(1i64, |a, &v| a.wrapping_mul(v as i64)),
-                ),
-                ReduceOp::Sum | ReduceOp::Mean if wide => {
-                    let s: f64 = lane.iter().sum();
-                    if op == ReduceOp::Mean {
-                        s / len as f64
-                    } else {
-                        s
-                    }
-                }
-                ReduceOp::Prod if wide => lane.iter().product(),
-                ReduceOp::Sum | ReduceOp::Mean => {
-                    let s = lane.iter().fold(0f32, |a, &v| a + v as f32);
-                    if op == ReduceOp::Mean {
-                        f64::from(s / len as f32)
-                    } else {
-                        f64::from(s)
-                    }
-                }
-                ReduceOp::Prod => f64::from(lane.iter().fold(1f32, |a, &v| a * v as f32)),
-                ReduceOp::Max => lane.iter().copied().fold(lane[0], maximum),
-                ReduceOp::Min => lane.iter().copied().fold(lane[0], minimum),
-                ReduceOp::ArgMax => first_extreme(&lane, |v, best| v > best),
-                ReduceOp::ArgMin => first_extreme(&lane, |v, best| v < best),
-            };
-            data.push(dtype.round_value(v));
-        }
-    }
+    let mean = op == ReduceOp::Mean;
+    let data = match op {
+        ReduceOp::Sum | ReduceOp::Mean if int => lanes.map(&x.data, |lane| {
+            let s = lane.iter().fold(0i64, |a, &v| a.wrapping_add(v as i64));
+            wrap(dtype, if mean { s.wrapping_div(len as i64) } else { s })
+        }),
+        ReduceOp::Prod if int => lanes.map(&x.data, |lane| {
+            wrap(
+                dtype,
+                lane.iter().fold(1i64, |a, &v| a.wrapping_mul(v as i64)),
+            )
+        }),
+        ReduceOp::Sum | ReduceOp::Mean if wide => lanes.map(&x.data, |lane| {
+            let s: f64 = lane.iter().sum();
+            if mean {
+                s / len as f64
+            } else {
+                s
+            }
+        }),
+        ReduceOp::Prod if wide => lanes.map(&x.data, |lane| lane.iter().product()),
+        ReduceOp::Sum | ReduceOp::Mean => lanes.map(&x.data, |lane| {
+            let s = lane.iter().fold(0f32, |a, &v| a + v as f32);
+            f64::from(if mean { s / len as f32 } else { s })
+        }),
+        ReduceOp::Prod => lanes.map(&x.data, |lane| {
+            f64::from(lane.iter().fold(1f32, |a, &v| a * v as f32))
+        }),
+        ReduceOp::Max => lanes.map(&x.data, |lane| lane.iter().copied().fold(lane[0], maximum)),
+        ReduceOp::Min => lanes.map(&x.data, |lane| lane.iter().copied().fold(lane[0], minimum)),
+        ReduceOp::ArgMax => lanes.map(&x.data, |lane| first_extreme(lane, |v, best| v > best)),
+        ReduceOp::ArgMin => lanes.map(&x.data, |lane| first_extreme(lane, |v, best| v < best)),
+    };
     let mut dims = x.dims.clone();
     dims[axis] = 1;
-    Ok(F64Tensor { dtype, dims, data })
+    Ok(rounded(dtype, &dims, data))
+}
+
+/// The lanes of a tile along one axis: `outer` groups of `inner` lanes of `len` (> 0) elements;
+/// lane `(o, i)` holds elements `(o * len + r) * inner + i`, `r` in `0..len`.
+struct Lanes {
+    outer: usize,
+    len: usize,
+    inner: usize,
+}
+
+impl Lanes {
+    /// `f` of each lane's values (in order along the axis), lanes in row-major order.
+    fn map(&self, data: &[f64], f: impl Fn(&[f64]) -> f64) -> Vec<f64> {
+        if self.outer == 0 || self.inner == 0 {
+            return Vec::new();
+        }
+        if self.inner == 1 {
+            return data.chunks_exact(self.len).map(f).collect();
+        }
+        let mut out = Vec::with_capacity(self.outer * self.inner);
+        let mut lane = vec![0.0; self.len];
+        for block in data.chunks_exact(self.len * self.inner) {
+            for i in 0..self.inner {
+                for (r, v) in lane.iter_mut().enumerate() {
+                    *v = block[r * self.inner + i];
+                }
+                out.push(f(&lane));
+            }
+        }
+        out
+    }
 }
 
 /// `acc + a @ b` over the last two dims (`a: [.., m, k]`, `b: [.., k, n]`, `acc: [.., m, n]`,
-/// equal leading dims). With an `f32` accumulator every step is one `f32` fused multiply-add
-/// (`a` and `b` converted to `f32`), in order of `k`; with `f64` the same in `f64`; with an
-/// integer accumulator wrapping `i64` arithmetic, wrapped to the dtype at the end.
+/// equal leading dims), by [`matrixmultiply`] for float accumulators.
+///
+/// With an `f32` accumulator, `a` and `b` are converted to `f32` (exact for `f16`, `bf16` and
+/// `f32` tiles) and the products are summed in `f32`: each `[m, n]` block is `sgemm`'s
+/// `1 * a @ b + 1 * acc`, so the `k` products of an element are summed from zero in the
+/// kernel's order and added to `acc` once (with fused multiply-adds where the CPU has them).
+/// With an `f64` accumulator the same in `f64` (`dgemm`). With an integer accumulator, wrapping
+/// `i64` arithmetic in order of `k`, wrapped to the dtype at the end.
 pub fn mma(a: &F64Tensor, b: &F64Tensor, acc: &F64Tensor) -> Result<F64Tensor, String> {
-    let rank = acc.dims.len();
-    let shapes = || {
-        format!(
-            "a {}, b {}, acc {}",
-            type_name(a.dtype, &a.dims),
-            type_name(b.dtype, &b.dims),
-            type_name(acc.dtype, &acc.dims)
-        )
-    };
-    if rank < 2 || a.dims.len() != rank || b.dims.len() != rank {
-        return Err(format!(
-            "mma needs operands of one rank of at least 2: {}",
-            shapes()
-        ));
-    }
-    let (m, k, n) = (a.dims[rank - 2], a.dims[rank - 1], b.dims[rank - 1]);
-    let batch = &acc.dims[..rank - 2];
-    if b.dims[rank - 2] != k
-        || acc.dims[rank - 2] != m
-        || acc.dims[rank - 1] != n
-        || a.dims[..rank - 2] != *batch
-        || b.dims[..rank - 2] != *batch
-    {
-        return Err(format!(
-            "mma shapes do not fit [.., m, k] @ [.., k, n] + [.., m, n]: {}",
-            shapes()
-        ));
-    }
-    if a.dtype != b.dtype {
-        return Err(format!("mma operands differ in dtype: {}", shapes()));
-    }
-    let (m, k, n) = (m as usize, k as usize, n as usize);
-    let batches: usize = batch.iter().map(|&d| d as usize).product();
-    let mut data = acc.data.clone();
-    match acc.dtype {
+    let shape = MmaShape::of(a, b, acc)?;
+    let data = match acc.dtype {
         DType::F32 => {
             let af: Vec<f32> = a.data.iter().map(|&v| v as f32).collect();
             let bf: Vec<f32> = b.data.iter().map(|&v| v as f32).collect();
-            let mut row = vec![0f32; n];
-            for bt in 0..batches {
-                let (am, bm) = (&af[bt * m * k..], &bf[bt * k * n..]);
-                for i in 0..m {
-                    let out = &mut data[(bt * m + i) * n..(bt * m + i + 1) * n];
-                    for (r, &c) in row.iter_mut().zip(out.iter()) {
-                        *r = c as f32;
-                    }
-                    for p in 0..k {
-                        let x = am[i * k + p];
-                        for (r, &y) in row.iter_mut().zip(&bm[p * n..(p + 1) * n]) {
-                            *r = x.mul_add(y, *r);
-                        }
-                    }
-                    for (o, &r) in out.iter_mut().zip(&row) {
-                        *o = f64::from(r);
-                    }
-                }
-            }
+            let mut cf: Vec<f32> = acc.data.iter().map(|&v| v as f32).collect();
+            shape.each_batch(&af, &bf, &mut cf, |mnk, a, b, c| {
+                gemm(matrixmultiply::sgemm, 1.0, mnk, a, b, c)
+            });
+            cf.into_iter().map(f64::from).collect()
         }
         DType::F64 => {
-            for bt in 0..batches {
-                let (am, bm) = (&a.data[bt * m * k..], &b.data[bt * k * n..]);
-                for i in 0..m {
-                    let out = &mut data[(bt * m + i) * n..(bt * m + i + 1) * n];
-                    for p in 0..k {
-                        let x = am[i * k + p];
-                        for (r, &y) in out.iter_mut().zip(&bm[p * n..(p + 1) * n]) {
-                            *r = x.mul_add(y, *r);
-                        }
-                    }
-                }
-            }
+            let mut c = acc.data.clone();
+            shape.each_batch(&a.data, &b.data, &mut c, |mnk, a, b, c| {
+                gemm(matrixmultiply::dgemm, 1.0, mnk, a, b, c)
+            });
+            c
         }
         d if d.is_int() => {
-            for bt in 0..batches {
-                let (am, bm) = (&a.data[bt * m * k..], &b.data[bt * k * n..]);
-                for i in 0..m {
-                    let out = &mut data[(bt * m + i) * n..(bt * m + i + 1) * n];
-                    for (j, o) in out.iter_mut().enumerate() {
-                        let s = (0..k).fold(*o as i64, |s, p| {
-                            s.wrapping_add(
-                                (am[i * k + p] as i64).wrapping_mul(bm[p * n + j] as i64),
-                            )
-                        });
-                        *o = d.round_value(s as f64);
-                    }
-                }
-            }
+            let mut c = acc.data.clone();
+            shape.each_batch(&a.data, &b.data, &mut c, |mnk, a, b, c| {
+                gemm_wrapping(d, mnk, a, b, c)
+            });
+            c
         }
         d => {
             return Err(format!(
                 "mma accumulates in f32, f64 or an integer dtype, not {d}: {}",
-                shapes()
+                mma_operands(a, b, acc)
             ))
         }
-    }
+    };
     Ok(F64Tensor {
         dtype: acc.dtype,
         dims: acc.dims.clone(),
         data,
     })
+}
+
+/// The sizes of an `mma`: `batches` products of `[m, k] @ [k, n]`.
+struct MmaShape {
+    batches: usize,
+    m: usize,
+    k: usize,
+    n: usize,
+}
+
+impl MmaShape {
+    /// The sizes of `acc + a @ b`, or why the operands do not fit.
+    fn of(a: &F64Tensor, b: &F64Tensor, acc: &F64Tensor) -> Result<MmaShape, String> {
+        let rank = acc.dims.len();
+        if rank < 2 || a.dims.len() != rank || b.dims.len() != rank {
+            return Err(format!(
+                "mma needs operands of one rank of at least 2: {}",
+                mma_operands(a, b, acc)
+            ));
+        }
+        let (m, k, n) = (a.dims[rank - 2], a.dims[rank - 1], b.dims[rank - 1]);
+        let batch = &acc.dims[..rank - 2];
+        if b.dims[rank - 2] != k
+            || acc.dims[rank - 2] != m
+            || acc.dims[rank - 1] != n
+            || a.dims[..rank - 2] != *batch
+            || b.dims[..rank - 2] != *batch
+        {
+            return Err(format!(
+                "mma shapes do not fit [.., m, k] @ [.., k, n] + [.., m, n]: {}",
+                mma_operands(a, b, acc)
+            ));
+        }
+        if a.dtype != b.dtype {
+            return Err(format!(
+                "mma operands differ in dtype: {}",
+                mma_operands(a, b, acc)
+            ));
+        }
+        Ok(MmaShape {
+            batches: batch.iter().map(|&d| d as usize).product(),
+            m: m as usize,
+            k: k as usize,
+            n: n as usize,
+        })
+    }
+
+    /// Calls `gemm((m, k, n), a, b, c)` on each batch's row-major blocks.
+    fn each_batch<T>(
+        &self,
+        a: &[T],
+        b: &[T],
+        c: &mut [T],
+        mut gemm: impl FnMut(Mnk, &[T], &[T], &mut [T]),
+    ) {
+        let (m, k, n) = (self.m, self.k, self.n);
+        if m == 0 || n == 0 {
+            return;
+        }
+        for bt in 0..self.batches {
+            gemm(
+                (m, k, n),
+                &a[bt * m * k..(bt + 1) * m * k],
+                &b[bt * k * n..(bt + 1) * k * n],
+                &mut c[bt * m * n..(bt + 1) * m * n],
+            );
+        }
+    }
+}
+
+/// The sizes `(m, k, n)` of one `[m, k] @ [k, n]` product.
+type Mnk = (usize, usize, usize);
+
+fn mma_operands(a: &F64Tensor, b: &F64Tensor, acc: &F64Tensor) -> String {
+    format!(
+        "a {}, b {}, acc {}",
+        type_name(a.dtype, &a.dims),
+        type_name(b.dtype, &b.dims),
+        type_name(acc.dtype, &acc.dims)
+    )
+}
+
+/// A [`matrixmultiply`] routine: `c = alpha * a @ b + beta * c` on strided matrices.
+type GemmFn<T> = unsafe fn(
+    usize,
+    usize,
+    usize,
+    T,
+    *const T,
+    isize,
+    isize,
+    *const T,
+    isize,
+    isize,
+    T,
+    *mut T,
+    isize,
+    isize,
+);
+
+/// `c += a @ b` on row-major `[m, k]`, `[k, n]` and `[m, n]` blocks through `routine` (`sgemm`
+/// or `dgemm`), `one` being 1 in its type.
+fn gemm<T: Copy>(routine: GemmFn<T>, one: T, (m, k, n): Mnk, a: &[T], b: &[T], c: &mut [T]) {
+    assert!(a.len() == m * k && b.len() == k * n && c.len() == m * n);
+    let (k_, n_) = (k as isize, n as isize);
+    // SAFETY: the asserted lengths hold the row-major blocks the strides describe, and `c`
+    // (exclusively borrowed) overlaps neither `a` nor `b`.
+    unsafe {
+        routine(
+            m,
+            k,
+            n,
+            one,
+            a.as_ptr(),
+            k_,
+            1,
+            b.as_ptr(),
+            n_,
+            1,
+            one,
+            c.as_mut_ptr(),
+            n_,
+            1,
+        )
+    }
+}
+
+/// `c += a @ b` on row-major blocks of integer values: wrapping `i64` sums in order of `k`,
+/// wrapped to `dtype`.
+fn gemm_wrapping(dtype: DType, (m, k, n): Mnk, a: &[f64], b: &[f64], c: &mut [f64]) {
+    for i in 0..m {
+        for (j, o) in c[i * n..(i + 1) * n].iter_mut().enumerate() {
+            let s = (0..k).fold(*o as i64, |s, p| {
+                s.wrapping_add((a[i * k + p] as i64).wrapping_mul(b[p * n + j] as i64))
+            });
+            *o = dtype.round_value(s as f64);
+        }
+    }
 }
 
 /// `a op b` on index values; division and remainder truncate toward zero, and a zero divisor is
@@ -463,14 +558,20 @@ mod tests {
     #[test]
     fn elementwise_rounds_to_the_dtype() {
         let x = t(DType::F16, &[2], &[1.0, 2.0]);
-        let y = unary(UnaryOp::Exp, &x, DType::F16).unwrap();
+        let y = unary(UnaryOp::Exp, &x).unwrap();
         assert_eq!(y.data[0], DType::F16.round_value(1f64.exp()));
         let i = t(DType::I8, &[1], &[100.0]);
-        let s = binary(BinaryOp::Add, &i, &i, DType::I8).unwrap();
+        let s = binary(BinaryOp::Add, &i, &i).unwrap();
         assert_eq!(s.data, vec![-56.0]);
-        let c = binary(BinaryOp::Lt, &x, &x, DType::Bool).unwrap();
+        let c = binary(BinaryOp::Lt, &x, &x).unwrap();
         assert_eq!((c.dtype, c.data), (DType::Bool, vec![0.0, 0.0]));
-        assert!(binary(BinaryOp::Lt, &x, &x, DType::F16).is_err());
+        let j = t(DType::I8, &[2], &[1.0, 2.0]);
+        assert!(binary(BinaryOp::Lt, &x, &j).is_err(), "dtypes differ");
+        assert!(binary(BinaryOp::Add, &x, &i).is_err(), "shapes differ");
+        assert!(unary(UnaryOp::Exp, &i).is_err(), "exp takes floats");
+        let b = t(DType::Bool, &[2], &[1.0, 0.0]);
+        assert_eq!(select(&b, &x, &x.clone()).unwrap().data, vec![1.0, 2.0]);
+        assert!(select(&x, &x, &x).is_err(), "the condition is bool");
     }
 
     #[test]
@@ -488,12 +589,65 @@ mod tests {
     }
 
     #[test]
-    fn mma_uses_fused_f32_steps() {
+    fn mma_adds_the_f32_product_to_the_accumulator() {
         let a = t(DType::F16, &[1, 2], &[1.0, 2.0]);
         let b = t(DType::F16, &[2, 2], &[1.0, 2.0, 3.0, 4.0]);
         let acc = t(DType::F32, &[1, 2], &[0.5, 0.0]);
         assert_eq!(mma(&a, &b, &acc).unwrap().data, vec![7.5, 10.0]);
         assert!(mma(&a, &a, &acc).is_err());
+    }
+
+    /// Batched products of every accumulator kind against a plain loop: integers exactly,
+    /// floats within their accumulation's rounding.
+    #[test]
+    fn mma_matches_a_loop_for_every_accumulator() {
+        let (batches, m, k, n) = (2usize, 3usize, 40usize, 5usize);
+        let value = |i: usize| ((i * 7919) % 23) as f64 - 11.0;
+        for (operand, accumulator, tolerance) in [
+            (DType::BF16, DType::F32, 1e-4),
+            (DType::F64, DType::F64, 1e-12),
+            (DType::I8, DType::I64, 0.0),
+        ] {
+            let dims = |r: usize, c: usize| vec![batches as u64, r as u64, c as u64];
+            let a = t(
+                operand,
+                &dims(m, k),
+                &(0..batches * m * k).map(value).collect::<Vec<_>>(),
+            );
+            let b = t(
+                operand,
+                &dims(k, n),
+                &(0..batches * k * n)
+                    .map(|i| value(i + 5))
+                    .collect::<Vec<_>>(),
+            );
+            let scale = if accumulator.is_int() { 1.0 } else { 0.25 };
+            let acc = t(
+                accumulator,
+                &dims(m, n),
+                &(0..batches * m * n)
+                    .map(|i| value(i + 9) * scale)
+                    .collect::<Vec<_>>(),
+            );
+            let got = mma(&a, &b, &acc).unwrap();
+            assert_eq!((got.dtype, &got.dims), (accumulator, &acc.dims));
+            for bt in 0..batches {
+                for i in 0..m {
+                    for j in 0..n {
+                        let o = (bt * m + i) * n + j;
+                        let want = (0..k).fold(acc.data[o], |s, p| {
+                            s + a.data[(bt * m + i) * k + p] * b.data[(bt * k + p) * n + j]
+                        });
+                        let diff = (got.data[o] - want).abs();
+                        assert!(
+                            diff <= tolerance * want.abs().max(1.0),
+                            "{accumulator}: {} vs {want}",
+                            got.data[o]
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

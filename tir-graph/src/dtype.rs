@@ -74,6 +74,7 @@ impl DType {
     /// Rounds `value` to the nearest value this dtype can hold, the way a constant of this dtype
     /// stores it: floats round to their precision, integers truncate toward zero and wrap, bool is
     /// `value != 0`. Used so that a constant's stored values are exactly representable.
+    #[inline]
     pub fn round_value(self, value: f64) -> f64 {
         match self {
             DType::Bool => f64::from(u8::from(value != 0.0)),
@@ -86,6 +87,28 @@ impl DType {
             DType::BF16 => f64::from(half::bf16::from_f64(value)),
             DType::F32 => f64::from(value as f32),
             DType::F64 => value,
+        }
+    }
+
+    /// [`DType::round_value`] of each of `values`, in place: the dtype is chosen once, then each
+    /// arm runs a loop with the dtype a constant.
+    pub fn round_values(self, values: &mut [f64]) {
+        #[inline(always)]
+        fn each(dtype: DType, values: &mut [f64]) {
+            for v in values {
+                *v = dtype.round_value(*v);
+            }
+        }
+        match self {
+            DType::Bool => each(DType::Bool, values),
+            DType::I8 => each(DType::I8, values),
+            DType::U8 => each(DType::U8, values),
+            DType::I32 => each(DType::I32, values),
+            DType::I64 => each(DType::I64, values),
+            DType::F16 => each(DType::F16, values),
+            DType::BF16 => each(DType::BF16, values),
+            DType::F32 => each(DType::F32, values),
+            DType::F64 => {}
         }
     }
 }
@@ -131,5 +154,27 @@ mod tests {
         assert_eq!(DType::Bool.round_value(-3.0), 1.0);
         assert_eq!(DType::F64.round_value(0.1), 0.1);
         assert_eq!(DType::I64.round_value(2f64.powi(63)), -(2f64.powi(63)));
+    }
+
+    #[test]
+    fn round_values_rounds_each_as_round_value() {
+        let values = [
+            1.0 + 1e-4,
+            130.7,
+            -1.5,
+            0.1,
+            2f64.powi(63),
+            f64::NAN,
+            -3.0,
+            65520.0,
+        ];
+        for dtype in DType::ALL {
+            let mut rounded = values;
+            dtype.round_values(&mut rounded);
+            for (r, &v) in rounded.iter().zip(&values) {
+                let one = dtype.round_value(v);
+                assert!(r.to_bits() == one.to_bits(), "{dtype} of {v}: {r} vs {one}");
+            }
+        }
     }
 }

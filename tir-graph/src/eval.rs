@@ -683,15 +683,11 @@ fn compute(op: &Op, xs: &[&F64Tensor], out: &[u64], dtype: DType) -> Result<Vec<
         return Ok(Vec::new());
     }
     Ok(match op {
-        Op::Unary(u) => xs[0].data.iter().map(|&x| unary(*u, dtype, x)).collect(),
+        Op::Unary(u) => unary_values(*u, dtype, &xs[0].data),
         Op::Cast { to } => xs[0].data.iter().map(|&x| to.round_value(x)).collect(),
         Op::Binary(b) => {
             let (x, y) = (broadcast(xs[0], out), broadcast(xs[1], out));
-            let operand_dtype = xs[0].dtype;
-            x.iter()
-                .zip(y.iter())
-                .map(|(&x, &y)| binary(*b, operand_dtype, x, y))
-                .collect()
+            binary_values(*b, xs[0].dtype, &x, &y)
         }
         Op::Select => {
             let (c, a, b) = (
@@ -801,63 +797,73 @@ fn sigmoid(x: f64) -> f64 {
     1.0 / (1.0 + (-x).exp())
 }
 
-fn unary(u: UnaryOp, dtype: DType, x: f64) -> f64 {
+/// `u` of each of `xs`, values of `dtype`: the op is chosen once, then applied in one loop.
+pub fn unary_values(u: UnaryOp, dtype: DType, xs: &[f64]) -> Vec<f64> {
+    fn map(xs: &[f64], f: impl Fn(f64) -> f64) -> Vec<f64> {
+        xs.iter().map(|&x| f(x)).collect()
+    }
     let int = dtype.is_int();
     match u {
-        UnaryOp::Neg if int => wrap(dtype, (x as i64).wrapping_neg()),
-        UnaryOp::Neg => -x,
-        UnaryOp::Abs if int => wrap(dtype, (x as i64).wrapping_abs()),
-        UnaryOp::Abs => x.abs(),
-        UnaryOp::Relu => maximum(x, 0.0),
-        UnaryOp::Exp => x.exp(),
-        UnaryOp::Log => x.ln(),
-        UnaryOp::Sqrt => x.sqrt(),
-        UnaryOp::Rsqrt => 1.0 / x.sqrt(),
-        UnaryOp::Reciprocal => 1.0 / x,
-        UnaryOp::Sin => x.sin(),
-        UnaryOp::Cos => x.cos(),
-        UnaryOp::Tanh => x.tanh(),
-        UnaryOp::Sigmoid => sigmoid(x),
-        UnaryOp::Erf => libm::erf(x),
-        UnaryOp::GeluErf => x * 0.5 * (1.0 + libm::erf(x / std::f64::consts::SQRT_2)),
-        UnaryOp::GeluTanh => {
+        UnaryOp::Neg if int => map(xs, |x| wrap(dtype, (x as i64).wrapping_neg())),
+        UnaryOp::Neg => map(xs, |x| -x),
+        UnaryOp::Abs if int => map(xs, |x| wrap(dtype, (x as i64).wrapping_abs())),
+        UnaryOp::Abs => map(xs, f64::abs),
+        UnaryOp::Relu => map(xs, |x| maximum(x, 0.0)),
+        UnaryOp::Exp => map(xs, f64::exp),
+        UnaryOp::Log => map(xs, f64::ln),
+        UnaryOp::Sqrt => map(xs, f64::sqrt),
+        UnaryOp::Rsqrt => map(xs, |x| 1.0 / x.sqrt()),
+        UnaryOp::Reciprocal => map(xs, |x| 1.0 / x),
+        UnaryOp::Sin => map(xs, f64::sin),
+        UnaryOp::Cos => map(xs, f64::cos),
+        UnaryOp::Tanh => map(xs, f64::tanh),
+        UnaryOp::Sigmoid => map(xs, sigmoid),
+        UnaryOp::Erf => map(xs, libm::erf),
+        UnaryOp::GeluErf => map(xs, |x| {
+            x * 0.5 * (1.0 + libm::erf(x / std::f64::consts::SQRT_2))
+        }),
+        UnaryOp::GeluTanh => map(xs, |x| {
             let c = (2.0 / std::f64::consts::PI).sqrt();
             0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
-        }
-        UnaryOp::Silu => x * sigmoid(x),
-        UnaryOp::Floor => x.floor(),
-        UnaryOp::Ceil => x.ceil(),
-        UnaryOp::Not => truth(x == 0.0),
+        }),
+        UnaryOp::Silu => map(xs, |x| x * sigmoid(x)),
+        UnaryOp::Floor => map(xs, f64::floor),
+        UnaryOp::Ceil => map(xs, f64::ceil),
+        UnaryOp::Not => map(xs, |x| truth(x == 0.0)),
     }
 }
 
-/// `x op y` for operands of `dtype` (the result dtype is bool for comparisons).
-fn binary(b: BinaryOp, dtype: DType, x: f64, y: f64) -> f64 {
+/// `xs[i] b ys[i]` for operands of `dtype` (the result dtype is bool for comparisons): the op is
+/// chosen once, then applied in one loop. `xs` and `ys` have one length.
+pub fn binary_values(b: BinaryOp, dtype: DType, xs: &[f64], ys: &[f64]) -> Vec<f64> {
+    fn zip(xs: &[f64], ys: &[f64], f: impl Fn(f64, f64) -> f64) -> Vec<f64> {
+        xs.iter().zip(ys).map(|(&x, &y)| f(x, y)).collect()
+    }
+    let ints = |f: fn(i64, i64) -> i64| zip(xs, ys, |x, y| wrap(dtype, f(x as i64, y as i64)));
     let int = dtype.is_int();
-    let ints = |f: fn(i64, i64) -> i64| wrap(dtype, f(x as i64, y as i64));
     match b {
         BinaryOp::Add if int => ints(i64::wrapping_add),
-        BinaryOp::Add => x + y,
+        BinaryOp::Add => zip(xs, ys, |x, y| x + y),
         BinaryOp::Sub if int => ints(i64::wrapping_sub),
-        BinaryOp::Sub => x - y,
+        BinaryOp::Sub => zip(xs, ys, |x, y| x - y),
         BinaryOp::Mul if int => ints(i64::wrapping_mul),
-        BinaryOp::Mul => x * y,
+        BinaryOp::Mul => zip(xs, ys, |x, y| x * y),
         BinaryOp::Div if int => ints(int_div),
-        BinaryOp::Div => x / y,
+        BinaryOp::Div => zip(xs, ys, |x, y| x / y),
         BinaryOp::Rem if int => ints(int_rem),
-        BinaryOp::Rem => x % y,
+        BinaryOp::Rem => zip(xs, ys, |x, y| x % y),
         BinaryOp::Pow if int => ints(int_pow),
-        BinaryOp::Pow => x.powf(y),
-        BinaryOp::Maximum => maximum(x, y),
-        BinaryOp::Minimum => minimum(x, y),
-        BinaryOp::Eq => truth(x == y),
-        BinaryOp::Ne => truth(x != y),
-        BinaryOp::Lt => truth(x < y),
-        BinaryOp::Le => truth(x <= y),
-        BinaryOp::Gt => truth(x > y),
-        BinaryOp::Ge => truth(x >= y),
-        BinaryOp::And => truth(x != 0.0 && y != 0.0),
-        BinaryOp::Or => truth(x != 0.0 || y != 0.0),
+        BinaryOp::Pow => zip(xs, ys, f64::powf),
+        BinaryOp::Maximum => zip(xs, ys, maximum),
+        BinaryOp::Minimum => zip(xs, ys, minimum),
+        BinaryOp::Eq => zip(xs, ys, |x, y| truth(x == y)),
+        BinaryOp::Ne => zip(xs, ys, |x, y| truth(x != y)),
+        BinaryOp::Lt => zip(xs, ys, |x, y| truth(x < y)),
+        BinaryOp::Le => zip(xs, ys, |x, y| truth(x <= y)),
+        BinaryOp::Gt => zip(xs, ys, |x, y| truth(x > y)),
+        BinaryOp::Ge => zip(xs, ys, |x, y| truth(x >= y)),
+        BinaryOp::And => zip(xs, ys, |x, y| truth(x != 0.0 && y != 0.0)),
+        BinaryOp::Or => zip(xs, ys, |x, y| truth(x != 0.0 || y != 0.0)),
     }
 }
 

@@ -135,53 +135,63 @@ fn infer_checked(op: &Op, xs: &[&TensorType]) -> Res<TensorType> {
     }
 }
 
-fn need_float(t: &TensorType) -> Res<()> {
-    if t.dtype.is_float() {
+fn need_float(dtype: DType) -> Res<()> {
+    if dtype.is_float() {
         Ok(())
     } else {
-        Err(format!("needs a float dtype, got {}", t.dtype))
+        Err(format!("needs a float dtype, got {dtype}"))
     }
 }
 
-fn need_numeric(t: &TensorType) -> Res<()> {
-    if t.dtype.is_numeric() {
+fn need_numeric(dtype: DType) -> Res<()> {
+    if dtype.is_numeric() {
         Ok(())
     } else {
-        Err(format!("needs a numeric dtype, got {}", t.dtype))
+        Err(format!("needs a numeric dtype, got {dtype}"))
     }
 }
 
-fn need_bool(t: &TensorType, what: &str) -> Res<()> {
-    if t.dtype == DType::Bool {
+fn need_bool(dtype: DType, what: &str) -> Res<()> {
+    if dtype == DType::Bool {
         Ok(())
     } else {
-        Err(format!("{what} must be bool, got {}", t.dtype))
+        Err(format!("{what} must be bool, got {dtype}"))
     }
 }
 
-fn need_same_dtype(a: &TensorType, b: &TensorType) -> Res<()> {
-    if a.dtype == b.dtype {
+fn need_same_dtype(a: DType, b: DType) -> Res<()> {
+    if a == b {
         Ok(())
     } else {
-        Err(format!(
-            "dtypes {} and {} differ (cast one first)",
-            a.dtype, b.dtype
-        ))
+        Err(format!("dtypes {a} and {b} differ (cast one first)"))
     }
 }
 
 fn unary(u: UnaryOp, x: &TensorType) -> Res<TensorType> {
+    unary_dtype(u, x.dtype)?;
+    Ok(x.clone())
+}
+
+/// The dtype of `u` on a tensor of `x` (which it keeps), or why `u` does not take `x`.
+pub fn unary_dtype(u: UnaryOp, x: DType) -> Result<DType, String> {
     match u {
         UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu => need_numeric(x)?,
         UnaryOp::Not => need_bool(x, "the operand")?,
         _ => need_float(x)?,
     }
-    Ok(x.clone())
+    Ok(x)
 }
 
 fn binary(b: BinaryOp, x: &TensorType, y: &TensorType) -> Res<TensorType> {
+    let dtype = binary_dtype(b, x.dtype, y.dtype)?;
+    let shape = x.shape.broadcast(&y.shape).map_err(|e| e.to_string())?;
+    Ok(TensorType::new(dtype, shape))
+}
+
+/// The result dtype of `b` on operands of `x` and `y`, or why `b` does not take them.
+pub fn binary_dtype(b: BinaryOp, x: DType, y: DType) -> Result<DType, String> {
     need_same_dtype(x, y)?;
-    let dtype = match b {
+    Ok(match b {
         BinaryOp::And | BinaryOp::Or => {
             need_bool(x, "operands")?;
             DType::Bool
@@ -193,26 +203,31 @@ fn binary(b: BinaryOp, x: &TensorType, y: &TensorType) -> Res<TensorType> {
         }
         BinaryOp::Pow => {
             need_float(x)?;
-            x.dtype
+            x
         }
         _ => {
             need_numeric(x)?;
-            x.dtype
+            x
         }
-    };
-    let shape = x.shape.broadcast(&y.shape).map_err(|e| e.to_string())?;
-    Ok(TensorType::new(dtype, shape))
+    })
 }
 
 fn select(cond: &TensorType, a: &TensorType, b: &TensorType) -> Res<TensorType> {
-    need_bool(cond, "the condition")?;
-    need_same_dtype(a, b)?;
+    let dtype = select_dtype(cond.dtype, a.dtype, b.dtype)?;
     let shape = cond
         .shape
         .broadcast(&a.shape)
         .and_then(|s| s.broadcast(&b.shape))
         .map_err(|e| e.to_string())?;
-    Ok(TensorType::new(a.dtype, shape))
+    Ok(TensorType::new(dtype, shape))
+}
+
+/// The result dtype of `select` with a condition of `cond` and branches of `a` and `b`, or why
+/// it does not take them.
+pub fn select_dtype(cond: DType, a: DType, b: DType) -> Result<DType, String> {
+    need_bool(cond, "the condition")?;
+    need_same_dtype(a, b)?;
+    Ok(a)
 }
 
 /// Checks that `axes` are distinct and below `rank`.
@@ -235,18 +250,18 @@ fn reduce(op: ReduceOp, axes: &[usize], keepdims: bool, x: &TensorType) -> Res<T
     check_axes(axes, x.rank())?;
     let dtype = match op {
         ReduceOp::Mean => {
-            need_float(x)?;
+            need_float(x.dtype)?;
             x.dtype
         }
         ReduceOp::ArgMax | ReduceOp::ArgMin => {
-            need_numeric(x)?;
+            need_numeric(x.dtype)?;
             if axes.len() != 1 {
                 return Err(format!("reduces over exactly one axis, got {}", axes.len()));
             }
             DType::I64
         }
         _ => {
-            need_numeric(x)?;
+            need_numeric(x.dtype)?;
             x.dtype
         }
     };
@@ -268,8 +283,8 @@ fn reduce(op: ReduceOp, axes: &[usize], keepdims: bool, x: &TensorType) -> Res<T
 }
 
 fn matmul(a: &TensorType, b: &TensorType) -> Res<TensorType> {
-    need_same_dtype(a, b)?;
-    need_numeric(a)?;
+    need_same_dtype(a.dtype, b.dtype)?;
+    need_numeric(a.dtype)?;
     if a.rank() < 2 || b.rank() < 2 {
         return Err("both operands need rank 2 or more ([..., m, k] @ [..., k, n])".into());
     }
@@ -301,8 +316,8 @@ fn conv(
     x: &TensorType,
     w: &TensorType,
 ) -> Res<TensorType> {
-    need_same_dtype(x, w)?;
-    need_float(x)?;
+    need_same_dtype(x.dtype, w.dtype)?;
+    need_float(x.dtype)?;
     let spatial = x.rank().saturating_sub(2);
     if !(1..=3).contains(&spatial) || w.rank() != x.rank() {
         return Err(
@@ -511,7 +526,7 @@ fn concat(axis: usize, xs: &[&TensorType]) -> Res<TensorType> {
     }
     let mut total = 0u64;
     for (i, x) in xs.iter().enumerate() {
-        need_same_dtype(first, x)?;
+        need_same_dtype(first.dtype, x.dtype)?;
         if x.rank() != first.rank() {
             return Err(format!(
                 "operand {i} has rank {}, expected {}",
@@ -642,7 +657,7 @@ fn state_assign(state: &TensorType, value: &TensorType) -> Res<TensorType> {
 
 fn state_write_slice(axis: usize, start: Option<u64>, xs: &[&TensorType]) -> Res<TensorType> {
     let (state, value) = (xs[0], xs[1]);
-    need_same_dtype(state, value)?;
+    need_same_dtype(state.dtype, value.dtype)?;
     if value.rank() != state.rank() {
         return Err(format!(
             "the value has rank {}, the state {}",
