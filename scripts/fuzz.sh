@@ -2,7 +2,8 @@
 # Fuzzes tir's readers with cargo-fuzz (libFuzzer; the nightly toolchain and `cargo install
 # cargo-fuzz`), each target for SECONDS (default 60), starting from the seeds in
 # fuzz/seeds/TARGET and the corpus it grew before (fuzz/corpus/TARGET, ignored). A crash stops
-# the run with its input in fuzz/artifacts/TARGET (crash-, oom-, timeout- or leak-): minimize
+# that target with its input in fuzz/artifacts/TARGET, the others still run, and the script
+# fails at the end (crash-, oom-, timeout- or leak-): minimize
 # it (`cargo +nightly fuzz tmin TARGET FILE` in fuzz/), keep it in fuzz/regressions/TARGET, add
 # a test in the crate that owns the reader, and fix the reader.
 #
@@ -40,15 +41,20 @@ if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
     exit 1
 fi
 export RAYON_NUM_THREADS=1
+crashed=()
 for target in "${targets[@]}"; do
     mkdir -p "fuzz/corpus/$target"
     echo "== $target for ${seconds}s"
-    (cd fuzz && cargo +nightly fuzz run "$target" "corpus/$target" "seeds/$target" -- \
+    (cd fuzz && cargo +nightly fuzz run -O "$target" "corpus/$target" "seeds/$target" -- \
         -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=256 -timeout=10 \
         -print_final_stats=1) 2>&1 \
         | grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|==|SUMMARY|.*panicked)" || true
     if compgen -G "fuzz/artifacts/$target/*" >/dev/null; then
         echo "error: $target crashed; inputs in fuzz/artifacts/$target" >&2
-        exit 1
+        crashed+=("$target")
     fi
 done
+if ((${#crashed[@]})); then
+    echo "error: crashed: ${crashed[*]}" >&2
+    exit 1
+fi
