@@ -7,7 +7,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
-use testsuite::fuzz::{seeds, TARGETS};
+use testsuite::fuzz::{seeds, Target, TARGETS};
 
 /// A global allocator that records the largest single allocation of each thread.
 struct Recording;
@@ -67,7 +67,7 @@ fn files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
-fn target(name: &str) -> fn(&[u8]) -> bool {
+fn target(name: &str) -> Target {
     TARGETS
         .iter()
         .find(|(n, _)| *n == name)

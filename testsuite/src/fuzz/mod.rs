@@ -23,8 +23,11 @@ use tir_lower::{Backend, BackendError};
 
 pub mod seeds;
 
+/// A target's body: whether the reader accepted the bytes as given.
+pub type Target = fn(&[u8]) -> bool;
+
 /// Every target by name, in the order `scripts/fuzz.sh` runs them.
-pub const TARGETS: &[(&str, fn(&[u8]) -> bool)] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("tir_file", tir_file),
     ("text", text),
     ("npy", npy),
@@ -256,7 +259,7 @@ fn compile_and_run(graph: &Graph) {
         let n = dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d))?;
         sum.checked_add(n)
     });
-    if !elements.is_some_and(|n| n <= MAX_RUN_ELEMENTS) {
+    if elements.is_none_or(|n| n > MAX_RUN_ELEMENTS) {
         return;
     }
     let sources = crate::values::sources(
