@@ -175,8 +175,8 @@ impl KernelCache {
         let Ok(mut bytes) = fs::read(&path) else {
             return Lookup::Miss;
         };
-        if let Err(reason) = verify(key, &bytes) {
-            return Lookup::Corrupt(remove_corrupt(&path, reason));
+        if let Err(e) = decode_entry(key, &bytes) {
+            return Lookup::Corrupt(remove_corrupt(&path, e.to_string()));
         }
         touch(&path);
         bytes.drain(..HEADER_LEN);
@@ -311,46 +311,61 @@ fn header(key: u64, payload: &[u8]) -> [u8; HEADER_LEN] {
     h
 }
 
-fn u64_at(bytes: &[u8], at: usize) -> Option<u64> {
-    let field: [u8; 8] = bytes.get(at..at + 8)?.try_into().ok()?;
-    Some(u64::from_le_bytes(field))
+/// The bytes of the entry file that [`KernelCache::put`] writes for `key` and `payload`.
+pub fn encode_entry(key: u64, payload: &[u8]) -> Vec<u8> {
+    [&header(key, payload)[..], payload].concat()
 }
 
-/// Checks an entry file's bytes against the format and `key`; `Err` says what is wrong.
-fn verify(key: u64, bytes: &[u8]) -> Result<(), String> {
+/// Why an entry file's bytes were refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EntryError {
+    #[error("truncated header ({len} of {HEADER_LEN} bytes)")]
+    TruncatedHeader { len: usize },
+    #[error("bad magic (not a tir kernel cache entry)")]
+    BadMagic,
+    #[error("format version {:?}, expected {:?}", char::from(*.found), char::from(MAGIC[7]))]
+    Version { found: u8 },
+    #[error("holds key {stored:016x}, not {key:016x}")]
+    WrongKey { stored: u64, key: u64 },
+    #[error("payload is {found} bytes, header says {declared}")]
+    Length { declared: u64, found: u64 },
+    #[error("payload checksum mismatch (stored {stored:#018x}, computed {computed:#018x})")]
+    Checksum { stored: u64, computed: u64 },
+}
+
+/// The little-endian u64 at `at`; the caller has checked that the header is whole.
+fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    let mut field = [0u8; 8];
+    field.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(field)
+}
+
+/// The payload of an entry file's `bytes`, checked against the format and `key`.
+pub fn decode_entry(key: u64, bytes: &[u8]) -> Result<&[u8], EntryError> {
     if bytes.len() < HEADER_LEN {
-        return Err(format!(
-            "truncated header ({} of {HEADER_LEN} bytes)",
-            bytes.len()
-        ));
+        return Err(EntryError::TruncatedHeader { len: bytes.len() });
     }
     if bytes[..7] != MAGIC[..7] {
-        return Err("bad magic (not a tir kernel cache entry)".to_string());
+        return Err(EntryError::BadMagic);
     }
     if bytes[7] != MAGIC[7] {
-        return Err(format!(
-            "format version {:?}, expected {:?}",
-            char::from(bytes[7]),
-            char::from(MAGIC[7])
-        ));
+        return Err(EntryError::Version { found: bytes[7] });
     }
-    let field = |at| u64_at(bytes, at).ok_or_else(|| "unreadable header".to_string());
-    let stored_key = field(8)?;
-    if stored_key != key {
-        return Err(format!("holds key {stored_key:016x}, not {key:016x}"));
+    let stored = u64_at(bytes, 8);
+    if stored != key {
+        return Err(EntryError::WrongKey { stored, key });
     }
     let payload = &bytes[HEADER_LEN..];
-    let len = field(16)?;
-    if len != payload.len() as u64 {
-        return Err(format!(
-            "payload is {} bytes, header says {len}",
-            payload.len()
-        ));
+    let declared = u64_at(bytes, 16);
+    if declared != payload.len() as u64 {
+        let found = payload.len() as u64;
+        return Err(EntryError::Length { declared, found });
     }
-    if field(24)? != checksum(payload) {
-        return Err("payload checksum mismatch".to_string());
+    let (stored, computed) = (u64_at(bytes, 24), checksum(payload));
+    if stored != computed {
+        return Err(EntryError::Checksum { stored, computed });
     }
-    Ok(())
+    Ok(payload)
 }
 
 /// Deletes a corrupt entry; the reason says if that failed too.
@@ -464,6 +479,21 @@ mod tests {
         check_corruption(|b| b[7] = b'2', "format version");
         check_corruption(|b| b[8] ^= 1, "holds key");
         check_corruption(|b| b.push(0), "payload is 8 bytes");
+    }
+
+    #[test]
+    fn entries_decode_from_memory_with_typed_errors() {
+        let bytes = encode_entry(9, b"cubin");
+        assert_eq!(decode_entry(9, &bytes), Ok(&b"cubin"[..]));
+        let wrong = EntryError::WrongKey { stored: 9, key: 8 };
+        assert_eq!(decode_entry(8, &bytes), Err(wrong));
+        let short = EntryError::TruncatedHeader { len: 31 };
+        assert_eq!(decode_entry(9, &bytes[..31]), Err(short));
+        let cut = EntryError::Length {
+            declared: 5,
+            found: 4,
+        };
+        assert_eq!(decode_entry(9, &bytes[..bytes.len() - 1]), Err(cut));
     }
 
     #[test]

@@ -15,8 +15,8 @@
 //! the target, so no reader ever sees a partially written package, and it refuses to write an
 //! inconsistent one. [`read`] and [`from_bytes`] refuse a foreign, truncated, corrupt,
 //! wrong-version or inconsistent file with one [`PackageError`] line naming the file and the
-//! reason, without panicking and without allocating more than the file holds (up to
-//! [`MAX_PAYLOAD_LEN`]); [`Package::cubins_for`] refuses an architecture the package lacks.
+//! reason, without panicking and without allocating more than a small multiple of what the
+//! file holds (up to [`MAX_PAYLOAD_LEN`]); [`Package::cubins_for`] refuses an architecture the package lacks.
 
 use crate::codegen::KernelAbi;
 use serde::{Deserialize, Serialize};
@@ -33,8 +33,9 @@ pub const FORMAT_VERSION: u32 = 3;
 pub const MAGIC: [u8; 8] = *b"TIRPKG\0\0";
 /// Magic, version, payload length, checksum.
 pub const HEADER_LEN: usize = 28;
-/// The largest payload written or read. Also the decoder's allocation bound, so that a length
-/// field inside a (checksum-valid but crafted) payload cannot ask for more memory than this.
+/// The largest payload written or read. The decoder's allocations are bounded by the payload's
+/// length ([`tir_graph::file::decode_bincode`]), so that a length field inside a (checksum-valid
+/// but crafted) payload cannot ask for much more memory than the file holds.
 pub const MAX_PAYLOAD_LEN: u64 = 1 << 30;
 
 /// A program with everything needed to run it on a GPU without compiling.
@@ -121,12 +122,6 @@ impl Package {
             }
         }
     }
-}
-
-/// Decoding is bounded by [`MAX_PAYLOAD_LEN`]; the limit does not change the encoding, so this
-/// reads exactly what `bincode::config::standard()` writes.
-fn decode_config() -> impl bincode::config::Config {
-    bincode::config::standard().with_limit::<{ MAX_PAYLOAD_LEN as usize }>()
 }
 
 fn checksum(payload: &[u8]) -> u64 {
@@ -225,7 +220,7 @@ pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Package, PackageError> {
             "checksum mismatch (stored {stored:#018x}, computed {computed:#018x})"
         )));
     }
-    let (pkg, used): (Package, usize) = bincode::serde::decode_from_slice(payload, decode_config())
+    let (pkg, used): (Package, usize) = tir_graph::file::decode_bincode(payload)
         .map_err(|e| corrupt(format!("the payload does not decode: {e}")))?;
     if used != payload.len() {
         return Err(corrupt(format!(

@@ -7,6 +7,7 @@
 pub mod case;
 pub mod compare;
 mod corpus;
+pub mod fuzz;
 pub mod onnx_node;
 pub mod report;
 pub mod runner;

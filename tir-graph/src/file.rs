@@ -16,8 +16,8 @@ pub const MAGIC: [u8; 8] = *b"TIRGRAPH";
 /// The format version this build writes and the newest it reads.
 pub const FORMAT_VERSION: u32 = 1;
 pub const HEADER_LEN: usize = 28;
-/// The largest body a reader accepts, and the most a decoder may allocate: a bound, so that a
-/// corrupt length field cannot exhaust memory.
+/// The largest body a reader accepts. The decoder's allocations are bounded by the body's
+/// length ([`decode_bincode`]).
 pub const MAX_BODY_LEN: u64 = 1 << 30;
 
 /// Why a `.tir` file was refused.
@@ -54,8 +54,45 @@ pub enum FileError {
     Invalid(#[from] GraphError),
 }
 
-fn bincode_config() -> impl bincode::config::Config {
-    bincode::config::standard().with_limit::<{ MAX_BODY_LEN as usize }>()
+/// The most bytes a decoder claims per byte it reads: 16, the size of the widest primitive
+/// (`u128`), each read from at least one byte.
+pub const CLAIM_PER_BYTE: usize = 16;
+
+/// A serde value of `T` from `bytes` in bincode's standard encoding, and how many bytes it
+/// used. Bincode allocates a string or a byte buffer at the length its prefix gives before it
+/// reads the bytes, within a limit on what the decoding claims (each primitive its size, each
+/// string its length). The limit here is [`CLAIM_PER_BYTE`] × `bytes.len()` (rounded up to a
+/// power of 4, at least 4 KiB): what a valid encoding never exceeds, so that a length taken from
+/// corrupt bytes cannot allocate far more than there are bytes.
+/// `Err` says why, in words.
+pub fn decode_bincode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<(T, usize), String> {
+    decode_within(bytes).map_err(|e| match e {
+        bincode::error::DecodeError::LimitExceeded => format!(
+            "a length in it promises more than its {} bytes can hold",
+            bytes.len()
+        ),
+        e => e.to_string(),
+    })
+}
+
+fn decode_within<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+) -> Result<(T, usize), bincode::error::DecodeError> {
+    let bound = bytes.len().saturating_mul(CLAIM_PER_BYTE);
+    macro_rules! within {
+        ($($shift:literal)*) => {
+            $(
+                if bound <= 1usize << $shift {
+                    let config = bincode::config::standard().with_limit::<{ 1usize << $shift }>();
+                    return bincode::serde::decode_from_slice(bytes, config);
+                }
+            )*
+        };
+    }
+    within!(12 14 16 18 20 22 24 26 28 30 32);
+    // Over 256 MiB of bytes (over any body a reader here accepts at 1 GiB: 16 GiB).
+    let config = bincode::config::standard().with_limit::<{ 1usize << 34 }>();
+    bincode::serde::decode_from_slice(bytes, config)
 }
 
 /// FNV-1a 64 of `bytes`.
@@ -67,7 +104,7 @@ pub fn checksum(bytes: &[u8]) -> u64 {
 
 /// The file's bytes for `graph`.
 pub fn encode(graph: &Graph) -> Vec<u8> {
-    let body = bincode::serde::encode_to_vec(graph.to_data(), bincode_config())
+    let body = bincode::serde::encode_to_vec(graph.to_data(), bincode::config::standard())
         .expect("a graph's data always encodes");
     let mut bytes = Vec::with_capacity(HEADER_LEN + body.len());
     bytes.extend_from_slice(&MAGIC);
@@ -127,9 +164,7 @@ pub fn decode(bytes: &[u8]) -> Result<Graph, FileError> {
     if computed != stored {
         return Err(FileError::Checksum { stored, computed });
     }
-    let (data, used): (GraphData, usize) =
-        bincode::serde::decode_from_slice(body, bincode_config())
-            .map_err(|e| FileError::Decode(e.to_string()))?;
+    let (data, used): (GraphData, usize) = decode_bincode(body).map_err(FileError::Decode)?;
     if used != body.len() {
         return Err(FileError::TrailingBytes((body.len() - used) as u64));
     }

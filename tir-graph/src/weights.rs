@@ -1,7 +1,8 @@
 //! Weights files: `.safetensors`, read memory-mapped (a tensor is a [`HostTensor`] borrowing the
 //! mapped bytes: no copy and no `f64` detour) and written atomically.
 //!
-//! [`WeightsFile::open`] checks the whole file before it returns: the header (its length, its
+//! [`WeightsFile::open`] (and [`WeightsFile::from_bytes`], for a file's bytes already in memory)
+//! checks the whole file before it returns: the header (its length, its
 //! JSON, every tensor's offsets against its dtype and shape, the data ending where the file
 //! ends; the `safetensors` crate's validation), that every dtype is one tir has, and that bool
 //! tensors hold only 0 and 1. Each refusal is one [`WeightsError`] naming the file and, where
@@ -48,12 +49,28 @@ struct Entry {
     bytes: Range<usize>,
 }
 
-/// A `.safetensors` file, memory-mapped and checked (see the module doc).
+/// A `.safetensors` file, memory-mapped (or its bytes, held) and checked (see the module doc).
 pub struct WeightsFile {
     path: PathBuf,
-    map: memmap2::Mmap,
+    bytes: Bytes,
     /// In file order.
     entries: Vec<Entry>,
+}
+
+/// Where a [`WeightsFile`]'s bytes are.
+enum Bytes {
+    Mapped(memmap2::Mmap),
+    Held(Vec<u8>),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(map) => map,
+            Bytes::Held(bytes) => bytes,
+        }
+    }
 }
 
 fn dtype_of(dtype: Dtype) -> Option<DType> {
@@ -89,9 +106,8 @@ impl WeightsFile {
     /// Maps and checks the file at `path`.
     pub fn open(path: impl AsRef<Path>) -> Result<WeightsFile, WeightsError> {
         let path = path.as_ref();
-        let shown = path.display().to_string();
         let io = |source| WeightsError::Io {
-            path: shown.clone(),
+            path: path.display().to_string(),
             source,
         };
         let file = std::fs::File::open(path).map_err(io)?;
@@ -99,8 +115,18 @@ impl WeightsFile {
         // assumes no other process truncates or rewrites the file while it is open (tir writes
         // its files by rename, which leaves a mapped file as it was).
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+        WeightsFile::checked(path, Bytes::Mapped(map))
+    }
+
+    /// Checks a file's `bytes`, held in memory; `path` names the file in messages.
+    pub fn from_bytes(path: impl AsRef<Path>, bytes: Vec<u8>) -> Result<WeightsFile, WeightsError> {
+        WeightsFile::checked(path.as_ref(), Bytes::Held(bytes))
+    }
+
+    fn checked(path: &Path, bytes: Bytes) -> Result<WeightsFile, WeightsError> {
+        let shown = path.display().to_string();
         let (header_len, metadata) =
-            SafeTensors::read_metadata(&map).map_err(|e| WeightsError::Format {
+            SafeTensors::read_metadata(&bytes).map_err(|e| WeightsError::Format {
                 path: shown.clone(),
                 reason: e.to_string(),
             })?;
@@ -123,7 +149,7 @@ impl WeightsFile {
                 name,
             };
             // Checks the size and, for bool, every byte.
-            HostTensor::from_bytes(entry.dtype, &entry.dims, &map[entry.bytes.clone()]).map_err(
+            HostTensor::from_bytes(entry.dtype, &entry.dims, &bytes[entry.bytes.clone()]).map_err(
                 |source| WeightsError::Tensor {
                     path: shown.clone(),
                     name: entry.name.clone(),
@@ -134,7 +160,7 @@ impl WeightsFile {
         }
         Ok(WeightsFile {
             path: path.to_path_buf(),
-            map,
+            bytes,
             entries,
         })
     }
@@ -145,7 +171,7 @@ impl WeightsFile {
 
     /// The file's size in bytes.
     pub fn size(&self) -> usize {
-        self.map.len()
+        self.bytes.len()
     }
 
     pub fn len(&self) -> usize {
@@ -172,7 +198,7 @@ impl WeightsFile {
     }
 
     fn tensor(&self, e: &Entry) -> HostTensor<'_> {
-        HostTensor::from_bytes(e.dtype, &e.dims, &self.map[e.bytes.clone()])
+        HostTensor::from_bytes(e.dtype, &e.dims, &self.bytes[e.bytes.clone()])
             .expect("checked when the file was opened")
     }
 }
@@ -300,6 +326,31 @@ mod tests {
         assert!(e.contains("\"mask\"") && e.contains("not a bool"), "{e}");
         let e = refused(dir.path().join("missing.safetensors"));
         assert!(e.contains("No such file"), "{e}");
+    }
+
+    #[test]
+    fn bytes_in_memory_read_like_the_mapped_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = sample(dir.path());
+        let bytes = std::fs::read(&path).unwrap();
+        let mapped = WeightsFile::open(&path).unwrap();
+        let held = WeightsFile::from_bytes("held.safetensors", bytes.clone()).unwrap();
+        assert_eq!(held.size(), mapped.size());
+        let tensors = |w: &WeightsFile| -> Vec<(String, String, Vec<u8>)> {
+            w.iter()
+                .map(|(n, t)| (n.to_string(), t.type_name(), t.bytes().to_vec()))
+                .collect()
+        };
+        assert_eq!(tensors(&held), tensors(&mapped));
+        let cut = bytes[..bytes.len() - 3].to_vec();
+        let e = WeightsFile::from_bytes("held.safetensors", cut)
+            .err()
+            .unwrap();
+        assert!(
+            e.to_string()
+                .starts_with("held.safetensors: not a valid safetensors file"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -411,7 +411,7 @@ fn a_huge_length_field_is_too_large_without_allocating() {
 }
 
 #[test]
-fn a_body_claiming_a_huge_string_is_refused_within_the_allocation_bound() {
+fn a_body_claiming_a_huge_string_is_refused_before_allocating() {
     // nodes: 1 entry; op: variant 0 (input); name: a varint length (252 = u32 follows), no bytes.
     let body_claiming = |len: u32| {
         let mut body = vec![1, 0, 252];
@@ -419,20 +419,31 @@ fn a_body_claiming_a_huge_string_is_refused_within_the_allocation_bound() {
         body.extend_from_slice(b"abc");
         wrap(&body)
     };
-    // Over the decoder's limit: refused before allocating.
-    let bad = body_claiming(u32::MAX);
-    let (err, largest) = largest_allocation(|| file::decode(&bad).unwrap_err());
+    // Any length past what the 10-byte body can hold is refused before it is allocated (the
+    // decoder may claim CLAIM_PER_BYTE per byte of body; 1 << 29 used to be allocated).
+    for len in [u32::MAX, 1 << 29, 1 << 16] {
+        let bad = body_claiming(len);
+        let (err, largest) = largest_allocation(|| file::decode(&bad).unwrap_err());
+        assert!(matches!(err, FileError::Decode(_)), "{err:?}");
+        assert!(largest < 4096, "{len}: decoding allocated {largest} bytes");
+        assert_eq!(
+            err.to_string(),
+            "the body does not decode: a length in it promises more than its 10 bytes can hold"
+        );
+    }
+}
+
+/// Found by fuzzing (fuzz/regressions/tir_file): a name's length claims 418 MB in an 11-byte
+/// body, and was allocated before the bytes were found missing.
+#[test]
+fn a_fuzzed_output_name_length_is_refused_before_allocating() {
+    let body = [
+        0x00, 0xff, 0x3b, 0xfe, 0x00, 0x06, 0xfc, 0x01, 0x79, 0xf6, 0x18,
+    ];
+    let bytes = wrap(&body);
+    let (err, largest) = largest_allocation(|| file::decode(&bytes).unwrap_err());
     assert!(matches!(err, FileError::Decode(_)), "{err:?}");
-    assert!(largest < 1 << 20, "decoding allocated {largest} bytes");
-    assert_eq!(err.to_string(), "the body does not decode: LimitExceeded");
-    // Under the limit, the allocation stays within the documented bound, MAX_BODY_LEN.
-    let bad = body_claiming(1 << 29);
-    let (err, largest) = largest_allocation(|| file::decode(&bad).unwrap_err());
-    assert!(matches!(err, FileError::Decode(_)), "{err:?}");
-    assert!(
-        largest as u64 <= MAX_BODY_LEN,
-        "decoding allocated {largest} bytes"
-    );
+    assert!(largest < 4096, "decoding allocated {largest} bytes");
 }
 
 // ---- bodies with a valid checksum that are not a valid graph ----

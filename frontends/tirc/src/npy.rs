@@ -84,8 +84,60 @@ where
     HostTensor::from_vec(values, dims).map_err(|e| NpyError::Data(e.to_string()))
 }
 
+/// Checks that the header length in a `.npy` preamble (magic, version, then the length: `u16`
+/// in version 1, `u32` in versions 2 and 3) fits in `bytes`, before `npyz` allocates a buffer
+/// of that length, and that the header is not nested too deep for `npyz`'s parser. Other
+/// faults of the header are left to `npyz` to name.
+fn check_header_len(bytes: &[u8]) -> Result<(), NpyError> {
+    if !bytes.starts_with(b"\x93NUMPY") {
+        return Ok(());
+    }
+    let field = match bytes.get(6) {
+        Some(1) => bytes.get(8..10),
+        Some(2 | 3) => bytes.get(8..12),
+        _ => None,
+    };
+    let Some(field) = field else {
+        return Ok(());
+    };
+    let mut le = [0u8; 8];
+    le[..field.len()].copy_from_slice(field);
+    let len = u64::from_le_bytes(le);
+    let start = 8 + field.len();
+    let have = (bytes.len() - start) as u64;
+    if len > have {
+        return Err(NpyError::Header(format!(
+            "the header length is {len} bytes, the file has {have} after it"
+        )));
+    }
+    check_nesting(&bytes[start..start + len as usize])
+}
+
+/// The deepest nesting of brackets a `.npy` header may have: the dict, a structured dtype's
+/// list, a field's tuple, a field's shape. Deeper headers are refused before `npyz` parses them
+/// (its parser takes time exponential in the depth).
+const MAX_HEADER_NESTING: usize = 4;
+
+fn check_nesting(header: &[u8]) -> Result<(), NpyError> {
+    let mut depth = 0usize;
+    for &b in header {
+        match b {
+            b'{' | b'[' | b'(' => depth += 1,
+            b'}' | b']' | b')' => depth = depth.saturating_sub(1),
+            _ => continue,
+        }
+        if depth > MAX_HEADER_NESTING {
+            return Err(NpyError::Header(format!(
+                "the header nests brackets more than {MAX_HEADER_NESTING} deep"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Reads a `.npy` file's bytes.
 pub fn decode(bytes: &[u8]) -> Result<HostTensor<'static>, NpyError> {
+    check_header_len(bytes)?;
     let mut rest: &[u8] = bytes;
     let header =
         npyz::NpyHeader::from_reader(&mut rest).map_err(|e| NpyError::Header(e.to_string()))?;

@@ -208,3 +208,44 @@ fn a_header_promising_more_than_the_file_holds_is_refused_before_reading() {
     let m = npy::decode(&bytes).unwrap_err().to_string();
     assert!(m.contains("truncated"), "{m}");
 }
+
+/// Found by fuzzing (fuzz/regressions/npy): a version-2 header whose length field says 662 MB in
+/// a file of 160 bytes. It used to be allocated before anything was read; now it is refused
+/// by its length.
+#[test]
+fn a_header_length_past_the_end_is_refused_before_allocating() {
+    let mut bytes = b"\x93NUMPY\x02\x00".to_vec();
+    bytes.extend(662_372_470u32.to_le_bytes());
+    bytes.extend(b"{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }\n");
+    match npy::decode(&bytes) {
+        Err(NpyError::Header(why)) => assert!(
+            why.contains("the header length is 662372470 bytes, the file has 58 after it"),
+            "{why}"
+        ),
+        other => panic!("expected a header error, got {other:?}"),
+    }
+    // Version 1's length is a u16.
+    let mut v1 = b"\x93NUMPY\x01\x00".to_vec();
+    v1.extend(1000u16.to_le_bytes());
+    v1.extend(b"{}");
+    let e = npy::decode(&v1).unwrap_err().to_string();
+    assert!(e.contains("header length is 1000 bytes"), "{e}");
+}
+
+/// Found by fuzzing (fuzz/regressions/npy): a header of 30 nested `{` took npyz's parser more
+/// than 12 seconds; it is refused by its depth before it is parsed.
+#[test]
+fn a_deeply_nested_header_is_refused_quickly() {
+    let dict = format!(
+        "{}'descr': '|i1', 'fortran_order': False, 'shape': (2, 3), }}\n",
+        "{".repeat(30)
+    );
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend((dict.len() as u16).to_le_bytes());
+    bytes.extend(dict.as_bytes());
+    bytes.extend([0u8; 6]);
+    let start = std::time::Instant::now();
+    let e = npy::decode(&bytes).unwrap_err().to_string();
+    assert!(e.contains("nests brackets more than 4 deep"), "{e}");
+    assert!(start.elapsed().as_secs() < 1, "{:?}", start.elapsed());
+}
