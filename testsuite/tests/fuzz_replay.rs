@@ -4,45 +4,12 @@
 //! once crashed on, kept in `fuzz/regressions/TARGET`, must now go through without a panic and,
 //! but for the pipeline's, without one allocation larger than [`allocation_bound`].
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use testsuite::fuzz::{seeds, Target, TARGETS};
-
-/// A global allocator that records the largest single allocation of each thread.
-struct Recording;
-
-thread_local! {
-    static LARGEST: Cell<usize> = const { Cell::new(0) };
-}
-
-fn note(size: usize) {
-    let _ = LARGEST.try_with(|c| c.set(c.get().max(size)));
-}
-
-unsafe impl GlobalAlloc for Recording {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note(layout.size());
-        System.alloc(layout)
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note(layout.size());
-        System.alloc_zeroed(layout)
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note(new_size);
-        System.realloc(ptr, layout, new_size)
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout)
-    }
-}
+use tir_graph::testing::{largest_allocation, RecordingAllocator};
 
 #[global_allocator]
-static ALLOCATOR: Recording = Recording;
+static ALLOCATOR: RecordingAllocator = RecordingAllocator;
 
 /// The largest single allocation a reader may make for `len` bytes of input: 64 bytes per
 /// byte (what `tir_graph::file::decode_bincode` allows), at least 1 MiB.
@@ -100,9 +67,7 @@ fn every_regression_input_goes_through() {
             let bytes = std::fs::read(&path).expect("an input reads");
             // A panic fails the test; this line says which input it was.
             eprintln!("replaying {}", path.display());
-            LARGEST.with(|c| c.set(0));
-            run(&bytes);
-            let largest = LARGEST.with(Cell::get);
+            let (_, largest) = largest_allocation(|| run(&bytes));
             assert!(
                 *name == "pipeline" || largest <= allocation_bound(bytes.len()),
                 "{}: {largest} bytes allocated at once for {} bytes of input",

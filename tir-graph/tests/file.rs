@@ -2,58 +2,16 @@
 //! huge allocation), and `file::write` is atomic.
 
 use proptest::prelude::*;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::path::Path;
 use tir_graph::file::{self, FileError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_BODY_LEN};
 use tir_graph::op::ConstData;
+use tir_graph::testing::{largest_allocation, RecordingAllocator};
 use tir_graph::{
     shape, DType, Graph, GraphBuilder, GraphData, NodeData, NodeId, Op, TensorType, UnaryOp,
 };
 
-// ---- a global allocator that records the largest single allocation of each thread ----
-
-struct Recording;
-
-thread_local! {
-    static LARGEST: Cell<usize> = const { Cell::new(0) };
-}
-
-fn note(size: usize) {
-    // `try_with`: the const-initialized cell has no destructor, but be safe during teardown.
-    let _ = LARGEST.try_with(|c| c.set(c.get().max(size)));
-}
-
-unsafe impl GlobalAlloc for Recording {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note(layout.size());
-        System.alloc(layout)
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note(layout.size());
-        System.alloc_zeroed(layout)
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note(new_size);
-        System.realloc(ptr, layout, new_size)
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout)
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: Recording = Recording;
-
-/// Runs `f` and returns its result with the largest single allocation it made on this thread.
-fn largest_allocation<T>(f: impl FnOnce() -> T) -> (T, usize) {
-    LARGEST.with(|c| c.set(0));
-    let out = f();
-    (out, LARGEST.with(Cell::get))
-}
+static ALLOCATOR: RecordingAllocator = RecordingAllocator;
 
 // ---- helpers ----
 
