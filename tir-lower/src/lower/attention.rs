@@ -36,7 +36,7 @@
 
 use super::builder::{ceil_pow2, Ix, SpaceId};
 use super::emit::{broadcast_ix, KernelLowering, PinnedKeys};
-use super::kernels::{accumulator, operand_ix, tile_for};
+use super::kernels::{accumulator, operand_ix, splits_to_fill, tile_for};
 use super::LowerError;
 use crate::target::TileShapes;
 use crate::tile::{CmpOp, IndexOp, TileOp, Type, ValueId};
@@ -114,30 +114,17 @@ impl AttentionTiling {
         })
     }
 
-    /// Over how many programs a non-causal attention splits its key loop (flash decoding):
-    /// the smallest power of two that brings its programs to [`TileShapes::split_programs`],
-    /// while each keeps [`MIN_SPLIT_BLOCKS`] key blocks; `None` for one.
+    /// Over how many programs a non-causal attention splits its key loop (flash decoding,
+    /// [`splits_to_fill`], each program keeping [`MIN_SPLIT_BLOCKS`] key blocks).
     pub fn splits(&self, g: &Graph, tiles: &TileShapes) -> Option<u64> {
         if self.causal.is_some() {
             return None;
         }
         let rank = self.tile.len();
-        let programs = g
-            .ty(self.pattern.output)
-            .shape
-            .dims()
-            .iter()
-            .zip(&self.tile)
-            .map(|(d, &t)| d.as_static().map(|n| n.div_ceil(t)))
-            .product::<Option<u64>>()?;
         let keys = g.ty(self.pattern.scores).shape.dims()[rank - 1].as_static()?;
         let blocks = keys.div_ceil(self.bn);
-        let mut splits = 1;
-        while programs * splits < tiles.split_programs && blocks / (2 * splits) >= MIN_SPLIT_BLOCKS
-        {
-            splits *= 2;
-        }
-        (splits > 1).then_some(splits)
+        let dims = g.ty(self.pattern.output).shape.dims();
+        splits_to_fill(dims, &self.tile, blocks, MIN_SPLIT_BLOCKS, tiles)
     }
 }
 
@@ -182,20 +169,13 @@ impl KernelLowering<'_> {
         let t = self.attention_tiling(root, tiles)?;
         let g = self.g;
         let rank = t.tile.len();
-        let mut dims = vec![Dim::Static(splits)];
-        dims.extend(g.ty(t.pattern.output).shape.dims().iter().cloned());
-        let mut tile = vec![1];
-        tile.extend(&t.tile);
-        let store_space = self.grid_space(&dims, &tile);
-        let (space, split) = self.without_split_axis(store_space);
         let keys = g.ty(t.pattern.scores).shape.dims()[rank - 1].clone();
         let keys_v = self.b.dim(&keys);
         let blocks = self.b.ceil_div(keys_v, t.bn);
-        let share = self.b.ceil_div(blocks, splits);
-        let start = self.b.arith(IndexOp::Mul, split, share);
-        let after = self.b.arith(IndexOp::Add, start, share);
-        let end = self.b.arith(IndexOp::Min, after, blocks);
-        let done = self.attention_walk(&t, space, Some((start, end)))?;
+        let out_dims = g.ty(t.pattern.output).shape.dims().to_vec();
+        let grid = self.split_grid(&out_dims, &t.tile, splits, blocks);
+        let store_space = grid.store;
+        let done = self.attention_walk(&t, grid.space, Some(grid.steps))?;
         let dtype = self.attention_dtype(&t);
         for (buffer, value, row) in [
             (partials.max, done.max, true),

@@ -44,6 +44,21 @@ impl Ix {
         }
     }
 
+    /// The axis `a` when this is exactly the coordinate of `a` ([`Ix::axis`]).
+    pub fn as_axis(&self) -> Option<usize> {
+        match self {
+            Ix::Lin {
+                terms,
+                offset: 0,
+                shift: None,
+            } => match terms.as_slice() {
+                &[(a, 1)] => Some(a),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     pub fn constant(c: i64) -> Ix {
         Ix::Lin {
             terms: Vec::new(),

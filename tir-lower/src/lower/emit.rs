@@ -511,17 +511,7 @@ impl KernelLowering<'_> {
     /// at `base = coord * tile` and stays inside one row of the innermost dim, so its outer
     /// indices are scalars `(base / stride) % dim` and its innermost `i - base + base % dim`.
     fn merge_ix(&mut self, from: &Shape, f: &[usize], i: &Ix, space: SpaceId) -> Option<Vec<Ix>> {
-        let Ix::Lin {
-            terms,
-            offset: 0,
-            shift: None,
-        } = i
-        else {
-            return None;
-        };
-        let &[(axis, 1)] = terms.as_slice() else {
-            return None;
-        };
+        let axis = i.as_axis()?;
         let dims: Vec<u64> = f
             .iter()
             .map(|&j| from.dims()[j].as_static())
@@ -659,26 +649,16 @@ impl KernelLowering<'_> {
         space: SpaceId,
     ) -> Option<(NodeId, usize, u64, u64)> {
         let pin = self.pinned_keys.as_ref()?;
-        let Ix::Lin {
-            terms,
-            offset: 0,
-            shift: None,
-        } = i
-        else {
-            return None;
-        };
-        let [(a, 1)] = terms.as_slice() else {
-            return None;
-        };
-        if !pin.axes.contains(&(space, *a)) {
+        let a = i.as_axis()?;
+        if !pin.axes.contains(&(space, a)) {
             return None;
         }
         let mut start = 0u64;
         for &part in parts {
             let len = self.g.ty(part).shape.dims()[axis].as_static()?;
             if start <= pin.lo && pin.hi <= start + len {
-                let on_tile = start.is_multiple_of(self.b.spaces[space].tile[*a]);
-                return on_tile.then_some((part, *a, start, len));
+                let on_tile = start.is_multiple_of(self.b.spaces[space].tile[a]);
+                return on_tile.then_some((part, a, start, len));
             }
             start += len;
         }

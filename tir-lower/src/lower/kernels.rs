@@ -191,25 +191,43 @@ impl KernelLowering<'_> {
         let g = self.g;
         let mm = self.member_where("matmul", |op| *op == Op::MatMul)?;
         let tiling = MatmulTiling::new(g, mm, tiles);
-        let mut dims = vec![Dim::Static(splits)];
-        dims.extend(g.ty(mm).shape.dims().iter().cloned());
-        let mut tile = vec![1];
-        tile.extend(&tiling.tile);
-        let store_space = self.grid_space(&dims, &tile);
-        let (space, split) = self.without_split_axis(store_space);
         let steps = self.k_steps(&tiling);
+        let grid = self.split_grid(g.ty(mm).shape.dims(), &tiling.tile, splits, steps);
+        let sum = self.k_loop(mm, &tiling, grid.space, grid.steps)?;
+        let acc_dtype = self.buffers[scratch].ty.dtype;
+        let tile = self.b.spaces[grid.store].tile.clone();
+        let sum = self
+            .b
+            .emit(TileOp::Reshape { x: sum }, Type::tile(acc_dtype, &tile));
+        let view = self.row_major(&self.buffers[scratch].ty.shape, tile.len());
+        self.store_whole(scratch, grid.store, sum, view);
+        Ok(())
+    }
+
+    /// The grid of the first kernel of a split loop over `steps` steps: programs `(s, tile)`
+    /// over `[splits, ..dims]`, each taking the `s`-th share of the steps.
+    pub(super) fn split_grid(
+        &mut self,
+        dims: &[Dim],
+        tile: &[u64],
+        splits: u64,
+        steps: ValueId,
+    ) -> SplitGrid {
+        let mut all_dims = vec![Dim::Static(splits)];
+        all_dims.extend(dims.iter().cloned());
+        let mut all_tile = vec![1];
+        all_tile.extend(tile);
+        let store = self.grid_space(&all_dims, &all_tile);
+        let (space, split) = self.without_split_axis(store);
         let share = self.b.ceil_div(steps, splits);
         let start = self.b.arith(IndexOp::Mul, split, share);
         let after = self.b.arith(IndexOp::Add, start, share);
         let end = self.b.arith(IndexOp::Min, after, steps);
-        let sum = self.k_loop(mm, &tiling, space, (start, end))?;
-        let acc_dtype = self.buffers[scratch].ty.dtype;
-        let sum = self
-            .b
-            .emit(TileOp::Reshape { x: sum }, Type::tile(acc_dtype, &tile));
-        let view = self.row_major(&self.buffers[scratch].ty.shape, dims.len());
-        self.store_whole(scratch, store_space, sum, view);
-        Ok(())
+        SplitGrid {
+            store,
+            space,
+            steps: (start, end),
+        }
     }
 
     /// The second kernel of a split matmul: the matmul's value is the sum of the `splits`
@@ -862,29 +880,53 @@ impl MatmulTiling {
         MatmulTiling { tile, k, tk }
     }
 
-    /// Over how many programs a float matmul `mm` splits its K loop: the smallest power of two
-    /// that brings its output tiles to [`TileShapes::split_programs`], while each program keeps
-    /// [`MIN_SPLIT_STEPS`] steps; `None` for one (or for symbolic shapes).
+    /// Over how many programs a float matmul `mm` splits its K loop ([`splits_to_fill`], each
+    /// program keeping [`MIN_SPLIT_STEPS`] steps).
     pub fn splits(g: &Graph, mm: NodeId, tiles: &TileShapes) -> Option<u64> {
         if !g.ty(mm).dtype.is_float() {
             return None;
         }
         let t = MatmulTiling::new(g, mm, tiles);
-        let programs = g
-            .ty(mm)
-            .shape
-            .dims()
-            .iter()
-            .zip(&t.tile)
-            .map(|(d, &tile)| d.as_static().map(|n| n.div_ceil(tile)))
-            .product::<Option<u64>>()?;
         let steps = t.k.as_static()?.div_ceil(t.tk);
-        let mut splits = 1;
-        while programs * splits < tiles.split_programs && steps / (2 * splits) >= MIN_SPLIT_STEPS {
-            splits *= 2;
-        }
-        (splits > 1).then_some(splits)
+        splits_to_fill(
+            g.ty(mm).shape.dims(),
+            &t.tile,
+            steps,
+            MIN_SPLIT_STEPS,
+            tiles,
+        )
     }
+}
+
+/// The spaces of a split loop's first kernel ([`KernelLowering::split_grid`]): `store` over
+/// `[splits, ..dims]`, `space` the same without the split axis, and the program's steps.
+pub struct SplitGrid {
+    pub store: SpaceId,
+    pub space: SpaceId,
+    pub steps: (ValueId, ValueId),
+}
+
+/// Over how many programs to split a loop of `steps` steps whose kernel tiles static `dims` by
+/// `tile`: the smallest power of two that brings the programs to
+/// [`TileShapes::split_programs`] while each keeps `min_steps` steps; `None` for one (or for
+/// symbolic dims).
+pub fn splits_to_fill(
+    dims: &[Dim],
+    tile: &[u64],
+    steps: u64,
+    min_steps: u64,
+    tiles: &TileShapes,
+) -> Option<u64> {
+    let programs = dims
+        .iter()
+        .zip(tile)
+        .map(|(d, &t)| d.as_static().map(|n| n.div_ceil(t)))
+        .product::<Option<u64>>()?;
+    let mut splits = 1;
+    while programs * splits < tiles.split_programs && steps / (2 * splits) >= min_steps {
+        splits *= 2;
+    }
+    (splits > 1).then_some(splits)
 }
 
 /// The dims of a space for values of `shape`: a scalar lives in a space of one element.
