@@ -12,7 +12,10 @@ pub mod toolchain;
 pub mod tuning;
 
 pub use compile::{CacheUse, CompileProgress, CompiledKernels, KernelCompiler};
-pub use runtime::{block_on, CudaExecutable, ExecMode, Gpu, MatmulPath, MatmulPolicy, RunFuture};
+pub use runtime::{
+    block_on, CudaExecutable, ExecMode, Gpu, KernelWork, MatmulPath, MatmulPolicy, RunFuture,
+    RunTrace, Span, SpanKind,
+};
 pub use toolchain::{Toolchain, ToolchainError};
 
 use std::cell::OnceCell;

@@ -27,8 +27,9 @@ use std::path::Path;
 use tir_lower::Program;
 
 /// The package format version this build writes and reads (2: kernel ABIs say whether the
-/// entry is persistent; 3: library matmuls may read B transposed).
-pub const FORMAT_VERSION: u32 = 3;
+/// entry is persistent; 3: library matmuls may read B transposed; 4: kernels count their
+/// products' flops).
+pub const FORMAT_VERSION: u32 = 4;
 /// The first bytes of every package.
 pub const MAGIC: [u8; 8] = *b"TIRPKG\0\0";
 /// Magic, version, payload length, checksum.

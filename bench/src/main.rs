@@ -9,6 +9,7 @@
 //! tir-bench write-weights FILE   # the decoder block's weights (random) as a .safetensors file
 //! tir-bench load-weights FILE    # on the GPU, in a fresh process: host and device memory of
 //!                                # loading them
+//! tir-bench soak --steps N       # on the GPU: the decode step N times (module `soak`)
 //! ```
 //!
 //! `run` sets each workload's parameters once and makes its inputs (deterministic random
@@ -29,6 +30,7 @@
 //! on stderr and exit code 1.
 
 mod memory;
+mod soak;
 mod workloads;
 
 use backend_cuda::{CudaBackend, ExecMode, MatmulPolicy};
@@ -81,6 +83,13 @@ enum Command {
     /// memory that took (peak resident set against the file's size), the time, and the device
     /// memory the executable holds after a run against what it needs.
     LoadWeights { file: PathBuf },
+    /// Run the decode step STEPS times (default 100,000) with its KV-cache states: no error,
+    /// device memory flat, a replay's outputs identical to a fresh executable's (one JSON line;
+    /// exit 1 when a check fails).
+    Soak {
+        #[arg(long, default_value_t = 100_000)]
+        steps: usize,
+    },
     /// Print the Tile IR (MLIR text) of each kernel of the workloads whose name contains FILTER.
     Mlir {
         #[arg(long)]
@@ -99,6 +108,7 @@ fn main() -> ExitCode {
         Command::Profile { filter } => profile(&filter),
         Command::WriteWeights { file } => memory::write_weights(&file),
         Command::LoadWeights { file } => memory::load_weights(&file),
+        Command::Soak { steps } => soak::soak(steps),
         Command::Mlir { filter, bytecode } => print_mlir(&filter, bytecode.as_deref()),
     };
     match done {

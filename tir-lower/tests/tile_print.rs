@@ -194,6 +194,7 @@ fn row_sum_kernel() -> TileKernel {
             ],
         },
         library: None,
+        flops: Default::default(),
     }
 }
 
@@ -338,6 +339,7 @@ fn token_loads_indexed_loads_and_slices_print() {
             ],
         },
         library: None,
+        flops: Default::default(),
     };
     // Not a valid kernel (values are used before they are defined): the printer shows it anyway.
     let expected = "\

@@ -260,6 +260,7 @@ fn valid_kernel() -> TileKernel {
         },
         body: Block { stmts: body },
         library: None,
+        flops: Default::default(),
     }
 }
 

@@ -210,7 +210,21 @@ impl DeviceMemory {
         let bytes = bytes.max(256);
         // SAFETY: plain allocation in the current context.
         let ptr = call("cuMemAlloc", unsafe { result::malloc_sync(bytes) })?;
-        Ok(DeviceMemory { ptr, bytes })
+        let memory = DeviceMemory { ptr, bytes };
+        // Zeroed once, so that no kernel ever reads bytes nothing wrote: a load of a row whose
+        // end is not a multiple of the vector width reads the bytes past it (and discards
+        // them), which compute-sanitizer's initcheck would report in the allocation's padding.
+        // On the legacy stream, which our non-blocking streams do not wait for: it must have
+        // run before this returns.
+        // SAFETY: the `bytes` bytes at `ptr` were just allocated; the null stream is the
+        // context's legacy stream.
+        call("cuMemsetD8", unsafe {
+            result::memset_d8_sync(ptr, 0, bytes)
+        })?;
+        call("cuStreamSynchronize", unsafe {
+            result::stream::synchronize(std::ptr::null_mut())
+        })?;
+        Ok(memory)
     }
 }
 

@@ -30,7 +30,9 @@ use super::memory::{pinned_tensor, Fill, TensorMemory};
 use super::policy::{ExecMode, MatmulPath, MatmulPolicy};
 use super::staging::{self, Source};
 use super::timing::ColdTimer;
+use super::trace::{SpanKind, Tracer};
 use crate::codegen::{KernelAbi, PARAM_ALIGN};
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use tir_graph::{DType, HostTensor};
@@ -54,6 +56,16 @@ pub(super) enum Launch {
         shape: MatmulShape,
         buffers: [u64; 3],
     },
+}
+
+impl Launch {
+    /// How it runs: `tiles xN` (the generated kernel on N tile blocks) or `cublaslt`.
+    pub(super) fn how(&self) -> String {
+        match self {
+            Launch::Tiles { blocks, .. } => format!("tiles x{blocks}"),
+            Launch::Blas { .. } => "cublaslt".to_string(),
+        }
+    }
 }
 
 /// Where a parameter's value is.
@@ -86,9 +98,9 @@ fn tensor_memory(t: &DeviceTensor) -> Option<&TensorMemory> {
 
 /// What a run's dims fix: every buffer's shape and size, the arena's layout, each kernel's grid.
 pub(super) struct Shaped {
-    dims: BTreeMap<String, u64>,
+    pub(super) dims: BTreeMap<String, u64>,
     pub(super) shapes: Vec<Vec<u64>>,
-    bytes: Vec<usize>,
+    pub(super) bytes: Vec<usize>,
     /// Arena buffers' offsets.
     offsets: BTreeMap<usize, u64>,
     /// Per kernel: its tile blocks and the scalar arguments after its pointers.
@@ -144,6 +156,8 @@ pub struct CudaExecutable {
     blas: Option<Blas>,
     /// Auto's choices: whether cuBLASLt was faster for a kernel at a shape.
     chosen: HashMap<(usize, MatmulShape), bool>,
+    /// The events of a traced run ([`CudaExecutable::trace_run`]) while it is enqueued.
+    pub(super) tracer: RefCell<Option<Tracer>>,
     /// Last: fields drop in order, and everything above needs the GPU's context.
     pub(super) gpu: Rc<Gpu>,
 }
@@ -268,6 +282,7 @@ impl CudaExecutable {
             poison: false,
             blas: None,
             chosen: HashMap::new(),
+            tracer: RefCell::new(None),
             gpu,
         })
     }
@@ -585,18 +600,17 @@ impl CudaExecutable {
                 )));
             }
             let dst = self.staged[b].as_ref().map_or(0, |m| m.ptr);
-            staging::upload(
-                bytes,
-                dst,
-                &mut self.host_staging[b],
-                gpu.context(),
-                source,
-                stream,
-            )
-            .map_err(|e| BackendError::Device {
-                device: self.device_of(),
+            let span = (name.as_str(), SpanKind::Upload, bytes.len() as u64);
+            let device = self.device_of();
+            let failed = |e: String| BackendError::Device {
+                device: device.clone(),
                 reason: format!("input {name:?}: {e}"),
-            })?;
+            };
+            let start = self.span_start(stream).map_err(failed)?;
+            let host_staging = &mut self.host_staging[b];
+            staging::upload(bytes, dst, host_staging, gpu.context(), source, stream)
+                .map_err(failed)?;
+            self.span_end(start, span, 0, stream).map_err(failed)?;
         }
         self.uploaded
             .record(stream)
@@ -771,7 +785,13 @@ impl CudaExecutable {
                 for &p in &previous {
                     stream.wait(&self.done[p])?;
                 }
+                let start = self.span_start(stream)?;
                 self.enqueue_one(k, &launches[k], stream, s)?;
+                let how = SpanKind::Kernel {
+                    index: k,
+                    how: launches[k].how(),
+                };
+                self.span_end(start, (&self.program.kernels[k].name, how, 0), s, stream)?;
                 self.done[k].record(stream)?;
             }
             previous = wave.clone();
@@ -892,11 +912,13 @@ impl CudaExecutable {
                 .map_err(|e| self.device_error(e))?;
             outputs.push((name.clone(), t));
         }
-        for ((_, t), (_, b)) in outputs.iter_mut().zip(&self.program.signature.outputs) {
-            let queued = t
-                .bytes_mut()
-                .map_err(|e| e.to_string())
-                .and_then(|bytes| driver::download_async(bytes, placed.addresses[*b], stream));
+        for ((name, t), (_, b)) in outputs.iter_mut().zip(&self.program.signature.outputs) {
+            let span = (name.as_str(), SpanKind::Download, shaped.bytes[*b] as u64);
+            let queued = self.span_start(stream).and_then(|start| {
+                let bytes = t.bytes_mut().map_err(|e| e.to_string())?;
+                driver::download_async(bytes, placed.addresses[*b], stream)?;
+                self.span_end(start, span, 0, stream)
+            });
             if let Err(e) = queued {
                 let _ = self.wait();
                 return Err(self.device_error(e));

@@ -10,6 +10,7 @@ mod memory;
 mod policy;
 mod staging;
 mod timing;
+mod trace;
 
 pub use driver::Gpu;
 pub(crate) use exec::CudaExecutable as Loaded;
@@ -17,3 +18,4 @@ pub use exec::CudaExecutable;
 pub use future::{block_on, RunFuture};
 pub use policy::{ExecMode, MatmulPath, MatmulPolicy};
 pub use timing::KernelTimes;
+pub use trace::{KernelWork, RunTrace, Span, SpanKind};

@@ -2,7 +2,7 @@
 //! program's launches alone, and each kernel alone.
 
 use super::driver::{self, DeviceMemory, Event, Stream};
-use super::exec::{CudaExecutable, Launch, Outputs};
+use super::exec::{CudaExecutable, Outputs};
 use super::staging::Source;
 use tir_lower::{BackendError, HostTensors, TensorRef};
 
@@ -105,13 +105,9 @@ impl CudaExecutable {
                     .and_then(|()| timer.stop(main));
                 times_ms.push(f64::from(timed.map_err(|e| self.device_error(e))?));
             }
-            let how = match launch {
-                Launch::Tiles { blocks, .. } => format!("tiles x{blocks}"),
-                Launch::Blas { .. } => "cublaslt".to_string(),
-            };
             profile.push(KernelTimes {
                 name: self.program.kernels[k].name.clone(),
-                how,
+                how: launch.how(),
                 times_ms,
             });
         }

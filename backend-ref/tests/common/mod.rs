@@ -393,6 +393,7 @@ impl KernelBuilder {
             grid_body: self.grid_body,
             body: self.blocks.pop().unwrap(),
             library: None,
+            flops: Default::default(),
         }
     }
 }

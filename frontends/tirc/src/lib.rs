@@ -5,12 +5,14 @@
 //! - [`run`]: `tirc run`, compile a graph for a backend (or load a package) and run it once.
 //! - [`compile`]: `tirc compile`, compile a graph for GPU architectures into an AOT package.
 //! - [`progress`]: the progress of cold compiles on stderr.
+//! - [`profile`]: `tirc run --profile` and `--trace`, where a run's time goes on the GPU.
 //! - [`parse_cli`]: the command line parsed, help and usage errors handled as every tir
 //!   command handles them.
 
 pub mod compile;
 pub mod dot;
 pub mod npy;
+pub mod profile;
 pub mod progress;
 pub mod run;
 

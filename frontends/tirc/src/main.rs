@@ -73,6 +73,16 @@ enum Command {
         /// of its write regions exactly once, from one program, and nothing else.
         #[arg(long)]
         check: bool,
+        /// After the run, run it 10 more times with every copy and kernel timed on the GPU, and
+        /// print each kernel's median time, how it ran, its GB/s and TFLOP/s and its share of
+        /// the run (backend cuda only).
+        #[arg(long)]
+        profile: bool,
+        /// Write the last of those timed runs as a Chrome trace (JSON for Perfetto or
+        /// chrome://tracing): one track per stream, one slice per copy and kernel (backend cuda
+        /// only).
+        #[arg(long, value_name = "FILE.json")]
+        trace: Option<PathBuf>,
     },
     /// Parse a text-form graph and write it as a .tir file.
     Parse {
@@ -245,6 +255,8 @@ fn run(command: Command) -> Result<(), CliError> {
             dims,
             output_dir,
             check,
+            profile,
+            trace,
         } => {
             let (loaded, model_parameters) = if is_onnx(&file) {
                 let imported = import_onnx(&file)?;
@@ -263,6 +275,8 @@ fn run(command: Command) -> Result<(), CliError> {
                 dims,
                 output_dir,
                 check,
+                profile,
+                trace,
             };
             let subject = match &loaded {
                 Runnable::Graph(graph) => run::Subject::Graph(graph),

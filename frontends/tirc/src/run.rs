@@ -17,7 +17,7 @@
 //! directory, if this run created it; a file of an earlier run that this run had already
 //! replaced stays replaced).
 
-use crate::npy;
+use crate::{npy, profile};
 use backend_cuda::package::Package;
 use backend_cuda::CudaBackend;
 use std::collections::{BTreeMap, BTreeSet};
@@ -66,6 +66,10 @@ pub struct RunArgs {
     pub dims: Vec<(String, u64)>,
     pub output_dir: PathBuf,
     pub check: bool,
+    /// Print each kernel's time on the GPU (CUDA only; see [`crate::profile`]).
+    pub profile: bool,
+    /// Write a Chrome trace of the run's copies and kernels here (CUDA only).
+    pub trace: Option<PathBuf>,
 }
 
 /// Why `tirc run` refused or failed. One line each, naming the argument or file.
@@ -79,6 +83,8 @@ pub enum RunError {
         "--check is the checking mode of backend `ref`; it does not apply to backend `{backend}`"
     )]
     CheckNeedsRef { backend: String },
+    #[error("{flag} times kernels on the GPU of backend `cuda`, not on backend `{backend}`")]
+    ProfileNeedsCuda { flag: &'static str, backend: String },
     #[error("--dim {name}: the {what} has no symbolic dim `{name}` ({})", names_or(.known, "it has none"))]
     UnknownDim {
         what: &'static str,
@@ -161,6 +167,8 @@ pub enum RunError {
         path: String,
         source: std::io::Error,
     },
+    #[error("--trace {path}: the run writes an output or generated input there")]
+    TraceClash { path: String },
     #[error("{0}")]
     Write(FileError),
 }
@@ -258,69 +266,116 @@ impl Interface {
 
 /// How the executable of a run is made.
 enum Maker<'a> {
-    /// Lower the graph for `backend`'s target, then compile it there.
+    /// Lower the graph for `backend`'s target (not CUDA's), then compile it there.
     Lower {
         graph: &'a Graph,
         backend: &'a dyn Backend,
     },
-    /// Load the package's cubins on the CUDA backend.
-    Load {
-        package: &'a Package,
+    /// On the CUDA backend: lower the graph and compile it, or load the package's cubins.
+    Cuda {
+        subject: Subject<'a>,
         /// Holds the GPU (opened on first use) for as long as the maker lives, so that an
         /// executable made here (declared after the maker) is dropped while its context is alive.
         backend: Box<CudaBackend>,
     },
 }
 
+/// A run's executable: CUDA's as itself, for the profile and the trace.
+enum Made {
+    Cuda(Box<backend_cuda::CudaExecutable>),
+    Other(Box<dyn Executable>),
+}
+
+impl Made {
+    fn executable(&mut self) -> &mut dyn Executable {
+        match self {
+            Made::Cuda(exe) => exe.as_mut(),
+            Made::Other(exe) => exe.as_mut(),
+        }
+    }
+}
+
 impl Maker<'_> {
     fn backend(&self) -> &'static str {
         match self {
             Maker::Lower { backend, .. } => backend.name(),
-            Maker::Load { .. } => PACKAGE_BACKEND,
+            Maker::Cuda { .. } => PACKAGE_BACKEND,
         }
     }
 
     fn interface(&self) -> Interface {
         match self {
-            Maker::Lower { graph, .. } => Interface::of_graph(graph),
-            Maker::Load { package, .. } => Interface::of_signature(&package.program.signature),
+            Maker::Lower { graph, .. }
+            | Maker::Cuda {
+                subject: Subject::Graph(graph),
+                ..
+            } => Interface::of_graph(graph),
+            Maker::Cuda {
+                subject: Subject::Package(package),
+                ..
+            } => Interface::of_signature(&package.program.signature),
         }
     }
 
     /// The executable, its kernel count, and how it was made (with times) for the summary.
-    fn make(&self, file: &Path) -> Result<(Box<dyn Executable>, usize, String), RunError> {
+    fn make(&self, file: &Path) -> Result<(Made, usize, String), RunError> {
         let path = file.display().to_string();
         let backend_error = |source| RunError::Backend {
             path: path.clone(),
             source,
         };
-        match self {
+        let lower = |graph: &Graph, backend: &dyn Backend| {
+            let started = Instant::now();
+            tir_lower::compile_graph(graph, &backend.target(), &tir_opt::Limits::default())
+                .map(|compiled| (compiled.program, started.elapsed()))
+                .map_err(|source| RunError::Lower {
+                    path: path.clone(),
+                    source: Box::new(source),
+                })
+        };
+        let started = Instant::now();
+        let (made, program, how) = match self {
             Maker::Lower { graph, backend } => {
+                let (program, lowered_in) = lower(graph, *backend)?;
                 let started = Instant::now();
-                let compiled =
-                    tir_lower::compile_graph(graph, &backend.target(), &tir_opt::Limits::default())
-                        .map_err(|source| RunError::Lower {
-                            path: path.clone(),
-                            source: Box::new(source),
-                        })?;
-                let lowered_in = started.elapsed();
-                let started = Instant::now();
-                let executable = backend.compile(&compiled.program).map_err(backend_error)?;
-                let how = format!(
-                    "lowering {}, backend compile {}",
-                    millis(lowered_in),
-                    millis(started.elapsed())
-                );
-                Ok((executable, compiled.program.kernels.len(), how))
+                let executable = backend.compile(&program).map_err(backend_error)?;
+                let how = lowered_and_compiled(lowered_in, started.elapsed());
+                (Made::Other(executable), program, how)
             }
-            Maker::Load { package, backend } => {
+            Maker::Cuda {
+                subject: Subject::Graph(graph),
+                backend,
+            } => {
+                let (program, lowered_in) = lower(graph, backend.as_ref())?;
                 let started = Instant::now();
+                backend.matmul_policy().map_err(backend_error)?;
+                let executable = backend.compile_cuda(&program).map_err(backend_error)?;
+                let how = lowered_and_compiled(lowered_in, started.elapsed());
+                (Made::Cuda(Box::new(executable)), program, how)
+            }
+            Maker::Cuda {
+                subject: Subject::Package(package),
+                backend,
+            } => {
                 let executable = backend.load_package(package).map_err(backend_error)?;
                 let how = format!("package, backend load {}", millis(started.elapsed()));
-                Ok((Box::new(executable), package.program.kernels.len(), how))
+                (
+                    Made::Cuda(Box::new(executable)),
+                    package.program.clone(),
+                    how,
+                )
             }
-        }
+        };
+        Ok((made, program.kernels.len(), how))
     }
+}
+
+fn lowered_and_compiled(lowered_in: Duration, compiled_in: Duration) -> String {
+    format!(
+        "lowering {}, backend compile {}",
+        millis(lowered_in),
+        millis(compiled_in)
+    )
 }
 
 /// Picks the backend (`--backend`, else the subject's default) and how to make the executable.
@@ -330,6 +385,10 @@ fn maker<'a>(
     registry: &'a Registry,
 ) -> Result<Maker<'a>, RunError> {
     let maker = match subject {
+        Subject::Graph(_) if args.backend.as_deref() == Some(PACKAGE_BACKEND) => Maker::Cuda {
+            subject,
+            backend: Box::new(cuda_backend()),
+        },
         Subject::Graph(graph) => {
             let name = args.backend.as_deref().unwrap_or(DEFAULT_BACKEND);
             let Some(backend) = registry.get(name) else {
@@ -340,9 +399,9 @@ fn maker<'a>(
             };
             Maker::Lower { graph, backend }
         }
-        Subject::Package(package) => match args.backend.as_deref() {
-            None | Some(PACKAGE_BACKEND) => Maker::Load {
-                package,
+        Subject::Package(_) => match args.backend.as_deref() {
+            None | Some(PACKAGE_BACKEND) => Maker::Cuda {
+                subject,
                 backend: Box::new(CudaBackend::new()),
             },
             Some(name) => {
@@ -357,6 +416,18 @@ fn maker<'a>(
         return Err(RunError::CheckNeedsRef {
             backend: maker.backend().to_string(),
         });
+    }
+    let timed = [
+        ("--profile", args.profile),
+        ("--trace", args.trace.is_some()),
+    ];
+    if let Some((flag, _)) = timed.iter().find(|(_, on)| *on) {
+        if maker.backend() != PACKAGE_BACKEND {
+            return Err(RunError::ProfileNeedsCuda {
+                flag,
+                backend: maker.backend().to_string(),
+            });
+        }
     }
     Ok(maker)
 }
@@ -576,7 +647,8 @@ pub fn run(subject: Subject, args: &RunArgs) -> Result<String, RunError> {
     // Compile (or load) and run. The executable is declared after `registry` and `maker`, which
     // hold the backends, so it is dropped first: a CUDA executable must go while its backend
     // still holds the GPU's context.
-    let (mut executable, kernels, made) = maker.make(&args.file)?;
+    let (mut made_exe, kernels, made) = maker.make(&args.file)?;
+    let executable = made_exe.executable();
     let backend_error = |source| RunError::Backend {
         path: path.clone(),
         source,
@@ -604,6 +676,12 @@ pub fn run(subject: Subject, args: &RunArgs) -> Result<String, RunError> {
     let started = Instant::now();
     let outputs = executable.run(&inputs).map_err(backend_error)?;
     let ran_in = started.elapsed();
+    let (profile, trace_file) = match &mut made_exe {
+        Made::Cuda(exe) if args.profile || args.trace.is_some() => {
+            profile_runs(exe, &inputs, args).map_err(backend_error)?
+        }
+        _ => (String::new(), None),
+    };
 
     // The files, in memory first.
     let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
@@ -674,8 +752,43 @@ pub fn run(subject: Subject, args: &RunArgs) -> Result<String, RunError> {
         let bytes = encode(t, &target)?;
         files.push((target, bytes));
     }
+    summary.push_str(&profile);
+    if let Some((path, bytes)) = trace_file {
+        if files.iter().any(|(p, _)| *p == path) {
+            return Err(RunError::TraceClash {
+                path: path.display().to_string(),
+            });
+        }
+        files.push((path, bytes));
+    }
     write_all(dir, &files)?;
     Ok(summary)
+}
+
+/// The traced runs of `--profile` and `--trace` ([`crate::profile`]): the profile's table (and
+/// the trace file's line), and the trace file.
+fn profile_runs(
+    exe: &mut backend_cuda::CudaExecutable,
+    inputs: &[(&str, TensorRef<'_>)],
+    args: &RunArgs,
+) -> Result<(String, Option<(PathBuf, Vec<u8>)>), BackendError> {
+    let traces = profile::traced_runs(exe, inputs)?;
+    let work = exe.kernel_work()?;
+    let device = exe.gpu().name.clone();
+    let mut out = String::new();
+    if args.profile {
+        out = profile::profile_table(&traces, &work, &device);
+    }
+    let mut file = None;
+    if let (Some(path), Some(last)) = (&args.trace, traces.last()) {
+        out.push_str(&format!(
+            "trace: {} copies and kernels -> {}\n",
+            last.spans.len(),
+            path.display()
+        ));
+        file = Some((path.clone(), profile::chrome_trace(last, &work, &device)));
+    }
+    Ok((out, file))
 }
 
 fn encode(t: &HostTensor, target: &Path) -> Result<Vec<u8>, RunError> {

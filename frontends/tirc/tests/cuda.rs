@@ -322,6 +322,32 @@ fn running_a_graph_on_cuda_without_a_gpu_is_refused() {
         ],
         &["--check is the checking mode of backend `ref`"],
     );
+    let trace = s(&d.join("trace.json"));
+    run_refused(
+        &cache,
+        d,
+        &[
+            &example("mlp.tir"),
+            "--backend",
+            "cuda",
+            "--random-inputs",
+            "--profile",
+            "--trace",
+            &trace,
+        ],
+        &["mlp.tir: backend `cuda` is unavailable: "],
+    );
+    for flag in [&["--profile"][..], &["--trace", &trace][..]] {
+        let mut args = vec![example("mlp.tir"), "--random-inputs".to_string()];
+        args.extend(flag.iter().map(|a| a.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let message = format!(
+            "{} times kernels on the GPU of backend `cuda`, not on backend `ref`",
+            flag[0]
+        );
+        run_refused(&cache, d, &args, &[&message]);
+    }
+    assert!(!d.join("trace.json").exists());
     assert!(!cache.exists(), "no compile, so no cache");
 }
 

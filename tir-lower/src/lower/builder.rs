@@ -3,8 +3,8 @@
 //! are affine, and indexed loads otherwise.
 
 use crate::tile::{
-    Access, Block, CmpOp, IndexOp, LibraryCall, Region, Stmt, TensorParam, TileKernel, TileOp,
-    Type, ValueId, WriteRegion,
+    Access, Block, CmpOp, DimPolynomial, IndexOp, LibraryCall, Region, Stmt, TensorParam,
+    TileKernel, TileOp, Type, ValueId, WriteRegion,
 };
 use std::collections::{HashMap, HashSet};
 use tir_graph::{BinaryOp, DType, Dim};
@@ -480,6 +480,7 @@ impl KernelBuilder {
             grid_body: Block { stmts: self.grid },
             body: Block { stmts },
             library: self.library,
+            flops: DimPolynomial::default(),
         }
     }
 }

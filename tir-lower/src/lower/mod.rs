@@ -23,7 +23,7 @@ use crate::plan::MemoryPlan;
 use crate::program::{Buffer, Program, Signature, Storage};
 use crate::schedule::Schedule;
 use crate::target::{Target, TileShapes};
-use crate::tile::TileKernel;
+use crate::tile::{DimPolynomial, TileKernel};
 use builder::KernelBuilder;
 use emit::KernelLowering;
 use std::collections::{BTreeSet, HashMap};
@@ -525,7 +525,33 @@ fn lower_job(
         None => lower_kind(&mut l, job, tiles)?,
     }
     kernels.push((l.b.finish(), launch_check(g, job, buffers, buffer_of)));
+    // The products run in the first kernel (a split loop's second kernel only sums).
+    kernels[0].0.flops = product_flops(g, job, tiles);
     Ok(kernels)
+}
+
+/// The flops of `job`'s products: `2·|out|·K` per matmul, `2·|out|·(weights per output)` per
+/// convolution, half of both products for a causal attention (which skips the masked half).
+fn product_flops(g: &Graph, job: &Job, tiles: &TileShapes) -> DimPolynomial {
+    let causal = job.kind == KernelKind::Attention
+        && attention::AttentionTiling::new(g, &job.members, job.root, tiles)
+            .is_some_and(|t| t.causal.is_some());
+    let factor = if causal { 1 } else { 2 };
+    let mut terms = Vec::new();
+    for &id in &job.members {
+        let reduced: &[Dim] = match &g.node(id).op {
+            Op::MatMul => {
+                let a = g.ty(g.operands(id)[0]).shape.dims();
+                &a[a.len().saturating_sub(1)..]
+            }
+            Op::Conv { .. } => &g.ty(g.operands(id)[1]).shape.dims()[1..],
+            _ => continue,
+        };
+        let mut dims = g.ty(id).shape.dims().to_vec();
+        dims.extend_from_slice(reduced);
+        terms.push((factor, dims));
+    }
+    DimPolynomial { terms }
 }
 
 /// Lowers `job` as one kernel of its kind.

@@ -326,6 +326,37 @@ pub struct TileKernel {
     pub body: Block,
     /// A library routine a backend may call instead of running `body`.
     pub library: Option<LibraryCall>,
+    /// The floating-point operations of its products (matmuls, convolutions, attention's two
+    /// products), for reports of FLOP/s; zero terms for a kernel without products.
+    pub flops: DimPolynomial,
+}
+
+/// A count that depends on the dims: the sum over its terms of `factor × ∏ dims`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DimPolynomial {
+    pub terms: Vec<(u64, Vec<tir_graph::Dim>)>,
+}
+
+impl DimPolynomial {
+    /// Its value for `dims` (as `f64`: a count for a report, where rounding is harmless); an
+    /// error names an unbound dim.
+    pub fn eval(&self, dims: &BTreeMap<String, u64>) -> Result<f64, String> {
+        let mut total = 0.0;
+        for (factor, term) in &self.terms {
+            let mut product = *factor as f64;
+            for d in term {
+                product *= match d {
+                    tir_graph::Dim::Static(n) => *n as f64,
+                    tir_graph::Dim::Symbolic(name) => *dims
+                        .get(name)
+                        .ok_or_else(|| format!("symbolic dim `{name}` is not bound"))?
+                        as f64,
+                };
+            }
+            total += product;
+        }
+        Ok(total)
+    }
 }
 
 impl TileKernel {
@@ -423,6 +454,7 @@ mod tests {
             },
             body: Block::default(),
             library: None,
+            flops: DimPolynomial::default(),
         };
         let dims = BTreeMap::from([("n".to_string(), 10)]);
         assert_eq!(kernel.grid_extents(&dims).unwrap(), vec![2, 4]);
