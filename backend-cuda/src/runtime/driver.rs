@@ -297,11 +297,16 @@ pub fn is_pinned(bytes: &[u8]) -> bool {
         return false;
     }
     let mut kind = 0u32;
-    // SAFETY: a query that writes one u32; for memory the driver does not know it fails.
+    let mut attribute = sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE;
+    let mut data = [(&mut kind as *mut u32).cast::<std::ffi::c_void>()];
+    // The plural query: for memory the driver does not know it succeeds and leaves the type 0,
+    // where the singular one fails (an API error compute-sanitizer reports on every upload).
+    // SAFETY: one attribute, whose value (a u32) is written to `kind`.
     let r = unsafe {
-        sys::cuPointerGetAttribute(
-            (&mut kind as *mut u32).cast(),
-            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+        sys::cuPointerGetAttributes(
+            1,
+            &mut attribute,
+            data.as_mut_ptr(),
             bytes.as_ptr() as sys::CUdeviceptr,
         )
     };
