@@ -6,7 +6,8 @@ Reads tir's times (DIR/tir.json) and each workload's inputs and outputs (DIR/NAM
 out_*.npy), times PyTorch eager and torch.compile on the same inputs with CUDA events (warm-up,
 then the median of repetitions, each after overwriting 256 MiB so L2 holds no input), checks
 tir's output against eager's, measures the device-to-device copy bandwidth, prints a table and
-writes RESULTS.md. A workload whose output does not match is reported as wrong, without ratios.
+writes RESULTS.md, and the same run as results.json beside it (what `tir-bench plot` draws). A
+workload whose output does not match is reported as wrong, without ratios.
 """
 
 import argparse
@@ -205,6 +206,44 @@ def main():
     print(text)
     with open(a.results, "w") as f:
         f.write(text)
+    results_path = os.path.join(os.path.dirname(a.results), "results.json")
+    with open(results_path, "w") as f:
+        json.dump(results_json(rows, bandwidth, a.commit), f, indent=1, allow_nan=False)
+        f.write("\n")
+
+
+def results_json(rows, bandwidth, commit):
+    """The run for `tir-bench plot` (the format of bench/results.json): per workload tir's time,
+    each peer's (run in the workload's mode: for graph-mode chains, eager captured as a CUDA
+    graph; for a `_generated` GEMM, also tir's cuBLASLt path, the same product without the
+    suffix), and the roofline: the time of its bytes at the measured copy bandwidth, or of its
+    flops at the peak."""
+    tir_ms = {r["name"]: r.get("median_ms") for r in rows}
+    workloads = []
+    for r in rows:
+        if "error" in r and isinstance(r["error"], str):
+            workloads.append({"name": r["name"], "failed": r["error"]})
+            continue
+        bound = r["bound"]
+        if "memory" in bound:
+            kind, roofline_ms = "memory", 1e3 * bound["memory"]["bytes"] / (bandwidth * 1e12)
+        else:
+            kind, roofline_ms = "compute", 1e3 * bound["compute"]["flops"] / (PEAK_TFLOPS * 1e12)
+        err = r.get("error")
+        peers = {"eager": r.get("eager_ms"), "torch.compile": r.get("compile_ms")}
+        if r["name"].endswith("_generated"):
+            peers["cuBLASLt"] = tir_ms.get(r["name"][:-len("_generated")])
+        w = {"name": r["name"], "mode": r["mode"], "tir_ms": r["median_ms"], "kernels": r["kernels"],
+             "bound": kind, "roofline_ms": roofline_ms,
+             "error": err if err is not None and math.isfinite(err) else None,
+             "wrong": err is not None and err > 2e-2,
+             "peers": {k: v for k, v in peers.items() if v is not None}}
+        if r["name"].startswith("chain"):
+            w["chain"] = int(r["name"].split("_")[1])
+        workloads.append(w)
+    return {"device": torch.cuda.get_device_name(), "date": datetime.date.today().isoformat(),
+            "commit": commit, "copy_tb_s": bandwidth, "peak_tflops": PEAK_TFLOPS, "notes": [],
+            "workloads": workloads}
 
 
 def fmt(x, digits=3):

@@ -4,7 +4,8 @@
 #                               # kernel cache, time compiling; pack it all into .device/bench/
 #   bash bench/run.sh run       # on the GPU machine (one device call): tir-bench, the weights
 #                               # loading, then the PyTorch peers on the same inputs; writes
-#                               # $OUT/RESULTS.md (FILTER=NAME: only the matching workloads)
+#                               # $OUT/RESULTS.md, $OUT/results.json and the charts in
+#                               # $OUT/plots/ (FILTER=NAME: only the matching workloads)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
@@ -32,6 +33,8 @@ run)
     python3 bench/peers.py /tmp/tir-bench --commit "$(cat .device/bench/commit)" \
         --compile-json .device/bench/compile.json --weights-json /tmp/tir-bench/weights.json \
         --results "$out/RESULTS.md"
+    # The charts of this run (peers.py wrote results.json beside RESULTS.md); no GPU needed.
+    .device/bench/tir-bench plot "$out/results.json" --out "$out/plots"
     ;;
 *)
     echo "usage: bench/run.sh prepare | run" >&2

@@ -10,6 +10,7 @@
 //! tir-bench load-weights FILE    # on the GPU, in a fresh process: host and device memory of
 //!                                # loading them
 //! tir-bench soak --steps N       # on the GPU: the decode step N times (module `soak`)
+//! tir-bench plot RESULTS --out DIR  # anywhere: draw results.json as three SVG charts
 //! ```
 //!
 //! `run` sets each workload's parameters once and makes its inputs (deterministic random
@@ -26,10 +27,12 @@
 //!
 //! It writes, per workload, its inputs and outputs as `.npy` files under `DIR/NAME/` and its
 //! times to `DIR/tir.json`. `bench/peers.py` then times PyTorch on the same inputs, checks tir's
-//! outputs against PyTorch's, and writes the table and `bench/RESULTS.md`. Errors are one line
-//! on stderr and exit code 1.
+//! outputs against PyTorch's, and writes the table and `bench/RESULTS.md` with `results.json`
+//! beside it, which `plot` draws (`plot.rs`). Errors are one line on stderr and exit code 1.
 
 mod memory;
+mod plot;
+mod results;
 mod soak;
 mod workloads;
 
@@ -98,6 +101,13 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         bytecode: Option<PathBuf>,
     },
+    /// Draw a run's results.json (from peers.py, or bench/results.json) as SVG charts in DIR:
+    /// ratios to each peer, share of the roofline, launch overhead. Needs no GPU.
+    Plot {
+        results: PathBuf,
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -110,6 +120,7 @@ fn main() -> ExitCode {
         Command::LoadWeights { file } => memory::load_weights(&file),
         Command::Soak { steps } => soak::soak(steps),
         Command::Mlir { filter, bytecode } => print_mlir(&filter, bytecode.as_deref()),
+        Command::Plot { results, out } => draw_plots(&results, &out),
     };
     match done {
         Ok(()) => ExitCode::SUCCESS,
@@ -118,6 +129,17 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn draw_plots(results: &Path, out: &Path) -> Result<(), String> {
+    let run = results::Run::load(results).map_err(|e| e.to_string())?;
+    for outcome in plot::draw_all(&run, out).map_err(|e| e.to_string())? {
+        match outcome {
+            plot::Outcome::Wrote(path) => println!("wrote {}", path.display()),
+            plot::Outcome::Skipped { file, why } => println!("{file}: not drawn ({why})"),
+        }
+    }
+    Ok(())
 }
 
 fn write_json(path: &Path, value: &serde_json::Value) -> Result<(), String> {
