@@ -603,7 +603,7 @@ impl CudaExecutable {
             let span = (name.as_str(), SpanKind::Upload, bytes.len() as u64);
             let device = self.device_of();
             let failed = |e: String| BackendError::Device {
-                device: device.clone(),
+                device,
                 reason: format!("input {name:?}: {e}"),
             };
             let start = self.span_start(stream).map_err(failed)?;

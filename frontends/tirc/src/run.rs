@@ -684,7 +684,7 @@ pub fn run(subject: Subject, args: &RunArgs) -> Result<String, RunError> {
     };
 
     // The files, in memory first.
-    let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+    let mut files: Vec<OutputFile> = Vec::new();
     let mut summary = format!(
         "{path}: {kernels} kernels on backend `{}`: run {} ({made}, parameters set {})\n",
         maker.backend(),
@@ -765,13 +765,16 @@ pub fn run(subject: Subject, args: &RunArgs) -> Result<String, RunError> {
     Ok(summary)
 }
 
+/// A file this run writes: where, and its bytes.
+type OutputFile = (PathBuf, Vec<u8>);
+
 /// The traced runs of `--profile` and `--trace` ([`crate::profile`]): the profile's table (and
 /// the trace file's line), and the trace file.
 fn profile_runs(
     exe: &mut backend_cuda::CudaExecutable,
     inputs: &[(&str, TensorRef<'_>)],
     args: &RunArgs,
-) -> Result<(String, Option<(PathBuf, Vec<u8>)>), BackendError> {
+) -> Result<(String, Option<OutputFile>), BackendError> {
     let traces = profile::traced_runs(exe, inputs)?;
     let work = exe.kernel_work()?;
     let device = exe.gpu().name.clone();
@@ -877,7 +880,7 @@ fn fit(
 
 /// Writes every file, each atomically; on a failure removes what this call wrote (and `dir` if
 /// it created it), so a failed run leaves no partial set of outputs.
-fn write_all(dir: &Path, files: &[(PathBuf, Vec<u8>)]) -> Result<(), RunError> {
+fn write_all(dir: &Path, files: &[OutputFile]) -> Result<(), RunError> {
     let created = !dir.exists();
     std::fs::create_dir_all(dir).map_err(|source| RunError::CreateDir {
         path: dir.display().to_string(),
