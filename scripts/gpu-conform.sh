@@ -11,9 +11,12 @@
 #                                            # (tensors on the device, --io device) or
 #                                            # sessions:MODE (--sessions) or onnx:MODE
 #                                            # (ONNX's node tests and the test models that
-#                                            # import, --onnx-node); default: all of sync
-#                                            # graph async sync:device graph:device
+#                                            # import, --onnx-node) or profile (`tirc run
+#                                            # --profile --trace` on the decoder block's
+#                                            # package, the trace checked); default: all of
+#                                            # sync graph async sync:device graph:device
 #                                            # sessions:sync sessions:graph onnx:sync onnx:graph
+#                                            # profile
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
@@ -42,6 +45,8 @@ for r in json.load(open(report))["results"]:
 PY
     done
     rm .device/conform/onnx.json
+    target/release/tirc compile examples/decoder_block.tir --arch sm_90 \
+        -o .device/conform/decoder_block.tirpkg
     tar -C "$TIR_CACHE_DIR/.." -cJf .device/conform/cache.tar.xz "$(basename "$TIR_CACHE_DIR")"
     cp target/release/tir-conform target/release/tirc .device/conform/
     ;;
@@ -54,8 +59,16 @@ run)
     # No toolchain there, so doctor reports it missing (and exits 1); the cache stands in.
     .device/conform/tirc doctor || true
     status=0
-    runs="${*:-sync graph async sync:device graph:device sessions:sync sessions:graph onnx:sync onnx:graph}"
+    runs="${*:-sync graph async sync:device graph:device sessions:sync sessions:graph onnx:sync onnx:graph profile}"
     for run in $runs; do
+        if [ "$run" = profile ]; then
+            echo "== tirc run --profile --trace (decoder block package)"
+            { .device/conform/tirc run .device/conform/decoder_block.tirpkg --random-inputs \
+                --profile --trace "$out/decoder-trace.json" --output-dir /tmp/tir/profile-out &&
+                python3 scripts/check-trace.py "$out/decoder-trace.json"; } \
+                | tee "$out/profile.log" | tail -25 || status=1
+            continue
+        fi
         case "$run" in
         sessions:*) args=(--mode "${run#sessions:}" --sessions) ;;
         onnx:*) args=(--mode "${run#onnx:}" --onnx-node .device/conform/onnx) ;;
