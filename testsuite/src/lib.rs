@@ -1,12 +1,14 @@
 //! testsuite: tir's conformance suite. A corpus of graphs ([`corpus`]) runs on any backend of a
 //! [`Registry`] ([`run_case`]) and every output and state is compared with the f64 oracle
 //! (`tir_graph::eval`) under a tolerance per dtype and op class ([`tolerance`]); `tir-conform`
-//! is the command-line runner. testsuite/README.md explains the tolerances and how to add a
-//! backend.
+//! is the command-line runner. [`differential`] runs random graphs on two backends and compares
+//! them (`tir-differential`: CUDA against the reference). testsuite/README.md explains the
+//! tolerances and how to add a backend.
 
 pub mod case;
 pub mod compare;
 mod corpus;
+pub mod differential;
 pub mod fuzz;
 pub mod onnx_node;
 pub mod report;
