@@ -134,7 +134,8 @@ fn cache_at(dir: &Path) -> KernelCache {
 
 /// This test binary, running only [`child`], as `role`.
 fn spawn(role: &str, env: &[(&str, &Path)], vars: &[(&str, String)]) -> Child {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    let exe = std::env::current_exe().unwrap();
+    let mut cmd = Command::new(&exe);
     cmd.args(["--exact", "child", "--nocapture", "--test-threads=1"])
         .env(ROLE, role)
         .stdout(Stdio::piped())
@@ -145,7 +146,8 @@ fn spawn(role: &str, env: &[(&str, &Path)], vars: &[(&str, String)]) -> Child {
     for (k, v) in vars {
         cmd.env(k, v);
     }
-    cmd.spawn().unwrap()
+    cmd.spawn()
+        .unwrap_or_else(|e| panic!("starting {} as {role}: {e}", exe.display()))
 }
 
 /// Whether this process is one a test started: then the tests other than [`child`] do nothing.
@@ -325,15 +327,16 @@ fn a_writer_killed_mid_entry_leaves_no_entry_half_written() {
     let is_temp = |n: &String| n.starts_with('.') && n.ends_with(".tmp");
     let mut kills = 0;
     let mut inside_a_write = 0;
-    // Kill at varying points until a kill has landed inside a write (almost always the first).
+    // Kill at varying points, at least 6 times and until some kill landed inside a write and
+    // some entry was written whole.
     let mut temps = 0;
-    while kills < 6 || (inside_a_write == 0 && kills < 40) {
+    while kills < 6 || ((inside_a_write == 0 || cache.stats().entries == 0) && kills < 40) {
         let mut child = spawn("writer", &[("TIR_CACHE_DIR", &dir)], &[]);
         let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
         // The harness prints `test child ... ` before the test runs: the word ends a line.
         let ready = std::io::BufRead::lines(stdout).any(|l| l.is_ok_and(|l| l.ends_with("ready")));
         assert!(ready, "the writer did not start");
-        std::thread::sleep(Duration::from_millis(3 + 37 * kills % 150));
+        std::thread::sleep(Duration::from_millis(3 + 47 * kills % 400));
         child.kill().unwrap();
         let status = child.wait().unwrap();
         assert!(!status.success(), "killed");
@@ -363,6 +366,10 @@ fn a_writer_killed_mid_entry_leaves_no_entry_half_written() {
     assert!(
         inside_a_write > 0,
         "{kills} kills and none inside a write (the writer writes 16 MiB at a time)"
+    );
+    assert!(
+        cache.stats().entries > 0,
+        "{kills} kills and no entry written whole"
     );
     let stats = cache.stats();
     let temps: Vec<String> = names(&dir).into_iter().filter(is_temp).collect();
