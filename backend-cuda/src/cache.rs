@@ -9,17 +9,20 @@
 //! - after a `put` the entries total at most `max_bytes` (header included), unless the new
 //!   entry alone is bigger; the least recently used go first (recency is the file's
 //!   modification time, bumped on every hit);
-//! - files in the directory not named like entries are never counted, evicted or deleted.
+//! - files in the directory not named like entries are never counted, evicted or deleted,
+//!   except this cache's own temp files once they are [`STALE_TEMP_AGE`] old: a writer killed
+//!   between creating its temp file and renaming it leaves one behind, and `put` removes it.
 //!
 //! Several processes may share one directory: the worst a race does is lose an entry (a miss).
+//! Temp file names are random (not the pid, which containers sharing a directory repeat), and a
+//! writer deletes only the temp file it created.
 
 use std::ffi::OsString;
 use std::fs::{self, File};
 use std::hash::Hasher;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 /// Magic of the entry format; the last byte is the format version.
 const MAGIC: &[u8; 8] = b"TIRCUBN1";
@@ -28,6 +31,10 @@ const HEADER_LEN: usize = 32;
 const ENTRY_SUFFIX: &str = ".cubin";
 const DEFAULT_MAX_BYTES: u64 = 1 << 30;
 const MAX_BYTES_VAR: &str = "TIR_CACHE_MAX_BYTES";
+const TEMP_SUFFIX: &str = ".tmp";
+/// How old a temp file must be before `put` takes its writer for dead and deletes it: writing
+/// one entry takes milliseconds.
+pub const STALE_TEMP_AGE: Duration = Duration::from_secs(3600);
 
 /// Where and how big.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -145,9 +152,6 @@ pub enum Lookup {
     Corrupt(String),
 }
 
-/// Makes temp-file names unique between threads of one process (the pid separates processes).
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
 #[derive(Clone, Debug)]
 pub struct KernelCache {
     config: CacheConfig,
@@ -190,11 +194,7 @@ impl KernelCache {
         let dir = &self.config.dir;
         fs::create_dir_all(dir).map_err(|e| io_error(dir, &e))?;
         let temp = dir.join(temp_name(key));
-        if let Err(e) = write_entry(&temp, key, payload) {
-            // Best effort: a stray temp file is never mistaken for an entry.
-            let _ = fs::remove_file(&temp);
-            return Err(io_error(&temp, &e));
-        }
+        write_temp(&temp, key, payload)?;
         let path = self.entry_path(key);
         if let Err(e) = fs::rename(&temp, &path) {
             let _ = fs::remove_file(&temp);
@@ -203,8 +203,10 @@ impl KernelCache {
         self.evict(key)
     }
 
-    /// Removes the least recently modified entries other than `keep` until the total fits.
+    /// Removes the least recently modified entries other than `keep` until the total fits, and
+    /// stale temp files.
     fn evict(&self, keep: u64) -> Result<(), CacheError> {
+        self.remove_stale_temps();
         let mut entries = self.entries()?;
         let mut total: u64 = entries.iter().map(|e| e.bytes).sum();
         // Oldest first; the name breaks ties so that the order is deterministic.
@@ -218,6 +220,27 @@ impl KernelCache {
             total = total.saturating_sub(entry.bytes);
         }
         Ok(())
+    }
+
+    /// Deletes this cache's temp files older than [`STALE_TEMP_AGE`] (best effort: another
+    /// process may be doing the same).
+    fn remove_stale_temps(&self) {
+        let Ok(listing) = fs::read_dir(&self.config.dir) else {
+            return;
+        };
+        let now = SystemTime::now();
+        for item in listing.flatten() {
+            if !item.file_name().to_str().is_some_and(is_temp_name) {
+                continue;
+            }
+            let stale = item.metadata().ok().filter(|m| m.is_file()).and_then(|m| {
+                let age = now.duration_since(m.modified().ok()?).ok()?;
+                Some(age >= STALE_TEMP_AGE)
+            });
+            if stale == Some(true) {
+                let _ = fs::remove_file(item.path());
+            }
+        }
     }
 
     /// Entries and total bytes (0/0 when the directory does not exist).
@@ -280,26 +303,57 @@ fn entry_name(key: u64) -> String {
     format!("{key:016x}{ENTRY_SUFFIX}")
 }
 
-/// Starts with a dot and ends in `.tmp`, so it is never named like an entry.
+/// Writes entry `key` into the new file `temp`. Creating it is exclusive: a file someone else
+/// is writing is neither written into nor deleted. A file this call created and could not
+/// finish is deleted (a stray temp file is never mistaken for an entry, but it takes room).
+fn write_temp(temp: &Path, key: u64, payload: &[u8]) -> Result<(), CacheError> {
+    let mut file = File::options()
+        .write(true)
+        .create_new(true)
+        .open(temp)
+        .map_err(|e| io_error(temp, &e))?;
+    let written = file
+        .write_all(&header(key, payload))
+        .and_then(|()| file.write_all(payload));
+    if let Err(e) = written {
+        let _ = fs::remove_file(temp);
+        return Err(io_error(temp, &e));
+    }
+    Ok(())
+}
+
+/// `.<key>.<random>.tmp`: starts with a dot, so it is never named like an entry. Random rather
+/// than the pid and a counter, which repeat in containers sharing a directory.
 fn temp_name(key: u64) -> String {
-    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!(".{key:016x}.{}.{n}.tmp", std::process::id())
+    use std::hash::{BuildHasher, Hasher};
+    // Each RandomState has new keys: random per process, distinct per call.
+    let nonce = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    format!(".{key:016x}.{nonce:016x}{TEMP_SUFFIX}")
+}
+
+fn is_key(stem: &str) -> bool {
+    stem.len() == 16
+        && stem
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 fn is_entry_name(name: &str) -> bool {
-    name.strip_suffix(ENTRY_SUFFIX).is_some_and(|stem| {
-        stem.len() == 16
-            && stem
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    })
+    name.strip_suffix(ENTRY_SUFFIX).is_some_and(is_key)
 }
 
-fn write_entry(path: &Path, key: u64, payload: &[u8]) -> io::Result<()> {
-    // create_new: never write into a file someone else is writing.
-    let mut file = File::options().write(true).create_new(true).open(path)?;
-    file.write_all(&header(key, payload))?;
-    file.write_all(payload)
+/// Whether `name` is one of [`temp_name`]'s.
+fn is_temp_name(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix('.') else {
+        return false;
+    };
+    let Some(middle) = rest.strip_suffix(TEMP_SUFFIX) else {
+        return false;
+    };
+    // The key, a dot, and at least one character of nonce.
+    middle.len() > 17 && middle.get(..16).is_some_and(is_key) && middle[16..].starts_with('.')
 }
 
 fn header(key: u64, payload: &[u8]) -> [u8; HEADER_LEN] {
@@ -586,6 +640,62 @@ mod tests {
         assert!(!is_entry_name("0123456789abcde.cubin"));
         assert!(!is_entry_name("0123456789abcdef.cubin.tmp"));
         assert!(!is_entry_name(&temp_name(1)));
+    }
+
+    #[test]
+    fn temp_names_are_random_and_recognized() {
+        let (a, b) = (temp_name(0xab), temp_name(0xab));
+        assert_ne!(a, b, "two writers of one key never share a temp file");
+        assert!(a.starts_with(".00000000000000ab."), "{a}");
+        assert!(is_temp_name(&a) && is_temp_name(&b));
+        for other in [
+            "00000000000000ab.cubin",
+            ".00000000000000ab.tmp",
+            ".tmpA1b2C3",
+            ".00000000000000AB.x.tmp",
+            "x.00000000000000ab.1.tmp",
+        ] {
+            assert!(!is_temp_name(other), "{other}");
+        }
+    }
+
+    /// Regression: a writer whose temp name was taken (the pid-and-counter names of
+    /// containers sharing the directory collided) deleted the other writer's file.
+    #[test]
+    fn a_taken_temp_name_is_neither_written_nor_deleted() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let temp = tmp.path().join(temp_name(3));
+        fs::write(&temp, b"another writer's").expect("write");
+        let err = write_temp(&temp, 3, b"mine").expect_err("the name is taken");
+        assert!(
+            err.to_string().contains(&temp.display().to_string()),
+            "{err}"
+        );
+        assert_eq!(fs::read(&temp).expect("still there"), b"another writer's");
+    }
+
+    #[test]
+    fn put_removes_stale_temp_files_only() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let cache = cache_in(tmp.path(), 1 << 20);
+        cache.put(1, b"x").expect("put");
+        let dir = &cache.config().dir;
+        let aged = |name: &str, age: Duration| {
+            let path = dir.join(name);
+            let file = File::create(&path).expect("create");
+            file.set_modified(SystemTime::now() - age)
+                .expect("set mtime");
+            path
+        };
+        let hour = STALE_TEMP_AGE + Duration::from_secs(60);
+        let dead = aged(&temp_name(2), hour);
+        let live = aged(&temp_name(2), Duration::from_secs(5));
+        let foreign = aged(".tmpA1b2C3", hour);
+        cache.put(2, b"y").expect("put");
+        assert!(!dead.exists(), "a dead writer's temp file is removed");
+        assert!(live.exists(), "a live writer's temp file is kept");
+        assert!(foreign.exists(), "other files are kept");
+        assert_eq!(cache.get(2), hit(b"y"));
     }
 
     #[test]

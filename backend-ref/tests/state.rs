@@ -102,3 +102,61 @@ fn a_state_keeps_the_shape_of_its_first_run() {
         "state \"cache\": this run binds f32[4, 6], but earlier runs bound f32[4, 8]"
     );
 }
+
+/// A graph whose run-time write position falls outside its state, past either end or with a
+/// slice longer than the room left, is refused at launch, before any kernel runs, with the
+/// state, the position and the bounds named; in range, it runs. For i32 and i64 positions, with
+/// and without checking mode.
+#[test]
+fn graph_write_positions_outside_the_state_are_refused_at_launch() {
+    for dtype in ["i32", "i64"] {
+        let graph = tir_graph::text::parse(&format!(
+            "%0 = state \"cache\" : f32[4, 8]\n\
+             %1 = input \"v\" : f32[2, 8]\n\
+             %2 = input \"pos\" : {dtype}[]\n\
+             %3 = state_write_slice %0, %1, %2 {{axis = 0}} : f32[4, 8]\n\
+             %4 = reduce_sum %3 {{axes = [1], keepdims = false}} : f32[4]\n\
+             output \"y\" = %4\n"
+        ))
+        .unwrap();
+        let dt = if dtype == "i32" {
+            DType::I32
+        } else {
+            DType::I64
+        };
+        for backend in [RefBackend::new(), RefBackend::checking()] {
+            let compiled =
+                tir_lower::compile_graph(&graph, &backend.target(), &tir_opt::Limits::default())
+                    .unwrap();
+            let mut exe = backend.compile(&compiled.program).unwrap();
+            let run = |exe: &mut Box<dyn tir_lower::Executable>, pos: i64| {
+                exe.run_f64(&sources(vec![
+                    ("pos", tensor(dt, &[], vec![pos as f64])),
+                    ("v", tensor(DType::F32, &[2, 8], vec![1.5; 16])),
+                ]))
+            };
+            run(&mut exe, 1).unwrap();
+            let before = exe.states_f64();
+            for pos in [-1, 3, 4, 100, i64::from(i32::MIN)] {
+                match run(&mut exe, pos) {
+                    Err(BackendError::Kernel { kernel, reason }) => {
+                        assert_eq!(kernel, "k0_state_update");
+                        assert_eq!(
+                            reason,
+                            format!(
+                                "launch check failed: the write position of state `cache`: \
+                                 position {pos} (from pos) with length 2 does not fit in 0..4"
+                            )
+                        );
+                    }
+                    other => panic!("{dtype} position {pos}: {other:?}"),
+                }
+                assert_eq!(exe.states_f64(), before, "{dtype} position {pos}");
+            }
+            for pos in [0, 2] {
+                let out = run(&mut exe, pos).unwrap();
+                assert_eq!(out.outputs["y"].dims, vec![4]);
+            }
+        }
+    }
+}

@@ -13,8 +13,10 @@
 //! 4. **In-place reads.** A buffer the kernel both reads and writes is read only by loads of the
 //!    very tiles it stores (same view, same coordinates), ordered before the store by tokens.
 //!
-//! Sizes are compared as polynomials in the symbolic dims (so the proof holds for every
-//! binding); a run-time write position becomes a [`LaunchCheck`]. [`check_program`] checks across
+//! A slice region at a static start must lie inside its buffer; a run-time write position
+//! becomes a [`LaunchCheck`] (added by lowering; the program verifier checks that every such
+//! region has one). Sizes are compared as polynomials in the symbolic dims (so the proof holds
+//! for every binding). [`check_program`] checks across
 //! kernels: kernels that may run concurrently never touch one buffer when either writes it, and
 //! the memory plan never overlaps buffers that are live together.
 
@@ -350,6 +352,7 @@ pub fn certify(kernel: &TileKernel, buffers: &[Buffer]) -> Result<Certificate, L
             tile.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "),
             view.shape.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")
         ));
+        prove_inside(buffer, &write.region).map_err(fail)?;
         facts.push(prove_view(kernel, &view, buffer, &write.region).map_err(fail)?);
         if let Some(fact) = prove_in_place(
             kernel,
@@ -382,6 +385,35 @@ pub fn certify(kernel: &TileKernel, buffers: &[Buffer]) -> Result<Certificate, L
         facts,
         checks: Vec::new(),
     })
+}
+
+/// A slice region at a static start lies inside its buffer. (One at a run-time position is
+/// checked at launch: lowering adds the [`LaunchCheck`], the program verifier checks it is there.)
+fn prove_inside(buffer: &Buffer, region: &Region) -> Result<(), String> {
+    let Region::Slice {
+        axis,
+        start: SliceStart::Static(s),
+        len,
+    } = region
+    else {
+        return Ok(());
+    };
+    let name = &buffer.name;
+    let size = buffer.ty.shape.dims().get(*axis);
+    match (len, size) {
+        (Dim::Static(l), Some(Dim::Static(n))) if s.checked_add(*l).is_some_and(|e| e <= *n) => {
+            Ok(())
+        }
+        (Dim::Static(l), Some(Dim::Static(n))) => Err(format!(
+            "the write region {s}..{} along axis {axis} of {name} is outside its size {n}",
+            s.saturating_add(*l)
+        )),
+        _ => Err(format!(
+            "the write region of {name} at {s} of length {len} along axis {axis} cannot be proven \
+             inside {name} ({})",
+            buffer.ty
+        )),
+    }
 }
 
 /// Facts 1 and 2: program ids as tile coordinates, and grid = ceil(extent / tile) per axis.

@@ -192,3 +192,142 @@ fn a_kernel_reading_outside_the_tile_it_writes_in_place_is_refused() {
     let e = refusal(&k, &p);
     assert!(e.contains("reads s outside the tile it writes"), "{e}");
 }
+
+/// `state_write_slice` of `f32[2, 8]` into the state `cache: f32[4, 8]` along axis 0, at 1 or
+/// (with `run_time`) at the position in the input `pos`.
+fn slice_writer(run_time: bool) -> Program {
+    let start = if run_time { "" } else { ", start = 1" };
+    let pos = if run_time { ", %2" } else { "" };
+    let text = format!(
+        "%0 = state \"cache\" : f32[4, 8]\n\
+         %1 = input \"v\" : f32[2, 8]\n\
+         %2 = input \"pos\" : i64[]\n\
+         %3 = state_write_slice %0, %1{pos} {{axis = 0{start}}} : f32[4, 8]\n"
+    );
+    program(&tir_graph::text::parse(&text).unwrap())
+}
+
+/// An in-place update that reads its state again after storing it: the read is not ordered
+/// before the store by tokens, so it may see the new value (or another program's).
+#[test]
+fn a_read_of_the_state_after_its_store_is_refused() {
+    let g = GraphBuilder::new();
+    let s = g.state("s", DType::F32, shape![64, 64]).unwrap();
+    let x = g.input("x", DType::F32, shape![64, 64]).unwrap();
+    s.assign(&(&s + &x).unwrap()).unwrap();
+    let p = program(&g.finish().unwrap());
+    let mut k = p.kernels[0].clone();
+    let body = &mut k.body.stmts;
+    let load = body
+        .iter()
+        .find(|st| matches!(&st.op, TileOp::Load { token: Some(_), .. }))
+        .expect("the in-place load")
+        .clone();
+    let store = body
+        .iter()
+        .position(|st| matches!(st.op, TileOp::Store { .. }))
+        .expect("the store");
+    let stored = body[store].defs[0].0;
+    // The same load again, after the store, its token the store's.
+    let mut again = load;
+    again.defs[0].0 = ValueId(100_000);
+    again.defs[1].0 = ValueId(100_001);
+    let TileOp::Load { token, .. } = &mut again.op else {
+        unreachable!()
+    };
+    *token = Some(stored);
+    body.insert(store + 1, again);
+    let e = refusal(&k, &p);
+    assert_eq!(
+        e,
+        "kernel k0_state_update: a read of s is not ordered before its store by tokens"
+    );
+}
+
+/// Regression: a slice at a static start past the end of its state (the stored view moved
+/// with it, so the view matched the region) was certified; the region is now checked against
+/// the buffer.
+#[test]
+fn a_slice_write_outside_its_state_is_refused() {
+    let p = slice_writer(false);
+    assert!(
+        p.certificates[0]
+            .facts
+            .join("\n")
+            .contains("the slice of cache of length 2 along axis 0 at 1"),
+        "{:?}",
+        p.certificates[0].facts
+    );
+    let mut k = p.kernels[0].clone();
+    let tir_lower::tile::Region::Slice { start, .. } = &mut k.writes[0].region else {
+        panic!("a slice write");
+    };
+    *start = tir_lower::tile::SliceStart::Static(3);
+    // Rows 3 and 4 of a 4-row state: offset 3 * 8.
+    let offset = ValueId(100_000);
+    k.body.stmts.insert(
+        0,
+        Stmt {
+            defs: vec![(offset, Type::Index)],
+            op: TileOp::Index { value: 24 },
+        },
+    );
+    let writes = k.writes[0].param;
+    for st in &mut k.body.stmts {
+        if let TileOp::MakeView {
+            param, offset: o, ..
+        } = &mut st.op
+        {
+            if *param == writes {
+                *o = offset;
+            }
+        }
+    }
+    let e = refusal(&k, &p);
+    assert_eq!(
+        e,
+        "kernel k0_state_update: the write region 3..5 along axis 0 of cache is outside its size 4"
+    );
+}
+
+/// Two kernels writing overlapping slices of one state with nothing ordering them.
+#[test]
+fn overlapping_slice_writes_in_concurrent_kernels_are_refused() {
+    let mut p = slice_writer(true);
+    let mut second = p.kernels[0].clone();
+    second.name = "k1_state_update".into();
+    let mut certificate = p.certificates[0].clone();
+    certificate.kernel = second.name.clone();
+    p.kernels.push(second);
+    p.certificates.push(certificate);
+    p.schedule.deps.push(Vec::new());
+    tir_lower::tile::verify::verify_program(&p).unwrap();
+    let e = check_program(&p).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "kernels k0_state_update and k1_state_update may run concurrently, but k0_state_update \
+         writes cache while k1_state_update writes it"
+    );
+}
+
+/// A write at a run-time position comes with the launch check of that position, or the program
+/// is refused.
+#[test]
+fn a_run_time_write_position_without_its_launch_check_is_refused() {
+    let mut p = slice_writer(true);
+    let checks = p.certificates[0].checks.clone();
+    assert_eq!(checks.len(), 1, "{checks:?}");
+    let tir_lower::legality::LaunchCheck::SliceInBounds { what, .. } = &checks[0];
+    assert_eq!(what, "the write position of state `cache`");
+    p.certificates[0].checks.clear();
+    let e = tir_lower::tile::verify::verify_program(&p)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(
+            "kernel k0_state_update writes cache at the run-time position in parameter 0, but \
+             its certificate has no launch check of that position"
+        ),
+        "{e}"
+    );
+}

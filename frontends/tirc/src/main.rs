@@ -44,7 +44,8 @@ enum Command {
     /// Compile a graph for a backend (or load a package made by `tirc compile`), run it once,
     /// write each output as DIR/NAME.npy and print a summary (shapes, checksums, times).
     Run {
-        /// A graph (.tir, .onnx or text form) or a package (.tirpkg, told by its magic bytes).
+        /// A graph (.tir, .onnx or text form) or a package (told by its magic bytes or a .tirpkg
+        /// extension).
         file: PathBuf,
         /// The backend to run on [default: ref for a graph; a package runs only on cuda].
         #[arg(long, value_name = "NAME")]
@@ -407,10 +408,13 @@ enum Runnable {
     Package(Box<backend_cuda::package::Package>),
 }
 
-/// A package (told by its magic bytes, whatever the extension), else a graph (see [`load`]).
+/// A package (told by its magic bytes, whatever the extension, or by a `.tirpkg` extension, so
+/// that a package cut inside its magic or with a damaged one is refused as a package, not parsed
+/// as the text form), else a graph (see [`load`]).
 fn load_runnable(path: &Path) -> Result<Runnable, CliError> {
     let bytes = read_bytes(path)?;
-    if bytes.starts_with(&backend_cuda::package::MAGIC) {
+    let named_package = path.extension().is_some_and(|e| e == "tirpkg");
+    if bytes.starts_with(&backend_cuda::package::MAGIC) || named_package {
         let package = backend_cuda::package::from_bytes(&bytes, path)?;
         return Ok(Runnable::Package(Box::new(package)));
     }

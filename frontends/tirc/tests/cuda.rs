@@ -370,3 +370,112 @@ fn doctor_reports_what_is_missing() {
         "{report}"
     );
 }
+
+/// A package cut short anywhere (inside its magic too), with any header field or payload byte
+/// damaged, or of another format version, is refused by `tirc run` with exit 1 and one line
+/// naming the file and what is wrong; nothing is run and no output directory is made.
+#[test]
+fn damaged_packages_are_refused_with_one_line() {
+    use backend_cuda::package::{FORMAT_VERSION, HEADER_LEN};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cache = d.join("cache");
+    let good = d.join("softmax.tirpkg");
+    common::assert_ok(&tirc(
+        &cache,
+        &[
+            "compile",
+            &example("softmax.tir"),
+            "--arch",
+            "sm_90",
+            "-o",
+            &s(&good),
+        ],
+    ));
+    let bytes = std::fs::read(&good).unwrap();
+    let len = bytes.len();
+    let other = |version: u32| {
+        let mut b = bytes.clone();
+        b[8..12].copy_from_slice(&version.to_le_bytes());
+        b
+    };
+    let flipped = |at: usize| {
+        let mut b = bytes.clone();
+        b[at] ^= 0x10;
+        b
+    };
+    let expected_len = format!("declares {} payload bytes", len - HEADER_LEN);
+    let cases: Vec<(&str, Vec<u8>, Vec<&str>)> = vec![
+        (
+            "empty",
+            Vec::new(),
+            vec!["corrupt package: the file is empty"],
+        ),
+        // Inside the magic: still a package by its extension, not a graph in text form.
+        (
+            "cut5",
+            bytes[..5].to_vec(),
+            vec!["corrupt package: truncated: 5 bytes"],
+        ),
+        (
+            "cut20",
+            bytes[..20].to_vec(),
+            vec!["corrupt package: truncated: 20 bytes"],
+        ),
+        (
+            "cut_header",
+            bytes[..HEADER_LEN].to_vec(),
+            vec!["corrupt package: truncated", &expected_len],
+        ),
+        (
+            "cut_half",
+            bytes[..len / 2].to_vec(),
+            vec!["corrupt package: truncated", &expected_len],
+        ),
+        (
+            "cut_last",
+            bytes[..len - 1].to_vec(),
+            vec!["corrupt package: truncated", &expected_len],
+        ),
+        ("magic", flipped(2), vec!["not a tir package (bad magic)"]),
+        (
+            "version",
+            flipped(8),
+            vec!["package format version 19, this build reads version 3"],
+        ),
+        (
+            "old",
+            other(FORMAT_VERSION - 1),
+            vec!["package format version 2, this build reads"],
+        ),
+        (
+            "new",
+            other(FORMAT_VERSION + 1),
+            vec!["package format version 4, this build reads"],
+        ),
+        ("length", flipped(12), vec!["corrupt package: "]),
+        (
+            "checksum",
+            flipped(20),
+            vec!["corrupt package: checksum mismatch"],
+        ),
+        (
+            "payload",
+            flipped(HEADER_LEN + 7),
+            vec!["corrupt package: checksum mismatch"],
+        ),
+        (
+            "last",
+            flipped(len - 1),
+            vec!["corrupt package: checksum mismatch"],
+        ),
+    ];
+    for (name, damaged, needles) in cases {
+        let path = d.join(format!("{name}.tirpkg"));
+        std::fs::write(&path, &damaged).unwrap();
+        let shown = format!("{}: ", s(&path));
+        let mut all = vec![shown.as_str()];
+        all.extend(needles);
+        run_refused(&cache, d, &[&s(&path), "--random-inputs"], &all);
+    }
+}

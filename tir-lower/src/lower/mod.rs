@@ -243,31 +243,21 @@ fn assign_buffers(fused: &FusedGraph) -> Assigned {
 }
 
 /// A state update writes its state in place, after every read of the state's old value. That
-/// is impossible when a reader of the old value needs the new one (a cycle), and unsafe when a
-/// slice write reads its own state. Such an update computes the new state into an arena buffer
-/// instead (as an elementwise kernel), and a copy into the state runs after the last read.
+/// is impossible when the update must also come before such a read (a cycle: a reader of the
+/// old value needs the new one, or two states are updated from each other, `a := b` and
+/// `b := a`), and unsafe when a slice write reads its own state. Such an update computes the
+/// new state into an arena buffer instead (as an elementwise kernel), and a copy into the state
+/// runs after the last read: the copy is read by nothing, so it closes no cycle. Updates are
+/// moved out of place one at a time, the first on a cycle each time, until no cycle is left.
 fn updates_out_of_place(
     g: &Graph,
     buffers: &mut Vec<Buffer>,
     buffer_of: &mut HashMap<NodeId, usize>,
     jobs: &mut Vec<Job>,
 ) {
-    let consumers = |jobs: &[Job], from: usize| -> BTreeSet<usize> {
-        let mut reached = BTreeSet::from([from]);
-        let mut frontier = vec![jobs[from].root];
-        while let Some(node) = frontier.pop() {
-            for (j, job) in jobs.iter().enumerate() {
-                if job.inputs.contains(&node) && reached.insert(j) {
-                    frontier.push(job.root);
-                }
-            }
-        }
-        reached.remove(&from);
-        reached
-    };
     for w in 0..jobs.len() {
         let root = jobs[w].root;
-        if !g.node(root).op.is_state_update() || jobs[w].members.is_empty() {
+        if !matches!(g.node(root).op, Op::StateWriteSlice { .. }) || jobs[w].members.is_empty() {
             continue;
         }
         let state = g.operands(root)[0];
@@ -276,34 +266,68 @@ fn updates_out_of_place(
                 .members
                 .iter()
                 .any(|&m| m != root && g.operands(m).contains(&state));
-        let slice_reads_itself =
-            matches!(g.node(root).op, Op::StateWriteSlice { .. }) && reads_state;
-        let cycle = consumers(jobs, w)
-            .iter()
-            .any(|&j| jobs[j].inputs.contains(&state));
-        if !slice_reads_itself && !cycle {
-            continue;
+        if reads_state {
+            move_out_of_place(g, w, buffers, buffer_of, jobs);
         }
-        let state_buffer = jobs[w].out;
-        buffers.push(Buffer {
-            name: format!("new {}", buffers[state_buffer].name),
-            ty: g.ty(state).clone(),
-            storage: Storage::Arena,
-        });
-        let temp = buffers.len() - 1;
-        jobs[w].out = temp;
-        jobs[w].kind = KernelKind::Elementwise;
-        buffer_of.insert(root, temp);
-        jobs.push(Job {
-            name: format!("k{}_copy", jobs.len()),
-            kind: KernelKind::Layout,
-            root,
-            members: BTreeSet::new(),
-            inputs: vec![root],
-            out: state_buffer,
-            split: None,
-        });
     }
+    while let Some(w) = in_place_update_on_a_cycle(g, jobs, buffers) {
+        move_out_of_place(g, w, buffers, buffer_of, jobs);
+    }
+}
+
+/// The first job that updates a state in place and must (transitively) run before itself.
+fn in_place_update_on_a_cycle(g: &Graph, jobs: &[Job], buffers: &[Buffer]) -> Option<usize> {
+    let preds = predecessors(g, jobs, buffers);
+    (0..jobs.len()).find(|&w| {
+        let in_place = !jobs[w].members.is_empty()
+            && g.node(jobs[w].root).op.is_state_update()
+            && written_state(g, &jobs[w], buffers).is_some();
+        if !in_place {
+            return false;
+        }
+        let mut seen = vec![false; jobs.len()];
+        let mut stack: Vec<usize> = preds[w].iter().copied().collect();
+        while let Some(j) = stack.pop() {
+            if j == w {
+                return true;
+            }
+            if !std::mem::replace(&mut seen[j], true) {
+                stack.extend(preds[j].iter().copied());
+            }
+        }
+        false
+    })
+}
+
+/// Makes update job `w` compute its state's new value into a new arena buffer, and adds the job
+/// that copies it into the state.
+fn move_out_of_place(
+    g: &Graph,
+    w: usize,
+    buffers: &mut Vec<Buffer>,
+    buffer_of: &mut HashMap<NodeId, usize>,
+    jobs: &mut Vec<Job>,
+) {
+    let root = jobs[w].root;
+    let state_buffer = jobs[w].out;
+    buffers.push(Buffer {
+        name: format!("new {}", buffers[state_buffer].name),
+        ty: g.ty(g.operands(root)[0]).clone(),
+        storage: Storage::Arena,
+    });
+    let temp = buffers.len() - 1;
+    jobs[w].out = temp;
+    jobs[w].kind = KernelKind::Elementwise;
+    buffer_of.insert(root, temp);
+    jobs.push(Job {
+        name: format!("k{}_copy", jobs.len()),
+        kind: KernelKind::Layout,
+        root,
+        members: BTreeSet::new(),
+        inputs: vec![root],
+        out: state_buffer,
+        split: None,
+    });
 }
 
 /// The state (source node) a job overwrites, if any.

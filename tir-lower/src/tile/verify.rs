@@ -22,8 +22,9 @@
 //!   a mutable parameter.
 //!
 //! A program is valid when each kernel is, every buffer index is in range, each parameter's
-//! dtype is its buffer's, there is one certificate per kernel (naming it), and the schedule has
-//! one dependency list per kernel naming only earlier kernels.
+//! dtype is its buffer's, there is one certificate per kernel (naming it) with a launch check
+//! of every run-time write position of its kernel, and the schedule has one dependency list per
+//! kernel naming only earlier kernels.
 //!
 //! Each error is one line naming the kernel, the statement (by its first value and op) and what
 //! is wrong.
@@ -181,6 +182,34 @@ pub fn verify_program(p: &Program) -> Result<(), TileError> {
             if *offset_buffer >= nbuf {
                 return Err(program(format!(
                     "kernel {}: a launch check names buffer {offset_buffer}, but the program has {nbuf} buffers",
+                    k.name
+                )));
+            }
+        }
+        // A write at a run-time position is only safe with the check of that position.
+        for w in &k.writes {
+            let Region::Slice {
+                start: SliceStart::Param(q),
+                ..
+            } = &w.region
+            else {
+                continue;
+            };
+            let (Some(at), Some(written)) = (k.params.get(*q), k.params.get(w.param)) else {
+                continue; // verify_kernel refuses these
+            };
+            let checked = c.checks.iter().any(|check| {
+                let crate::legality::LaunchCheck::SliceInBounds { offset_buffer, .. } = check;
+                *offset_buffer == at.buffer
+            });
+            if !checked {
+                let name = p
+                    .buffers
+                    .get(written.buffer)
+                    .map_or("?", |b| b.name.as_str());
+                return Err(program(format!(
+                    "kernel {} writes {name} at the run-time position in parameter {q}, but its \
+                     certificate has no launch check of that position",
                     k.name
                 )));
             }
