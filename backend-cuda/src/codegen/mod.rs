@@ -691,6 +691,12 @@ impl Translator<'_> {
                 extents[k] = (view.base, Some(1));
             }
         }
+        // Tile IR wants positive constant sizes too: an empty axis is given at run time.
+        for extent in &mut extents {
+            if extent.1 == Some(0) {
+                *extent = (self.e.index_const(0), None);
+            }
+        }
         let statics = |xs: &[(Value, Option<i64>)]| -> Vec<i64> {
             xs.iter().map(|(_, c)| c.unwrap_or(DYNAMIC)).collect()
         };

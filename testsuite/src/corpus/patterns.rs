@@ -21,6 +21,26 @@ pub(super) fn add(c: &mut Corpus) -> Result<()> {
     kv_cache_attention(c)?;
     states(c)?;
     plan_reuse(c)?;
+    empty_axes(c)?;
+    Ok(())
+}
+
+/// Static axes of size 0 (Tile IR refuses a view with a constant size 0, so the CUDA backend
+/// gives it at run time; found by the differential test): an empty tensor concatenated with a
+/// full one, an elementwise op and a sum over it, and a product over an empty K.
+fn empty_axes(c: &mut Corpus) -> Result<()> {
+    for d in [DType::F32, DType::F16] {
+        let g = GraphBuilder::new();
+        let empty = g.input("empty", d, shape![3, 0])?;
+        let full = g.input("full", d, shape![3, 4])?;
+        let k_empty = g.input("k_empty", d, shape![0, 4])?;
+        g.output("joined", &g.concat(&[&empty, &full], 1)?)?;
+        g.output("negated", &empty.neg()?)?;
+        g.output("summed", &empty.sum(&[1], false)?)?;
+        g.output("product", &empty.matmul(&k_empty)?)?;
+        let name = format!("pattern/empty_axes/{d}");
+        c.add_static(name, g.finish()?, small_values(), Tolerance::EXACT);
+    }
     Ok(())
 }
 
