@@ -954,6 +954,26 @@ impl CudaExecutable {
         Ok(outputs)
     }
 
+    /// A run in the current mode (sync or graph) with its outputs copied to the host, once the
+    /// GPU has finished it.
+    pub(super) fn run_to_host(
+        &mut self,
+        inputs: &[(&str, TensorRef<'_>)],
+    ) -> Result<HostTensors, BackendError> {
+        let ran = self
+            .prepare(inputs, Outputs::Host, Source::InPlace)
+            .and_then(|placed| {
+                self.enqueue(&placed)?;
+                self.download_outputs(&placed)
+            });
+        // Also on an error: copies queued from the caller's memory must have run before it
+        // gets its memory back.
+        let waited = self.wait().map_err(|e| self.device_error(e));
+        let outputs = ran?;
+        waited?;
+        Ok(outputs.into_iter().collect())
+    }
+
     /// Runs like [`Executable::run`] but returns at once: the future completes when the GPU
     /// has finished, and waiting for it does not block the thread (a stream callback wakes it).
     /// Host inputs are copied before this returns.
@@ -1033,18 +1053,7 @@ impl Executable for CudaExecutable {
         if self.mode == ExecMode::Async {
             return block_on(self.run_async(inputs)?);
         }
-        let ran = self
-            .prepare(inputs, Outputs::Host, Source::InPlace)
-            .and_then(|placed| {
-                self.enqueue(&placed)?;
-                self.download_outputs(&placed)
-            });
-        // Also on an error: copies queued from the caller's memory must have run before it
-        // gets its memory back.
-        let waited = self.wait().map_err(|e| self.device_error(e));
-        let outputs = ran?;
-        waited?;
-        Ok(outputs.into_iter().collect())
+        self.run_to_host(inputs)
     }
 
     fn run_on_device(

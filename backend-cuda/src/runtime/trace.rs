@@ -7,9 +7,8 @@
 //! replay cannot be timed one by one, and the launches are the same.
 
 use super::driver::{Event, Stream};
-use super::exec::{CudaExecutable, Outputs};
+use super::exec::CudaExecutable;
 use super::policy::ExecMode;
-use super::staging::Source;
 use tir_lower::tile::{Access, Region};
 use tir_lower::{BackendError, HostTensors, TensorRef};
 
@@ -119,22 +118,15 @@ impl CudaExecutable {
         if mode == ExecMode::Graph {
             self.set_mode(ExecMode::Sync);
         }
-        let ran = self
-            .prepare(inputs, Outputs::Host, Source::InPlace)
-            .and_then(|placed| {
-                self.enqueue(&placed)?;
-                self.download_outputs(&placed)
-            });
-        let waited = self.wait().map_err(|e| self.device_error(e));
+        let ran = self.run_to_host(inputs);
         self.set_mode(mode);
         let tracer = self.tracer.borrow_mut().take();
         let outputs = ran?;
-        waited?;
         let trace = match tracer {
             Some(t) => t.finish().map_err(|e| self.device_error(e))?,
             None => RunTrace::default(),
         };
-        Ok((outputs.into_iter().collect(), trace))
+        Ok((outputs, trace))
     }
 
     /// Starts a span on `stream` when a trace is on.
