@@ -431,7 +431,7 @@ mod tests {
     #[test]
     fn other_versions_are_refused() {
         let mut bytes = to_bytes(&package()).unwrap();
-        for found in [0u32, 1, 2, FORMAT_VERSION + 1, u32::MAX] {
+        for found in [0u32, 1, FORMAT_VERSION - 1, FORMAT_VERSION + 1, u32::MAX] {
             bytes[8..12].copy_from_slice(&found.to_le_bytes());
             let err = from_bytes(&bytes, &p()).unwrap_err();
             match &err {
@@ -442,7 +442,10 @@ mod tests {
             }
             assert_eq!(
                 err.to_string(),
-                format!("model.tirpkg: package format version {found}, this build reads version 3")
+                format!(
+                    "model.tirpkg: package format version {found}, this build reads version \
+                     {FORMAT_VERSION}"
+                )
             );
         }
     }
