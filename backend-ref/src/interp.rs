@@ -540,8 +540,8 @@ impl<'l, 'a> Program<'l, 'a> {
                 self.define_tile(stmt, t)
             }
             // The reference computes the exact value the approximation approaches.
-            TileOp::ApproxExp { x } => {
-                let t = tile::unary(tir_graph::UnaryOp::Exp, self.tile(*x)?)?;
+            TileOp::ApproxExp { x, shift, factor } => {
+                let t = tile::scaled_exp(self.tile(*x)?, self.tile(*shift)?, *factor)?;
                 self.define_tile(stmt, t)
             }
             TileOp::Binary { op, a, b } => {

@@ -320,9 +320,9 @@ fn uses(op: &TileOp) -> Vec<ValueId> {
             .chain(coords.iter().copied())
             .chain([*value, *token])
             .collect(),
+        TileOp::ApproxExp { x, shift, .. } => vec![*x, *shift],
         TileOp::Splat { x }
         | TileOp::Unary { x, .. }
-        | TileOp::ApproxExp { x }
         | TileOp::Cast { x }
         | TileOp::Broadcast { x }
         | TileOp::Reshape { x }

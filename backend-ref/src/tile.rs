@@ -125,6 +125,19 @@ pub fn binary(op: BinaryOp, a: &F64Tensor, b: &F64Tensor) -> Result<F64Tensor, S
     ))
 }
 
+/// `e^(factor · (x − shift))` of an `f32` tile, `shift` repeated along its size-1 dims,
+/// computed in `f64` and rounded once: the exact value that `approx_exp` approaches.
+pub fn scaled_exp(x: &F64Tensor, shift: &F64Tensor, factor: f64) -> Result<F64Tensor, String> {
+    let shift = broadcast(shift, &x.dims)?;
+    let data = x
+        .data
+        .iter()
+        .zip(&shift.data)
+        .map(|(&v, &s)| (factor * (v - s)).exp())
+        .collect();
+    Ok(rounded(x.dtype, &x.dims, data))
+}
+
 /// `cond ? a : b` elementwise; all three of one shape, `cond` bool, `a` and `b` of one dtype.
 pub fn select(cond: &F64Tensor, a: &F64Tensor, b: &F64Tensor) -> Result<F64Tensor, String> {
     same_dims(&[cond, a, b])?;

@@ -89,9 +89,9 @@ fn operands(op: &mut TileOp) -> Vec<&mut ValueId> {
             .chain(coords.iter_mut())
             .chain([value, token])
             .collect(),
+        TileOp::ApproxExp { x, shift, .. } => vec![x, shift],
         TileOp::Splat { x }
         | TileOp::Unary { x, .. }
-        | TileOp::ApproxExp { x }
         | TileOp::Cast { x }
         | TileOp::Broadcast { x }
         | TileOp::Reshape { x }

@@ -161,7 +161,7 @@ fn compile_one(backend: &CudaBackend, graph: &Graph, arch: &str) -> Result<f64, 
 fn compile(out: &Path, arch: &str, filter: Option<&str>) -> Result<(), String> {
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     for w in matching(filter)? {
-        let backend = CudaBackend::new().with_matmul(MatmulPolicy::parse(w.matmul)?);
+        let backend = CudaBackend::new().with_matmul(matmul_policy(&w)?);
         let seconds = compile_one(&backend, &w.graph, arch)?;
         println!("{:<40} compiled in {seconds:.2} s", w.name);
     }
@@ -337,13 +337,20 @@ fn executable(w: &Workload) -> Result<backend_cuda::CudaExecutable, String> {
     } else {
         ExecMode::Sync
     };
-    let policy = MatmulPolicy::parse(w.matmul)?;
-    let backend = CudaBackend::with_mode(mode).with_matmul(policy);
+    let backend = CudaBackend::with_mode(mode).with_matmul(matmul_policy(w)?);
     let compiled = compile_graph(&w.graph, &backend.target(), &Limits::default())
         .map_err(|e| e.to_string())?;
     backend
         .compile_cuda(&compiled.program)
         .map_err(|e| e.to_string())
+}
+
+/// The workload's matmul path, or `$TIR_MATMUL`'s where it is set (for a search).
+fn matmul_policy(w: &Workload) -> Result<MatmulPolicy, String> {
+    match std::env::var("TIR_MATMUL") {
+        Ok(_) => MatmulPolicy::from_env(),
+        Err(_) => MatmulPolicy::parse(w.matmul),
+    }
 }
 
 /// Prints one JSON line per kernel of each workload whose name contains `filter`.

@@ -98,3 +98,107 @@ fn generated_seeds_are_accepted() {
         );
     }
 }
+
+/// The mutations of [`mutated_seeds_go_through`]: a splitmix64 stream, so that a failure
+/// names a case that reproduces.
+struct Mutator(u64);
+
+impl Mutator {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n` (`n > 0`).
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    /// `seed` with one edit (one time in eight up to three): a bit flipped, a byte set to an edge value, a cut, a
+    /// range deleted or repeated, random bytes inserted, or the tail of `other` spliced on.
+    fn mutate(&mut self, seed: &[u8], other: &[u8]) -> Vec<u8> {
+        let mut bytes = seed.to_vec();
+        let edits = if self.below(8) == 0 {
+            1 + self.below(3)
+        } else {
+            1
+        };
+        for _ in 0..edits {
+            let len = bytes.len();
+            let at = if len == 0 { 0 } else { self.below(len) };
+            match self.below(7) {
+                0 if len > 0 => bytes[at] ^= 1 << self.below(8),
+                1 if len > 0 => bytes[at] = [0, 0xff, 0x7f, 0x80, 1][self.below(5)],
+                2 => bytes.truncate(at),
+                3 if len > 0 => {
+                    let end = (at + 1 + self.below(16)).min(len);
+                    bytes.drain(at..end);
+                }
+                4 if len > 0 => {
+                    let end = (at + 1 + self.below(64)).min(len);
+                    let copy = bytes[at..end].to_vec();
+                    bytes.splice(at..at, copy);
+                }
+                5 => {
+                    let random: Vec<u8> =
+                        (0..1 + self.below(8)).map(|_| self.next() as u8).collect();
+                    bytes.splice(at..at, random);
+                }
+                _ => {
+                    let from = if other.is_empty() {
+                        0
+                    } else {
+                        self.below(other.len())
+                    };
+                    bytes.truncate(at);
+                    bytes.extend_from_slice(&other[from..]);
+                }
+            }
+        }
+        bytes
+    }
+}
+
+/// A smoke of the fuzz targets on stable, for CI (which does not run cargo-fuzz): every
+/// target's committed seeds mutated, deterministically, [`MUTANTS_PER_TARGET`] times in all;
+/// each mutant must go through its target without a panic and, but for the pipeline's,
+/// without one allocation larger than [`allocation_bound`]. The cargo-fuzz runs
+/// (`scripts/fuzz.sh`) search far wider; this catches a reader that a change made panic on
+/// inputs near its seeds.
+#[test]
+fn mutated_seeds_go_through() {
+    const MUTANTS_PER_TARGET: usize = 10_000;
+    for (t, (name, run)) in TARGETS.iter().enumerate() {
+        let seeds: Vec<Vec<u8>> = files(&fuzz_dir().join("seeds").join(name))
+            .iter()
+            .map(|p| std::fs::read(p).expect("a seed reads"))
+            .collect();
+        assert!(!seeds.is_empty(), "fuzz target {name} has no seeds");
+        let mut mutator = Mutator(0x5eed_0000 + t as u64);
+        let mut accepted = 0;
+        for case in 0..MUTANTS_PER_TARGET {
+            let seed = &seeds[case % seeds.len()];
+            let other = &seeds[mutator.below(seeds.len())];
+            let bytes = mutator.mutate(seed, other);
+            let outcome = std::panic::catch_unwind(|| largest_allocation(|| run(&bytes)));
+            let Ok((read, largest)) = outcome else {
+                let path = std::env::temp_dir().join(format!("tir-fuzz-smoke-{name}-{case}"));
+                let _ = std::fs::write(&path, &bytes);
+                panic!(
+                    "fuzz target {name} panicked on mutant {case} (written to {})",
+                    path.display()
+                );
+            };
+            assert!(
+                *name == "pipeline" || largest <= allocation_bound(bytes.len()),
+                "{name} mutant {case}: {largest} bytes allocated at once for {} bytes of input",
+                bytes.len()
+            );
+            accepted += usize::from(read);
+        }
+        eprintln!("{name}: {accepted} of {MUTANTS_PER_TARGET} mutants accepted");
+    }
+}

@@ -281,6 +281,23 @@ fn causal_attention_walks_visible_blocks_unmasked_then_the_diagonal() {
     assert_eq!(loops_and_params(&program, 0), (1, 4));
 }
 
+/// Past the optimizer's fold limit (4096 elements) the mask's position ranges reach lowering
+/// as reshapes of a constant plus an offset; they are still recognised as causal.
+#[test]
+fn causal_attention_past_the_fold_limit_still_walks_visible_blocks() {
+    for (q_len, k_len) in [(5000u64, 5000u64), (4500, 5000)] {
+        let g = tir_graph::GraphBuilder::new();
+        let qkv =
+            |n: &str, s: u64| g.input(n, tir_graph::DType::F16, tir_graph::shape![1, 2, s, 16]);
+        let q = qkv("q", q_len).unwrap();
+        let (k, v) = (qkv("k", k_len).unwrap(), qkv("v", k_len).unwrap());
+        g.output("o", &q.attention(&k, &v, true).unwrap()).unwrap();
+        let program = lower(&g.finish().unwrap());
+        assert_eq!(program.kernels.len(), 1, "{q_len}x{k_len}");
+        assert_eq!(loops_and_params(&program, 0), (2, 4), "{q_len}x{k_len}");
+    }
+}
+
 #[test]
 fn attention_approximates_exp_only_where_probabilities_round_to_16_bits() {
     let exps = |dtype| {

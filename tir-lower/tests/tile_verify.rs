@@ -486,7 +486,11 @@ fn binary_and_unary_follow_the_graph_dtype_rules() {
         |k| {
             k.body.stmts.push(s(
                 &[(50, tile(DType::F16, &[16, 64]))],
-                TileOp::ApproxExp { x: v(27) },
+                TileOp::ApproxExp {
+                    x: v(27),
+                    shift: v(27),
+                    factor: 1.0,
+                },
             ))
         },
         &["%50 (approx_exp)", "approx_exp takes f32 tiles, not f16"],

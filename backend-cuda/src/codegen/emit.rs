@@ -290,9 +290,21 @@ impl Emitter {
         self.same(Opcode::DivF, a, b, vec![("rounding_mode", i32_attr(4))])
     }
 
-    /// `e^x` in `f32` by the hardware's `ex2` approximation (a few ulp, subnormals flushed).
-    pub fn exp_approx(&mut self, x: Value) -> Value {
-        self.unary(Opcode::Exp, x, vec![("rounding_mode", i32_attr(4))])
+    /// `e^(factor · (x − shift))` in `f32`, `shift` repeated to `x`'s shape: one fused
+    /// multiply-add `x · c − shift · c` (`c = factor · log2 e`, `shift · c` computed before
+    /// the repeat) and the hardware's `ex2` approximation (a few ulp, subnormals flushed).
+    pub fn scaled_exp_approx(&mut self, x: Value, shift: Value, factor: f64) -> Value {
+        let c = factor * std::f64::consts::LOG2_E;
+        let minus_c = self.like(shift, -c);
+        let offset = self.float_op(Opcode::MulF, shift, minus_c);
+        let offset = self.broadcast(offset, &self.shape(x));
+        let c = self.like(x, c);
+        let y = self.fma(x, c, offset);
+        self.unary(
+            Opcode::Exp2,
+            y,
+            vec![("flush_to_zero", Attribute::Bool(true))],
+        )
     }
 
     /// `a * b + c` rounded once.

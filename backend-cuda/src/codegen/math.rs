@@ -66,7 +66,7 @@ impl Emitter {
         }
     }
 
-    fn like(&mut self, x: Value, value: f64) -> Value {
+    pub(super) fn like(&mut self, x: Value, value: f64) -> Value {
         let shape = self.shape(x);
         let elem = self.elem(x);
         self.constant(elem, value, &shape)

@@ -84,6 +84,10 @@ pub struct KernelHints {
     pub persistent: Option<u8>,
     /// Warps per tile block (1, 2, 4, ..., 32) instead of the number `tileiras` picks.
     pub warps: Option<u8>,
+    /// Tile blocks walk the grid from its last tile to its first: the last query blocks of a
+    /// causal attention, which see the most keys, start first, and the short first ones fill
+    /// the tail of the run instead of the long ones.
+    pub last_first: Option<bool>,
 }
 
 impl KernelHints {
@@ -343,10 +347,7 @@ impl Translator<'_> {
     /// blocks), so running several in one block in any order computes the same.
     fn tile_loop(&mut self, body: &Block) -> Res<()> {
         let first = self.block_id();
-        let mut tiles = self.extents[0];
-        for k in 1..self.extents.len() {
-            tiles = self.e.muli(tiles, self.extents[k]);
-        }
+        let tiles = self.tile_count();
         let blocks = self.grid_query(Opcode::GetNumTileBlocks);
         let (region, block, ids) = build_single_block_region(&mut self.e.module, &[index_ty()]);
         let outer = std::mem::replace(&mut self.e.block, block);
@@ -366,10 +367,32 @@ impl Translator<'_> {
         if rank == 0 {
             return Ok(flat);
         }
+        let flat = if self.hints.last_first == Some(true) {
+            self.last_first(flat)
+        } else {
+            flat
+        };
         if let Some(group) = self.hints.group_rows.filter(|_| axis + 2 >= rank) {
-            return Ok(self.grouped_program_id(axis, i64::from(group)));
+            return Ok(self.grouped_program_id(flat, axis, i64::from(group)));
         }
         Ok(self.row_major_program_id(flat, axis))
+    }
+
+    /// The number of tiles of the grid: the product of its extents.
+    fn tile_count(&mut self) -> Value {
+        let mut tiles = self.extents[0];
+        for k in 1..self.extents.len() {
+            tiles = self.e.muli(tiles, self.extents[k]);
+        }
+        tiles
+    }
+
+    /// The flat id `flat` counted from the grid's last tile: `tiles - 1 - flat`.
+    fn last_first(&mut self, flat: Value) -> Value {
+        let tiles = self.tile_count();
+        let one = self.e.index_const(1);
+        let last = self.e.subi(tiles, one);
+        self.e.subi(last, flat)
     }
 
     /// Axis `axis` of the flat id `flat` over the grid's extents, row-major.
@@ -395,8 +418,7 @@ impl Translator<'_> {
 
     /// Axis `axis` (one of the last two) when the last two axes are walked in groups of
     /// `group` rows ([`order::grouped`]).
-    fn grouped_program_id(&mut self, axis: usize, group: i64) -> Value {
-        let flat = self.block_id();
+    fn grouped_program_id(&mut self, flat: Value, axis: usize, group: i64) -> Value {
         let rank = self.extents.len();
         let (rows, cols) = (self.extents[rank - 2], self.extents[rank - 1]);
         let (row, col) = order::grouped(&mut self.e, flat, rows, cols, group);
@@ -556,9 +578,9 @@ impl Translator<'_> {
                 let x = self.get(*x)?;
                 one(math::unary(&mut self.e, *op, dtype, x)?)
             }
-            TileOp::ApproxExp { x } => {
-                let x = self.get(*x)?;
-                one(self.e.exp_approx(x))
+            TileOp::ApproxExp { x, shift, factor } => {
+                let (x, shift) = (self.get(*x)?, self.get(*shift)?);
+                one(self.e.scaled_exp_approx(x, shift, *factor))
             }
             TileOp::Binary { op, a, b } => {
                 let (dtype, _) = self.tile_of(*a)?;

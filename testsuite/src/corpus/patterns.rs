@@ -18,6 +18,7 @@ pub(super) fn add(c: &mut Corpus) -> Result<()> {
     epilogues(c)?;
     attention(c)?;
     long_attention(c)?;
+    attention_past_fold_limit(c)?;
     kv_cache_attention(c)?;
     states(c)?;
     plan_reuse(c)?;
@@ -462,6 +463,27 @@ fn long_attention(c: &mut Corpus) -> Result<()> {
                 Tolerance::composite(s_k),
             );
         }
+    }
+    Ok(())
+}
+
+/// Causal attention over sequences longer than the optimizer folds constants for (4096
+/// elements), so the mask's position ranges reach lowering as reshapes of a constant plus an
+/// offset (more keys than queries); lowering must still see the mask as causal.
+fn attention_past_fold_limit(c: &mut Corpus) -> Result<()> {
+    for d in [DType::F16, DType::BF16] {
+        let g = GraphBuilder::new();
+        let (s_q, s_k) = (4200, 4500);
+        let q = g.input("q", d, shape![1, 1, s_q, 16])?;
+        let k = g.input("k", d, shape![1, 1, s_k, 16])?;
+        let v = g.input("v", d, shape![1, 1, s_k, 16])?;
+        g.output("y", &q.attention(&k, &v, true)?)?;
+        c.add_static(
+            format!("pattern/attention_past_fold_limit/{d}"),
+            g.finish()?,
+            Values::Default,
+            Tolerance::composite(s_k),
+        );
     }
     Ok(())
 }

@@ -64,6 +64,8 @@ struct KeyWalk<'p> {
     q_tile: ValueId,
     /// The key block and the head dim's tile.
     blocks: (u64, u64),
+    /// [`AttentionTiling::scale`].
+    scale: Option<f64>,
 }
 
 /// The running state of the online softmax, carried through the key loop.
@@ -81,6 +83,11 @@ pub struct AttentionTiling {
     pub bn: u64,
     pub d_tile: u64,
     pub causal: Option<i64>,
+    /// `c` when the softmax reads its scores as `c · (q @ kt)` (under the causal mask when
+    /// `causal`) and its probabilities are rounded to 16 bits: the key loop then keeps the
+    /// scores in `f32` unrounded and folds `c` into one approximate `exp` per score
+    /// ([`TileOp::ApproxExp`]), its running maximum counting unscaled scores.
+    pub scale: Option<f64>,
 }
 
 /// The fewest key blocks each program of a split key loop takes.
@@ -105,10 +112,18 @@ impl AttentionTiling {
         let mut tile = vec![1u64; rank];
         tile[rank - 2] = tile_for(&out_shape.dims()[rank - 2], tiles.attention_m);
         tile[rank - 1] = pow2_of(&out_shape.dims()[rank - 1]);
+        let causal = causal_offset(g, &pattern);
+        let v = g.operands(pattern.output)[1];
+        let scale = if approximates_exp(g.ty(v).dtype) {
+            score_scale(g, &pattern, causal.is_some())
+        } else {
+            None
+        };
         Some(AttentionTiling {
             bn: tile_for(keys, tiles.attention_n),
             d_tile: pow2_of(head),
-            causal: causal_offset(g, &pattern),
+            causal,
+            scale,
             tile,
             pattern,
         })
@@ -177,8 +192,18 @@ impl KernelLowering<'_> {
         let store_space = grid.store;
         let done = self.attention_walk(&t, grid.space, Some(grid.steps))?;
         let dtype = self.attention_dtype(&t);
+        // The combining kernel reads maxima of the softmax's own input.
+        let max = match t.scale {
+            Some(scale) => {
+                let mut row = t.tile.clone();
+                row[rank - 1] = 1;
+                let c = self.b.constant(scale, dtype, &row);
+                self.binary(BinaryOp::Mul, done.max, c, &Type::tile(dtype, &row))
+            }
+            None => done.max,
+        };
         for (buffer, value, row) in [
-            (partials.max, done.max, true),
+            (partials.max, max, true),
             (partials.sum, done.sum, true),
             (partials.acc, done.acc, false),
         ] {
@@ -330,6 +355,7 @@ impl KernelLowering<'_> {
             out_space,
             q_tile,
             blocks: (t.bn, t.d_tile),
+            scale: t.scale,
         };
         // Blocks `lo..hi` of the whole walk, within the split's range when there is one.
         let clamp = |b: &mut super::builder::KernelBuilder, lo: ValueId, hi: ValueId| match range {
@@ -501,70 +527,87 @@ impl KernelLowering<'_> {
         })
     }
 
-    /// Binds the causal mask's nodes over the score block: with `Visible`, the masked select
-    /// is its unmasked branch; with `Causal`, its condition is computed from the positions
-    /// (`col <= row + delta`) rather than loaded.
-    fn bind_causal_mask(
+    /// The scores `s` (f32) of the block in `s_space` through the graph's score epilogue, in
+    /// f32. The causal mask's nodes are bound first: with `Visible`, the masked select is its
+    /// unmasked branch; with `Causal`, its condition is computed from the positions rather
+    /// than loaded.
+    fn score_epilogue(
         &mut self,
         pattern: &AttentionPattern,
-        s_space: SpaceId,
+        s: ValueId,
+        (s_space, s_shape): (SpaceId, &[u64]),
         mask: Mask,
-    ) -> Res<()> {
-        let delta = match mask {
-            Mask::Graph => return Ok(()),
-            Mask::Visible => None,
-            Mask::Causal(delta) => Some(delta),
-        };
+    ) -> Res<ValueId> {
         let g = self.g;
-        let select = pattern.logits;
-        let [cond, unmasked, _] = <[NodeId; 3]>::try_from(g.operands(select))
-            .map_err(|_| self.unsupported("a causal mask that is no select".into()))?;
-        let rank = self.b.spaces[s_space].tile.len();
+        let scores_ty = g.ty(pattern.scores);
+        let s = self
+            .b
+            .emit(TileOp::Cast { x: s }, Type::tile(scores_ty.dtype, s_shape));
+        let rank = s_shape.len();
         let canonical = Self::canonical(rank);
         let depth = self.b.depth();
-        match delta {
-            None => {
-                let v = self.operand(select, unmasked, &canonical, s_space)?;
-                self.memo.insert((select, canonical, s_space), (v, depth));
-            }
-            Some(delta) => {
-                let shape = self.b.spaces[s_space].tile.clone();
-                let coords = self.b.spaces[s_space].coords.clone();
-                let along = |b: &mut super::builder::KernelBuilder, axis: usize, shift: i64| {
-                    let mut line = vec![1u64; rank];
-                    line[axis] = shape[axis];
-                    let ty = Type::tile(DType::I64, &line);
-                    let size = b.index(shape[axis] as i64);
-                    let base = b.arith(IndexOp::Mul, coords[axis], size);
-                    let shift = b.index(shift);
-                    let base = b.arith(IndexOp::Add, base, shift);
-                    let base = b.emit(TileOp::Splat { x: base }, ty.clone());
-                    let iota = b.emit(TileOp::Iota { axis }, ty.clone());
-                    let at = b.emit(
-                        TileOp::IndexArith {
-                            op: IndexOp::Add,
-                            a: base,
-                            b: iota,
-                        },
-                        ty,
-                    );
-                    b.emit(TileOp::Broadcast { x: at }, Type::tile(DType::I64, &shape))
-                };
-                let cols = along(&mut self.b, rank - 1, 0);
-                let rows = along(&mut self.b, rank - 2, delta);
-                let visible = self.b.emit(
-                    TileOp::IndexCmp {
-                        op: CmpOp::Le,
-                        a: cols,
-                        b: rows,
-                    },
-                    Type::tile(DType::Bool, &shape),
-                );
-                let ix = broadcast_ix(&g.ty(cond).shape, &g.ty(select).shape, &canonical);
-                self.memo.insert((cond, ix, s_space), (visible, depth));
+        self.memo
+            .insert((pattern.scores, canonical.clone(), s_space), (s, depth));
+        if mask != Mask::Graph {
+            let select = pattern.logits;
+            let [cond, unmasked, _] = <[NodeId; 3]>::try_from(g.operands(select))
+                .map_err(|_| self.unsupported("a causal mask that is no select".into()))?;
+            match mask {
+                Mask::Causal(delta) => {
+                    let visible = self.causal_visible(s_space, delta);
+                    let ix = broadcast_ix(&g.ty(cond).shape, &g.ty(select).shape, &canonical);
+                    self.memo.insert((cond, ix, s_space), (visible, depth));
+                }
+                _ => {
+                    let v = self.operand(select, unmasked, &canonical, s_space)?;
+                    self.memo
+                        .insert((select, canonical.clone(), s_space), (v, depth));
+                }
             }
         }
-        Ok(())
+        let x = self.value(pattern.logits, &canonical, s_space)?;
+        let acc_dtype = accumulator(scores_ty.dtype);
+        Ok(self
+            .b
+            .emit(TileOp::Cast { x }, Type::tile(acc_dtype, s_shape)))
+    }
+
+    /// Whether each score of the block in `s_space` is visible under a causal mask with
+    /// offset `delta`: `col <= row + delta`, from the block's positions.
+    fn causal_visible(&mut self, s_space: SpaceId, delta: i64) -> ValueId {
+        let shape = self.b.spaces[s_space].tile.clone();
+        let coords = self.b.spaces[s_space].coords.clone();
+        let rank = shape.len();
+        let along = |b: &mut super::builder::KernelBuilder, axis: usize, shift: i64| {
+            let mut line = vec![1u64; rank];
+            line[axis] = shape[axis];
+            let ty = Type::tile(DType::I64, &line);
+            let size = b.index(shape[axis] as i64);
+            let base = b.arith(IndexOp::Mul, coords[axis], size);
+            let shift = b.index(shift);
+            let base = b.arith(IndexOp::Add, base, shift);
+            let base = b.emit(TileOp::Splat { x: base }, ty.clone());
+            let iota = b.emit(TileOp::Iota { axis }, ty.clone());
+            let at = b.emit(
+                TileOp::IndexArith {
+                    op: IndexOp::Add,
+                    a: base,
+                    b: iota,
+                },
+                ty,
+            );
+            b.emit(TileOp::Broadcast { x: at }, Type::tile(DType::I64, &shape))
+        };
+        let cols = along(&mut self.b, rank - 1, 0);
+        let rows = along(&mut self.b, rank - 2, delta);
+        self.b.emit(
+            TileOp::IndexCmp {
+                op: CmpOp::Le,
+                a: cols,
+                b: rows,
+            },
+            Type::tile(DType::Bool, &shape),
+        )
     }
 
     /// One step of the key loop at key block `step`: the scores, the epilogue, and the online
@@ -582,6 +625,7 @@ impl KernelLowering<'_> {
             out_space,
             q_tile,
             blocks: (bn, d_tile),
+            scale,
         } = *walk;
         let g = self.g;
         let (kt, v) = (g.operands(pattern.scores)[1], g.operands(pattern.output)[1]);
@@ -623,17 +667,26 @@ impl KernelLowering<'_> {
             },
             s_acc_ty.clone(),
         );
-        let s = self
-            .b
-            .emit(TileOp::Cast { x: s }, Type::tile(scores_ty.dtype, &s_shape));
-        let depth = self.b.depth();
-        let canonical = Self::canonical(rank);
-        self.memo
-            .insert((pattern.scores, canonical.clone(), s_space), (s, depth));
-        // The epilogue, in f32, with keys past the end at -inf.
-        self.bind_causal_mask(pattern, s_space, mask)?;
-        let x = self.value(pattern.logits, &canonical, s_space)?;
-        let mut x = self.b.emit(TileOp::Cast { x }, s_acc_ty.clone());
+        let mut x = match scale {
+            // Unscaled and unrounded; the scale is folded into the exponentials.
+            Some(_) => match mask {
+                Mask::Causal(delta) => {
+                    let visible = self.causal_visible(s_space, delta);
+                    let masked = self.b.constant(f64::NEG_INFINITY, acc_dtype, &s_shape);
+                    self.b.emit(
+                        TileOp::Select {
+                            cond: visible,
+                            a: s,
+                            b: masked,
+                        },
+                        s_acc_ty.clone(),
+                    )
+                }
+                Mask::Graph | Mask::Visible => s,
+            },
+            None => self.score_epilogue(pattern, s, (s_space, &s_shape), mask)?,
+        };
+        // Keys past the end at -inf.
         // Blocks every query sees whole are complete: only the others can pass the end.
         let complete = matches!(keys, Dim::Static(n) if n % bn == 0);
         if !complete && mask != Mask::Visible {
@@ -663,14 +716,10 @@ impl KernelLowering<'_> {
         );
         let max = self.binary(BinaryOp::Maximum, running.max, block_max, &row_ty);
         let shift = self.finite_shift(max, &row_shape, acc_dtype);
-        let shift_tile = self
-            .b
-            .emit(TileOp::Broadcast { x: shift }, s_acc_ty.clone());
-        let centered = self.binary(BinaryOp::Sub, x, shift_tile, &s_acc_ty);
         let v_dtype = g.ty(v).dtype;
-        let p = self.exp(centered, &s_acc_ty, v_dtype);
-        let old = self.binary(BinaryOp::Sub, running.max, shift, &row_ty);
-        let rescale = self.exp(old, &row_ty, v_dtype);
+        let factor = scale.unwrap_or(1.0);
+        let p = self.shifted_exp((x, shift, factor), &s_acc_ty, v_dtype);
+        let rescale = self.shifted_exp((running.max, shift, factor), &row_ty, v_dtype);
         let block_sum = self.b.emit(
             TileOp::Reduce {
                 op: ReduceOp::Sum,
@@ -731,21 +780,76 @@ impl KernelLowering<'_> {
         self.b.emit(TileOp::Binary { op, a, b }, ty.clone())
     }
 
-    /// `e^x` of an f32 tile of the online softmax. Where the probabilities are rounded to a
-    /// 16-bit `v_dtype` for the second product (and the output is 16-bit), the hardware's
-    /// approximation is used: its few f32 ulp vanish in that rounding, and it costs a fraction
-    /// of a correctly rounded `exp` (the causal b4 h32 s2048 d128 workload 0.58 → 0.53 ms).
-    fn exp(&mut self, x: ValueId, ty: &Type, v_dtype: DType) -> ValueId {
-        let op = if matches!(v_dtype, DType::F16 | DType::BF16) {
-            TileOp::ApproxExp { x }
-        } else {
+    /// `e^(factor · (x − shift))` of an f32 tile `x` of the online softmax, `shift` a tile of
+    /// its rows. Where the probabilities are rounded to a 16-bit `v_dtype` for the second
+    /// product (and the output is 16-bit), the hardware's approximation is used: its few f32
+    /// ulp vanish in that rounding, and it costs a fraction of a correctly rounded `exp` (the
+    /// causal b4 h32 s2048 d128 workload 0.58 → 0.53 ms). Otherwise `factor` is 1.
+    fn shifted_exp(
+        &mut self,
+        (x, shift, factor): (ValueId, ValueId, f64),
+        ty: &Type,
+        v_dtype: DType,
+    ) -> ValueId {
+        if approximates_exp(v_dtype) {
+            return self
+                .b
+                .emit(TileOp::ApproxExp { x, shift, factor }, ty.clone());
+        }
+        let shift = self.b.emit(TileOp::Broadcast { x: shift }, ty.clone());
+        let centered = self.binary(BinaryOp::Sub, x, shift, ty);
+        self.b.emit(
             TileOp::Unary {
                 op: UnaryOp::Exp,
-                x,
-            }
-        };
-        self.b.emit(op, ty.clone())
+                x: centered,
+            },
+            ty.clone(),
+        )
     }
+}
+
+/// Whether the online softmax approximates `exp`: where its probabilities are rounded to the
+/// 16-bit dtype of `v`.
+fn approximates_exp(v_dtype: DType) -> bool {
+    matches!(v_dtype, DType::F16 | DType::BF16)
+}
+
+/// `c` when the softmax's input is `scores · c` or `scores / c` for a constant `c` (one value,
+/// so that `c > 0` keeps the row maximum where it is), or `scores` itself (`c = 1`), under the
+/// causal select when `causal` ([`causal_offset`] found it).
+fn score_scale(g: &Graph, pattern: &AttentionPattern, causal: bool) -> Option<f64> {
+    let scaled = if causal {
+        g.operands(pattern.logits)[1]
+    } else {
+        pattern.logits
+    };
+    if scaled == pattern.scores {
+        return Some(1.0);
+    }
+    let Op::Binary(op) = g.node(scaled).op else {
+        return None;
+    };
+    let [a, b] = <[NodeId; 2]>::try_from(g.operands(scaled)).ok()?;
+    let scores = pattern.scores;
+    let c = match op {
+        BinaryOp::Mul if a == scores => float_value(g, b)?,
+        BinaryOp::Mul if b == scores => float_value(g, a)?,
+        BinaryOp::Div if a == scores => 1.0 / float_value(g, b)?,
+        _ => return None,
+    };
+    (c.is_finite() && c > 0.0).then_some(c)
+}
+
+/// The value of a float constant whose elements are all one value.
+fn float_value(g: &Graph, node: NodeId) -> Option<f64> {
+    let Op::Constant {
+        data: ConstData::Float(values),
+    } = &g.node(node).op
+    else {
+        return None;
+    };
+    let first = values.first()?.0;
+    values.iter().all(|v| v.0 == first).then_some(first)
 }
 
 /// The power-of-two tile covering a static head dim (attention patterns have static ones).
@@ -787,29 +891,64 @@ fn causal_offset(g: &Graph, pattern: &AttentionPattern) -> Option<i64> {
     Some(row - col - i64::from(strict))
 }
 
-/// `(axis from the last, first value)` when `node` is an integer constant counting up by one
-/// along one axis of size above 1, all its other axes of size 1.
+/// `(axis from the last, first value)` when `node` counts up by one along one axis of size
+/// above 1, all its other axes of size 1: an integer constant, or one seen through reshapes,
+/// unsqueezes, broadcasts that keep that form, and the addition of a one-valued integer constant
+/// (the optimizer folds these into the constant only up to `FOLD_LIMIT` elements, so a long
+/// sequence's mask reaches lowering unfolded).
 fn positions(g: &Graph, node: NodeId) -> Option<(usize, i64)> {
-    let Op::Constant {
-        data: ConstData::Int(values),
-    } = &g.node(node).op
-    else {
-        return None;
-    };
-    let dims = g.ty(node).shape.dims();
+    let axis = long_axis(g.ty(node).shape.dims())?;
+    match &g.node(node).op {
+        Op::Constant {
+            data: ConstData::Int(values),
+        } => {
+            let first = *values.first()?;
+            let counts = values
+                .iter()
+                .enumerate()
+                .all(|(t, &v)| Some(v) == first.checked_add(t as i64));
+            counts.then_some((axis, first))
+        }
+        Op::Reshape { .. } | Op::Unsqueeze { .. } | Op::BroadcastTo { .. } => {
+            let source = g.operands(node)[0];
+            let (_, first) = positions(g, source)?;
+            // The one long axis keeps its length, so the values keep their order along it.
+            (g.ty(source).shape.static_numel() == g.ty(node).shape.static_numel())
+                .then_some((axis, first))
+        }
+        Op::Binary(BinaryOp::Add) => {
+            let [a, b] = <[NodeId; 2]>::try_from(g.operands(node)).ok()?;
+            let (ranged, offset) = match (one_value(g, a), one_value(g, b)) {
+                (None, Some(c)) => (a, c),
+                (Some(c), None) => (b, c),
+                _ => return None,
+            };
+            let (_, first) = positions(g, ranged)?;
+            Some((axis, first.checked_add(offset)?))
+        }
+        _ => None,
+    }
+}
+
+/// The position (counted from the last) of the one axis of `dims` that is not of size 1.
+fn long_axis(dims: &[Dim]) -> Option<usize> {
     let mut long = dims
         .iter()
         .rev()
         .enumerate()
         .filter(|(_, d)| **d != Dim::Static(1));
     let (axis, _) = long.next()?;
-    if long.next().is_some() {
+    long.next().is_none().then_some(axis)
+}
+
+/// The value of an integer constant whose elements are all one value.
+fn one_value(g: &Graph, node: NodeId) -> Option<i64> {
+    let Op::Constant {
+        data: ConstData::Int(values),
+    } = &g.node(node).op
+    else {
         return None;
-    }
+    };
     let first = *values.first()?;
-    let counts = values
-        .iter()
-        .enumerate()
-        .all(|(t, &v)| Some(v) == first.checked_add(t as i64));
-    counts.then_some((axis, first))
+    values.iter().all(|&v| v == first).then_some(first)
 }

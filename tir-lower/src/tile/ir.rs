@@ -194,12 +194,16 @@ pub enum TileOp {
         op: UnaryOp,
         x: ValueId,
     },
-    /// `e^x` of an `f32` tile to within a few ulp, not correctly rounded (the hardware's
-    /// approximation, several times cheaper than `exp`): lowering uses it only where the
-    /// result is rounded to a 16-bit type before anything else reads it, which dwarfs the
-    /// difference.
+    /// `e^(factor · (x − shift))` of an `f32` tile `x` to within a few ulp, not correctly
+    /// rounded; `shift` is an `f32` tile of `x`'s rank whose dims are `x`'s or 1 (repeated
+    /// along those). The hardware's approximation of `2^y` on one fused multiply-add
+    /// `x · c − shift · c` with `c = factor · log2 e`, several times cheaper than `exp` and a
+    /// subtraction: lowering uses it only where the result is rounded to a 16-bit type before
+    /// anything else reads it, which dwarfs the difference. `factor` is finite and positive.
     ApproxExp {
         x: ValueId,
+        shift: ValueId,
+        factor: f64,
     },
     /// Both operands have the defined tile's shape (broadcasts are explicit).
     Binary {

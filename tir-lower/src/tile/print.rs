@@ -254,9 +254,11 @@ fn write_stmt(out: &mut String, stmt: &Stmt, indent: &str) {
         } => format!(" {value} to {view}[{}] token {token}", list(coords)),
         TileOp::Constant { value } => format!(" {}", number(*value)),
         TileOp::Iota { axis } => format!(" {axis}"),
+        TileOp::ApproxExp { x, shift, factor } => {
+            format!(" {x} - {shift} times {}", number(*factor))
+        }
         TileOp::Splat { x }
         | TileOp::Unary { x, .. }
-        | TileOp::ApproxExp { x }
         | TileOp::Cast { x }
         | TileOp::Broadcast { x }
         | TileOp::Reshape { x } => format!(" {x}"),

@@ -782,12 +782,31 @@ impl<'k> Verifier<'k> {
                 }
                 self.defines(stmt, &Type::tile(dtype, &shape))?;
             }
-            TileOp::ApproxExp { x } => {
+            TileOp::ApproxExp { x, shift, factor } => {
                 let (dtype, shape) = self.tile(stmt, *x, "operand")?;
-                if dtype != DType::F32 {
-                    return Err(
-                        self.type_error(stmt, format!("approx_exp takes f32 tiles, not {dtype}"))
-                    );
+                let (shift_dtype, shift_shape) = self.tile(stmt, *shift, "shift")?;
+                if dtype != DType::F32 || shift_dtype != DType::F32 {
+                    return Err(self.type_error(
+                        stmt,
+                        format!("approx_exp takes f32 tiles, not {dtype} and {shift_dtype}"),
+                    ));
+                }
+                let repeats = shift_shape.len() == shape.len()
+                    && shift_shape
+                        .iter()
+                        .zip(&shape)
+                        .all(|(&s, &d)| s == d || s == 1);
+                if !repeats {
+                    return Err(self.type_error(
+                        stmt,
+                        format!("approx_exp's shift {shift_shape:?} does not repeat to {shape:?}"),
+                    ));
+                }
+                if !(factor.is_finite() && *factor > 0.0) {
+                    return Err(self.type_error(
+                        stmt,
+                        format!("approx_exp's factor {factor} is not finite and positive"),
+                    ));
                 }
                 self.defines(stmt, &Type::tile(dtype, &shape))?;
             }
