@@ -13,7 +13,8 @@
 #                                            # (ONNX's node tests and the test models that
 #                                            # import, --onnx-node) or profile (`tirc run
 #                                            # --profile --trace` on the decoder block's
-#                                            # package, the trace checked); default: all of
+#                                            # package, the trace checked, and a trace onto
+#                                            # an output refused); default: all of
 #                                            # sync graph async sync:device graph:device
 #                                            # sessions:sync sessions:graph onnx:sync onnx:graph
 #                                            # profile
@@ -67,6 +68,21 @@ run)
                 --profile --trace "$out/decoder-trace.json" --output-dir /tmp/tir/profile-out &&
                 python3 scripts/check-trace.py "$out/decoder-trace.json"; } \
                 | tee "$out/profile.log" | tail -25 || status=1
+            # A trace onto one of the run's output files is refused: exit 1, one line, and
+            # neither file written.
+            clash=/tmp/tir/clash-out
+            rm -rf "$clash"
+            code=0
+            .device/conform/tirc run .device/conform/decoder_block.tirpkg --random-inputs \
+                --profile --trace "$clash/y.npy" --output-dir "$clash" 2>"$out/clash.err" \
+                >/dev/null || code=$?
+            if [ "$code" = 1 ] && [ "$(wc -l <"$out/clash.err")" = 1 ] \
+                && grep -q "the run writes an output" "$out/clash.err" && [ ! -e "$clash/y.npy" ]; then
+                echo "--trace onto an output refused: $(cat "$out/clash.err")"
+            else
+                echo "FAIL: --trace onto an output: exit $code, $(cat "$out/clash.err")"
+                status=1
+            fi
             continue
         fi
         case "$run" in

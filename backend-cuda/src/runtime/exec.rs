@@ -10,11 +10,15 @@
 //! 3. places every buffer: host inputs in staging device memory (module `staging` copies them
 //!    in), device inputs where they are, outputs in staging memory (for host outputs) or in
 //!    memory lent to the returned device tensors;
-//! 4. evaluates the certificates' launch checks;
+//! 4. evaluates the certificates' launch checks of positions the run does not compute;
 //! 5. enqueues the copies and the launches, spread over the GPU's streams by wave
 //!    ([`ExecMode::Sync`], [`ExecMode::Async`]), or replays the CUDA graph captured for these
 //!    addresses ([`ExecMode::Graph`]; a few graphs are kept, so a loop that alternates between
-//!    buffers replays without capturing again);
+//!    buffers replays without capturing again). A program with a write position that a kernel
+//!    of the run computes (an intermediate, or a state written earlier in the run) runs its
+//!    kernels one after another instead, in every mode, waiting before each such kernel to
+//!    check the position it will read; a failed check puts the states back as they were
+//!    before the run (from a copy made at its start), so a refused run changes nothing;
 //! 6. copies host outputs into page-locked memory lent to the returned tensors.
 //!
 //! Kernels of one schedule wave may run on separate streams; every kernel waits (by events) for
@@ -36,6 +40,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use tir_graph::{DType, HostTensor};
+use tir_lower::legality::LaunchCheck;
 use tir_lower::run::{self, type_name};
 use tir_lower::tile::{LibraryCall, TileKernel};
 use tir_lower::{
@@ -144,6 +149,9 @@ pub struct CudaExecutable {
     arena: Option<DeviceMemory>,
     /// Each state's dims and memory, once a run has bound it.
     states: BTreeMap<String, (Vec<u64>, DeviceMemory)>,
+    /// Copies of the states made at the start of a run whose launch checks wait for the run
+    /// ([`CudaExecutable::enqueue_checked`]), to undo a run that fails one.
+    state_copies: BTreeMap<String, DeviceMemory>,
     state_dims: BTreeMap<String, Vec<u64>>,
     pub(super) shaped: Option<Shaped>,
     mode: ExecMode,
@@ -274,6 +282,7 @@ impl CudaExecutable {
             host_staging: (0..program.buffers.len()).map(|_| None).collect(),
             arena: None,
             states: BTreeMap::new(),
+            state_copies: BTreeMap::new(),
             state_dims: BTreeMap::new(),
             shaped: None,
             mode: ExecMode::Sync,
@@ -509,7 +518,8 @@ impl CudaExecutable {
         }
     }
 
-    /// Step 4: the certificates' launch checks.
+    /// Step 4: the certificates' launch checks, but those of positions the run computes
+    /// ([`Self::enqueue_checked`] makes those).
     fn check_launches(
         &self,
         inputs: &[(&str, TensorRef<'_>)],
@@ -518,6 +528,9 @@ impl CudaExecutable {
         let dims = &self.shaped()?.dims;
         for (k, kernel) in self.program.kernels.iter().enumerate() {
             for check in &self.program.certificates[k].checks {
+                if self.computed_in_run(check) {
+                    continue; // checked by enqueue_checked, when the run has computed it
+                }
                 run::check_launch(
                     &self.program,
                     check,
@@ -528,6 +541,19 @@ impl CudaExecutable {
             }
         }
         Ok(())
+    }
+
+    /// Whether the position `check` reads is computed by the run: a kernel writes its buffer
+    /// (an intermediate, an output, or a state updated before it is read).
+    fn computed_in_run(&self, check: &LaunchCheck) -> bool {
+        let LaunchCheck::SliceInBounds { offset_buffer, .. } = check;
+        self.program.kernels.iter().any(|k| {
+            k.writes.iter().any(|w| {
+                k.params
+                    .get(w.param)
+                    .is_some_and(|p| p.buffer == *offset_buffer)
+            })
+        })
     }
 
     /// Element 0 of buffer `b` for a launch check: from the host where it is there, else read
@@ -785,19 +811,85 @@ impl CudaExecutable {
                 for &p in &previous {
                     stream.wait(&self.done[p])?;
                 }
-                let start = self.span_start(stream)?;
-                self.enqueue_one(k, &launches[k], stream, s)?;
-                let how = SpanKind::Kernel {
-                    index: k,
-                    how: launches[k].how(),
-                };
-                self.span_end(start, (&self.program.kernels[k].name, how, 0), s, stream)?;
+                self.enqueue_spanned(k, &launches[k], stream, s)?;
                 self.done[k].record(stream)?;
             }
             previous = wave.clone();
         }
         for &p in &previous {
             main.wait(&self.done[p])?;
+        }
+        Ok(())
+    }
+
+    /// [`Self::enqueue_one`] inside a span of the traced run, if one is being traced.
+    fn enqueue_spanned(
+        &mut self,
+        k: usize,
+        launch: &Launch,
+        stream: &Stream,
+        lane: usize,
+    ) -> Result<(), String> {
+        let start = self.span_start(stream)?;
+        self.enqueue_one(k, launch, stream, lane)?;
+        let how = SpanKind::Kernel {
+            index: k,
+            how: launch.how(),
+        };
+        self.span_end(start, (&self.program.kernels[k].name, how, 0), lane, stream)
+    }
+
+    /// Step 5 for a program with a write position the run computes (see the module doc): the
+    /// kernels one after another on stream 0, the stream waited for before each kernel with
+    /// such a launch check, the position read and checked as the reference checks it; on a
+    /// failed check the states are copied back from their copies of the run's start.
+    fn enqueue_checked(&mut self, placed: &Placed) -> Result<(), BackendError> {
+        let launches = self.launches(&placed.addresses)?;
+        let gpu = self.gpu.clone();
+        let main = &gpu.streams()[0];
+        self.copy_states(main, true)
+            .map_err(|e| self.device_error(e))?;
+        let dims = self.shaped()?.dims.clone();
+        for k in self.program.schedule.waves.concat() {
+            for check in self.program.certificates[k].checks.clone() {
+                if !self.computed_in_run(&check) {
+                    continue;
+                }
+                let first = |b: usize| {
+                    let bytes = self.shaped.as_ref()?.bytes[b];
+                    let dtype = self.program.buffers[b].ty.dtype;
+                    (bytes > 0).then(|| self.read_first(dtype, placed.addresses[b]))?
+                };
+                if let Err(reason) = run::check_launch(&self.program, &check, first, &dims) {
+                    self.copy_states(main, false)
+                        .and_then(|()| main.synchronize())
+                        .map_err(|e| self.device_error(e))?;
+                    return Err(kernel_error(&self.program.kernels[k], reason));
+                }
+            }
+            self.enqueue_spanned(k, &launches[k], main, 0)
+                .map_err(|e| self.device_error(e))?;
+        }
+        Ok(())
+    }
+
+    /// Enqueues copies of every state into its copy (`save`), or back (`!save`), on `stream`.
+    fn copy_states(&mut self, stream: &Stream, save: bool) -> Result<(), String> {
+        for (name, (_, memory)) in &self.states {
+            let copy = match self.state_copies.get(name) {
+                Some(copy) if copy.bytes == memory.bytes => copy,
+                _ => {
+                    let fresh = DeviceMemory::alloc(memory.bytes)?;
+                    self.state_copies.insert(name.clone(), fresh);
+                    &self.state_copies[name]
+                }
+            };
+            let (dst, src) = if save {
+                (copy.ptr, memory.ptr)
+            } else {
+                (memory.ptr, copy.ptr)
+            };
+            driver::copy_async(dst, src, memory.bytes, stream)?;
         }
         Ok(())
     }
@@ -869,6 +961,14 @@ impl CudaExecutable {
         if self.poison {
             self.fill_scratch(placed, main)
                 .map_err(|e| self.device_error(e))?;
+        }
+        let checks_wait = self
+            .program
+            .certificates
+            .iter()
+            .any(|c| c.checks.iter().any(|check| self.computed_in_run(check)));
+        if checks_wait {
+            return self.enqueue_checked(placed);
         }
         if self.mode != ExecMode::Graph {
             let launches = self.launches(&placed.addresses)?;

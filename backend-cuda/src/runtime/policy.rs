@@ -8,7 +8,9 @@ pub enum ExecMode {
     /// Enqueue copies and launches, then wait.
     #[default]
     Sync,
-    /// Replay a CUDA graph of the launches (captured again when dims or addresses change).
+    /// Replay a CUDA graph of the launches (captured again when dims or addresses change). A
+    /// program with a write position that the run computes runs as in `Sync` instead: its
+    /// launch checks wait for the kernels before them.
     Graph,
     /// [`CudaExecutable::run_async`], waited for.
     Async,

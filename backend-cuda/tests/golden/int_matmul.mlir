@@ -1,6 +1,6 @@
 // kernel k0_matmul
 cuda_tile.module @tir {
-  entry @tir_matmul(%0: tile<ptr<i32>>, %1: tile<ptr<i32>>, %2: tile<ptr<i32>>, %3: tile<i64>, %4: tile<i64>) {
+  entry @tir_matmul(%0: tile<ptr<i32>>, %1: tile<ptr<i32>>, %2: tile<ptr<i32>>, %3: tile<i64>, %4: tile<i64>) optimization_hints = #cuda_tile.optimization_hints<default = {occupancy = 2}> {
     %5 = assume div_by<16>, %0 : tile<ptr<i32>>
     %6 = assume div_by<16>, %1 : tile<ptr<i32>>
     %7 = assume div_by<16>, %2 : tile<ptr<i32>>

@@ -123,52 +123,41 @@ fn compile_writes_packages_that_run_only_on_cuda() {
     assert_eq!(sm90.program, pkg.program);
 
     // Running a package: the interface comes from the package and the GPU is asked for last.
-    run_refused(
-        &cache,
-        d,
-        &[&s(&one), "--random-inputs", "--seed", "3"],
-        &["mlp-sm90.bin: backend `cuda` is unavailable: "],
-    );
-    run_refused(
-        &cache,
-        d,
-        &[&s(&both), "--random-inputs", "--backend", "cuda"],
-        &["backend `cuda` is unavailable: "],
-    );
-    run_refused(
-        &cache,
-        d,
-        &[&s(&both), "--random-inputs", "--backend", "ref"],
-        &["a package runs only on backend `cuda`, not `ref`"],
-    );
-    run_refused(
-        &cache,
-        d,
-        &[&s(&both), "--random-inputs", "--check"],
-        &["--check", "backend `cuda`"],
-    );
-    run_refused(
-        &cache,
-        d,
-        &[&s(&both)],
-        &["no tensor for input `x` (f16[batch, 1024])"],
-    );
-    run_refused(
-        &cache,
-        d,
-        &[&s(&both), "--random-inputs", "--dim", "rows=3"],
-        &["the package has no symbolic dim `rows` (it has: batch)"],
-    );
-    run_refused(
-        &cache,
-        d,
-        &[&s(&both), "--random-inputs", "--input", "z=z.npy"],
-        &["the package has no input or parameter `z` (it has: x, w1, b1, w2, b2)"],
-    );
+    let (one, both) = (s(&one), s(&both));
+    let refusals: [(Vec<&str>, &[&str]); 7] = [
+        (
+            vec![&one, "--random-inputs", "--seed", "3"],
+            &["mlp-sm90.bin: backend `cuda` is unavailable: "],
+        ),
+        (
+            vec![&both, "--random-inputs", "--backend", "cuda"],
+            &["backend `cuda` is unavailable: "],
+        ),
+        (
+            vec![&both, "--random-inputs", "--backend", "ref"],
+            &["a package runs only on backend `cuda`, not `ref`"],
+        ),
+        (
+            vec![&both, "--random-inputs", "--check"],
+            &["--check", "backend `cuda`"],
+        ),
+        (vec![&both], &["no tensor for input `x` (f16[batch, 1024])"]),
+        (
+            vec![&both, "--random-inputs", "--dim", "rows=3"],
+            &["the package has no symbolic dim `rows` (it has: batch)"],
+        ),
+        (
+            vec![&both, "--random-inputs", "--input", "z=z.npy"],
+            &["the package has no input or parameter `z` (it has: x, w1, b1, w2, b2)"],
+        ),
+    ];
+    for (args, needles) in &refusals {
+        run_refused(&cache, d, args, needles);
+    }
 
     // A package is not a graph for the graph commands.
     assert_refused(
-        &tirc(&cache, &["check", &s(&both)]),
+        &tirc(&cache, &["check", &both]),
         &["a tir package, not a graph"],
     );
     // Nor is it a graph to compile; an existing output survives a refused compile.
@@ -177,7 +166,7 @@ fn compile_writes_packages_that_run_only_on_cuda() {
     assert_refused(
         &tirc(
             &cache,
-            &["compile", &s(&both), "--arch", "sm_90", "-o", &s(&target)],
+            &["compile", &both, "--arch", "sm_90", "-o", &s(&target)],
         ),
         &["a tir package, not a graph"],
     );

@@ -600,6 +600,36 @@ fn states(c: &mut Corpus) -> Result<()> {
         .map(|run| c.sources(&name, &graph, &Vec::new(), run, &|_| Values::Default))
         .collect();
     c.add_runs(name, graph, runs, Tolerance::reduction(6));
+
+    // Write positions that a kernel of the same run computes: `step + 2` from an input, and a
+    // cursor state advanced before the write (the write uses the new value). A backend must
+    // check (and use) the position the kernel reads, not what the buffer held before the run.
+    for from_state in [false, true] {
+        let g = GraphBuilder::new();
+        let ring = g.state("ring", DType::F32, shape![6, 3])?;
+        let x = g.input("x", DType::F32, shape![1, 3])?;
+        let pos = if from_state {
+            let cursor = g.state("cursor", DType::I64, shape![])?;
+            cursor.assign(&cursor.add_scalar(1.0)?)?
+        } else {
+            g.input("step", DType::I64, shape![])?.add_scalar(2.0)?
+        };
+        ring.write_slice_at(&x, 0, &pos)?;
+        g.output("sum", &ring.sum(&[0], false)?)?;
+        let graph = g.finish()?;
+        let kind = if from_state { "state" } else { "input" };
+        let name = format!("pattern/state/f32/write_position_computed_from_{kind}");
+        let runs = (0..4)
+            .map(|run| {
+                let mut s = c.sources(&name, &graph, &Vec::new(), run, &|_| Values::Default);
+                if !from_state {
+                    s.insert("step".into(), scalar(DType::I64, run as f64));
+                }
+                s
+            })
+            .collect();
+        c.add_runs(name, graph, runs, Tolerance::reduction(6));
+    }
     Ok(())
 }
 

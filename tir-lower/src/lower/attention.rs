@@ -842,14 +842,18 @@ fn score_scale(g: &Graph, pattern: &AttentionPattern, causal: bool) -> Option<f6
 
 /// The value of a float constant whose elements are all one value.
 fn float_value(g: &Graph, node: NodeId) -> Option<f64> {
-    let Op::Constant {
-        data: ConstData::Float(values),
-    } = &g.node(node).op
-    else {
-        return None;
-    };
-    let first = values.first()?.0;
-    values.iter().all(|v| v.0 == first).then_some(first)
+    match &g.node(node).op {
+        Op::Constant {
+            data: ConstData::Float(values),
+        } => uniform(values).map(|v| v.0),
+        _ => None,
+    }
+}
+
+/// The value every element of `values` has, if they all have one.
+fn uniform<T: Copy + PartialEq>(values: &[T]) -> Option<T> {
+    let first = *values.first()?;
+    values.iter().all(|&v| v == first).then_some(first)
 }
 
 /// The power-of-two tile covering a static head dim (attention patterns have static ones).
@@ -943,12 +947,10 @@ fn long_axis(dims: &[Dim]) -> Option<usize> {
 
 /// The value of an integer constant whose elements are all one value.
 fn one_value(g: &Graph, node: NodeId) -> Option<i64> {
-    let Op::Constant {
-        data: ConstData::Int(values),
-    } = &g.node(node).op
-    else {
-        return None;
-    };
-    let first = *values.first()?;
-    values.iter().all(|&v| v == first).then_some(first)
+    match &g.node(node).op {
+        Op::Constant {
+            data: ConstData::Int(values),
+        } => uniform(values),
+        _ => None,
+    }
 }
