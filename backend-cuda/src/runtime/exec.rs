@@ -556,6 +556,15 @@ impl CudaExecutable {
         })
     }
 
+    /// Whether a launch check of the program reads a position the run computes, so that its
+    /// runs go through [`Self::enqueue_checked`].
+    pub(super) fn checks_wait(&self) -> bool {
+        let certificates = &self.program.certificates;
+        certificates
+            .iter()
+            .any(|c| c.checks.iter().any(|check| self.computed_in_run(check)))
+    }
+
     /// Element 0 of buffer `b` for a launch check: from the host where it is there, else read
     /// from the device (after the work before it).
     fn first_element(
@@ -962,12 +971,7 @@ impl CudaExecutable {
             self.fill_scratch(placed, main)
                 .map_err(|e| self.device_error(e))?;
         }
-        let checks_wait = self
-            .program
-            .certificates
-            .iter()
-            .any(|c| c.checks.iter().any(|check| self.computed_in_run(check)));
-        if checks_wait {
+        if self.checks_wait() {
             return self.enqueue_checked(placed);
         }
         if self.mode != ExecMode::Graph {

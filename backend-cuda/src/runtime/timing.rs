@@ -81,12 +81,22 @@ impl CudaExecutable {
     /// Times each kernel alone, for finding where a program's time goes: places and uploads
     /// `inputs`, runs the program once, then times each kernel `reps` times on one stream from
     /// a cold L2 ([`ColdTimer`]). Returns, in schedule order, every kernel's name, how it ran
-    /// (`tiles` with its block count, or `cublaslt`) and its times in milliseconds.
+    /// (`tiles` with its block count, or `cublaslt`) and its times in milliseconds. Refused for
+    /// a program that writes a state at a position the run computes: launched alone, its
+    /// kernels would write at positions no check has seen (time whole runs instead).
     pub fn profile_kernels(
         &mut self,
         inputs: &[(&str, TensorRef<'_>)],
         reps: usize,
     ) -> Result<Vec<KernelTimes>, BackendError> {
+        if self.checks_wait() {
+            return Err(BackendError::BadInput(
+                "profile_kernels: this program writes a state at a position its run computes; \
+                 timed one by one, its kernels would write where no check has looked (time \
+                 whole runs instead)"
+                    .into(),
+            ));
+        }
         let placed = self.prepare(inputs, Outputs::Host, Source::InPlace)?;
         self.enqueue(&placed)?;
         let launches = self.launches(&placed.addresses)?;
