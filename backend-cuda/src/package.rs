@@ -286,6 +286,7 @@ fn io_error(path: &Path, e: std::io::Error) -> PackageError {
 mod tests {
     use super::*;
     use std::path::PathBuf;
+    use tir_graph::testing::dir_names;
     use tir_graph::{shape, DType, GraphBuilder};
 
     /// y = relu(x + x) over f32[4, 8], compiled for real.
@@ -345,16 +346,6 @@ mod tests {
         }
     }
 
-    /// The names in `dir`.
-    fn entries(dir: &Path) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
-    }
-
     #[test]
     fn round_trips_through_bytes_and_files() {
         let pkg = package();
@@ -386,14 +377,14 @@ mod tests {
         pkg.toolchain = "13.6.0".to_string();
         write(&pkg, &path).unwrap();
         assert_eq!(read(&path).unwrap().toolchain, "13.6.0");
-        assert_eq!(entries(dir.path()), ["model.tirpkg"]);
+        assert_eq!(dir_names(dir.path()), ["model.tirpkg"]);
 
         // A refused write leaves the existing file and nothing else.
         pkg.abis.pop();
         let err = write(&pkg, &path).unwrap_err();
         assert!(matches!(err, PackageError::Corrupt { .. }), "{err}");
         assert_eq!(read(&path).unwrap().toolchain, "13.6.0");
-        assert_eq!(entries(dir.path()), ["model.tirpkg"]);
+        assert_eq!(dir_names(dir.path()), ["model.tirpkg"]);
     }
 
     #[test]

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
+use tir_graph::testing::dir_names;
 use tir_lower::Program;
 
 const ROLE: &str = "TIR_CACHE_TEST_ROLE";
@@ -105,18 +106,9 @@ fn compile(compiler: &KernelCompiler, program: &Program) -> (Vec<Vec<u8>>, Cache
     (compiled.cubins[ARCH].clone(), used)
 }
 
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
-
 /// The entry files of `dir` by key.
 fn entries(dir: &Path) -> BTreeMap<u64, Vec<u8>> {
-    names(dir)
+    dir_names(dir)
         .into_iter()
         .filter_map(|n| {
             let key = u64::from_str_radix(n.strip_suffix(".cubin")?, 16).ok()?;
@@ -302,7 +294,7 @@ fn eight_processes_compile_into_one_cache_at_once() {
             reference.len(),
             left.len()
         );
-        let others: Vec<String> = names(&dir)
+        let others: Vec<String> = dir_names(&dir)
             .into_iter()
             .filter(|n| !n.ends_with(".cubin"))
             .collect();
@@ -342,7 +334,7 @@ fn a_writer_killed_mid_entry_leaves_no_entry_half_written() {
         assert!(!status.success(), "killed");
         kills += 1;
         let temps_before = temps;
-        let now = names(&dir);
+        let now = dir_names(&dir);
         temps = now.iter().filter(|n| is_temp(n)).count();
         inside_a_write += usize::from(temps > temps_before);
         for name in &now {
@@ -372,10 +364,10 @@ fn a_writer_killed_mid_entry_leaves_no_entry_half_written() {
         "{kills} kills and no entry written whole"
     );
     let stats = cache.stats();
-    let temps: Vec<String> = names(&dir).into_iter().filter(is_temp).collect();
+    let temps: Vec<String> = dir_names(&dir).into_iter().filter(is_temp).collect();
     assert_eq!(
         stats.entries + temps.len(),
-        names(&dir).len(),
+        dir_names(&dir).len(),
         "temp files are no entries"
     );
     // A temp file of a dead writer goes with the next put once it is old.
@@ -388,7 +380,11 @@ fn a_writer_killed_mid_entry_leaves_no_entry_half_written() {
         file.set_modified(old).unwrap();
     }
     cache.put(9, b"after").unwrap();
-    assert!(names(&dir).iter().all(|n| !is_temp(n)), "{:?}", names(&dir));
+    assert!(
+        dir_names(&dir).iter().all(|n| !is_temp(n)),
+        "{:?}",
+        dir_names(&dir)
+    );
     assert_eq!(cache.get(9), Lookup::Hit(b"after".to_vec()));
 }
 

@@ -125,10 +125,7 @@ pub fn compare(
         return check;
     }
     let expected: Vec<f64> = oracle.data.iter().map(|&v| dtype.round_value(v)).collect();
-    let finite: Vec<f64> = expected.iter().copied().filter(|v| v.is_finite()).collect();
-    if !finite.is_empty() {
-        check.typical = (finite.iter().map(|v| v * v).sum::<f64>() / finite.len() as f64).sqrt();
-    }
+    check.typical = typical(&expected);
     let exact = bound.is_exact() || !dtype.is_float();
     for (i, (&e, &g)) in expected.iter().zip(&got.data).enumerate() {
         let why = element_error(dtype, e, g, exact, bound, check.typical);
@@ -169,23 +166,49 @@ fn element_error(
     if !representable(dtype, got) {
         return Some("not a value of the dtype");
     }
+    let bound = (!exact).then_some(bound);
+    value_mismatch(expected, got, bound, typical).map(|(why, _)| why)
+}
+
+/// The root-mean-square of the finite values of `values` (0 when there are none): the typical
+/// magnitude a tolerance is relative to.
+pub fn typical(values: &[f64]) -> f64 {
+    let finite: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    if finite.is_empty() {
+        return 0.0;
+    }
+    (finite.iter().map(|v| v * v).sum::<f64>() / finite.len() as f64).sqrt()
+}
+
+/// Why `got` does not pass for `expected`, with the difference as a multiple of what is
+/// allowed, or `None` when it passes. A NaN matches only a NaN; without a bound the values
+/// must be equal; an infinity matches only itself; other values must satisfy
+/// `|got - expected| <= rtol * (|expected| + typical) + floor`.
+pub fn value_mismatch(
+    expected: f64,
+    got: f64,
+    bound: Option<Bound>,
+    typical: f64,
+) -> Option<(&'static str, f64)> {
+    let mismatch = |why| Some((why, f64::INFINITY));
     match (expected.is_nan(), got.is_nan()) {
         (true, true) => return None,
-        (true, false) => return Some("expected NaN"),
-        (false, true) => return Some("unexpected NaN"),
+        (true, false) => return mismatch("expected NaN"),
+        (false, true) => return mismatch("unexpected NaN"),
         (false, false) => {}
     }
     if expected == got {
         return None;
     }
-    if exact {
-        return Some("not equal");
-    }
+    let Some(bound) = bound else {
+        return mismatch("not equal");
+    };
     if expected.is_infinite() || got.is_infinite() {
-        return Some("infinity differs");
+        return mismatch("infinity differs");
     }
     let allowed = bound.rtol * (expected.abs() + typical) + bound.floor;
-    ((got - expected).abs() > allowed).then_some("outside tolerance")
+    let diff = (got - expected).abs();
+    (diff > allowed).then_some(("outside tolerance", diff / allowed))
 }
 
 #[cfg(test)]

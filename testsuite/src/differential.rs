@@ -25,7 +25,7 @@
 //!   element the subject did not write (poisoned to NaN) never passes.
 
 use crate::case::Case;
-use crate::compare::coords;
+use crate::compare::{coords, typical, value_mismatch};
 use crate::runner::{panic_message, Stage};
 use crate::tolerance::{coarsest_float, min_normal, Bound, Tolerance};
 use proptest::strategy::{Strategy, ValueTree};
@@ -454,24 +454,8 @@ fn element_error(
     bound: Bound,
     typical: f64,
 ) -> Option<(&'static str, f64)> {
-    if !dtype.is_float() {
-        return (reference != subject).then_some(("not equal", f64::INFINITY));
-    }
-    match (reference.is_nan(), subject.is_nan()) {
-        (true, true) => return None,
-        (true, false) => return Some(("expected NaN", f64::INFINITY)),
-        (false, true) => return Some(("unexpected NaN", f64::INFINITY)),
-        (false, false) => {}
-    }
-    if reference == subject {
-        return None;
-    }
-    if reference.is_infinite() || subject.is_infinite() {
-        return Some(("infinity differs", f64::INFINITY));
-    }
-    let allowed = bound.rtol * (reference.abs() + typical) + bound.floor;
-    let diff = (subject - reference).abs();
-    (diff > allowed).then_some(("outside tolerance", diff / allowed))
+    let bound = dtype.is_float().then_some(bound);
+    value_mismatch(reference, subject, bound, typical)
 }
 
 /// Compares `subject` with `reference` element by element under `bound`. With `oracle` (the
@@ -508,10 +492,7 @@ pub fn compare_tensors(
         return diff;
     }
     let (r, s) = (reference.to_f64().data, subject.to_f64().data);
-    let finite: Vec<f64> = r.iter().copied().filter(|v| v.is_finite()).collect();
-    if !finite.is_empty() {
-        diff.typical = (finite.iter().map(|v| v * v).sum::<f64>() / finite.len() as f64).sqrt();
-    }
+    diff.typical = typical(&r);
     let oracle = oracle.filter(|o| o.data.len() == r.len()).map(|o| {
         o.data
             .iter()

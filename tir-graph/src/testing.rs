@@ -1841,3 +1841,19 @@ pub fn largest_allocation<T>(f: impl FnOnce() -> T) -> (T, usize) {
     let out = f();
     (out, LARGEST.with(std::cell::Cell::get))
 }
+
+/// The names in `dir`, sorted: what a writer left behind (a refused write leaves nothing, an
+/// atomic one no temporary file).
+pub fn dir_names(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| {
+            e.expect("a directory entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    names
+}

@@ -5,7 +5,7 @@ use proptest::prelude::*;
 use std::path::Path;
 use tir_graph::file::{self, FileError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_BODY_LEN};
 use tir_graph::op::ConstData;
-use tir_graph::testing::{largest_allocation, RecordingAllocator};
+use tir_graph::testing::{dir_names, largest_allocation, RecordingAllocator};
 use tir_graph::{
     shape, DType, Graph, GraphBuilder, GraphData, NodeData, NodeId, Op, TensorType, UnaryOp,
 };
@@ -685,15 +685,6 @@ proptest! {
 
 // ---- reading and writing files on disk ----
 
-fn dir_entries(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
-
 #[test]
 fn write_then_read_round_trips_and_leaves_no_temp_files() {
     let dir = tempfile::tempdir().unwrap();
@@ -703,7 +694,7 @@ fn write_then_read_round_trips_and_leaves_no_temp_files() {
     assert_eq!(std::fs::read(&path).unwrap(), file::encode(&graph));
     assert_eq!(file::read(&path).unwrap(), graph);
     file::write(&path, &graph).unwrap();
-    assert_eq!(dir_entries(dir.path()), ["g.tir"]);
+    assert_eq!(dir_names(dir.path()), ["g.tir"]);
 }
 
 #[test]
@@ -716,7 +707,7 @@ fn write_replaces_an_existing_file_fully() {
     file::write(&path, &graph).unwrap();
     assert_eq!(std::fs::read(&path).unwrap(), file::encode(&graph));
     assert_eq!(file::read(&path).unwrap(), graph);
-    assert_eq!(dir_entries(dir.path()), ["g.tir"]);
+    assert_eq!(dir_names(dir.path()), ["g.tir"]);
 }
 
 #[test]
@@ -730,7 +721,7 @@ fn write_into_a_missing_directory_fails_and_creates_nothing() {
         msg.starts_with(&format!("{}: ", path.display())) && !msg.contains('\n'),
         "{msg}"
     );
-    assert!(dir_entries(dir.path()).is_empty());
+    assert!(dir_names(dir.path()).is_empty());
 }
 
 #[test]
@@ -740,7 +731,7 @@ fn write_over_a_directory_fails_and_leaves_no_temp_files() {
     std::fs::create_dir(&target).unwrap();
     let err = file::write(&target, &sample_graph()).unwrap_err();
     assert!(matches!(err, FileError::Io { .. }), "{err:?}");
-    assert_eq!(dir_entries(dir.path()), ["g.tir"]);
+    assert_eq!(dir_names(dir.path()), ["g.tir"]);
     assert!(target.is_dir());
 }
 

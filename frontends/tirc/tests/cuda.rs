@@ -13,6 +13,7 @@ use common::{assert_quiet_ok as assert_ok, assert_refused, example, stderr, stdo
 use std::ffi::OsStr;
 use std::path::Path;
 use std::process::Output;
+use tir_graph::testing::dir_names;
 
 /// `tirc ARGS` with the kernel cache in `cache` and no visible GPU.
 fn tirc(cache: &Path, args: &[&str]) -> Output {
@@ -22,16 +23,6 @@ fn tirc(cache: &Path, args: &[&str]) -> Output {
         ("CUDA_VISIBLE_DEVICES", OsStr::new("")),
     ];
     tirc_os(&args, &env)
-}
-
-/// The names in `dir`, sorted.
-fn entries(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 fn s(path: &Path) -> String {
@@ -185,7 +176,7 @@ fn compile_writes_packages_that_run_only_on_cuda() {
         &["corrupt.tirpkg: corrupt package: checksum mismatch"],
     );
     assert_eq!(
-        entries(d),
+        dir_names(d),
         [
             "cache",
             "corrupt.tirpkg",
@@ -284,7 +275,7 @@ fn bad_compile_arguments_are_refused_before_compiling() {
         &["it is a directory"],
     );
     // Nothing was written but the kernel cache (filled by the two compiles that ran).
-    let left: Vec<String> = entries(d).into_iter().filter(|n| n != "cache").collect();
+    let left: Vec<String> = dir_names(d).into_iter().filter(|n| n != "cache").collect();
     assert!(left.is_empty(), "{left:?}");
 }
 
