@@ -1,20 +1,21 @@
 //! [`RefExecutable`]: one compiled program, its parameters and its states; a run binds the
 //! inputs, lays out and checks the memory plan, and launches the kernels in program order.
 //!
-//! The interpreter holds values as `f64` exact in their dtypes, so a parameter is converted
-//! once when it is set and an input at each run. The reference backend's "device" (`ref:0`) is
-//! host memory it owns: a [`DeviceTensor`] of it holds such `f64` values, which runs take
-//! without converting.
+//! The interpreter holds elements as [`Word`]s (floats as `f64`, integers as `i64`, exact in
+//! their dtypes), so a parameter is converted once when it is set and an input at each run. The
+//! reference backend's "device" (`ref:0`) is host memory it owns: a [`DeviceTensor`] of it holds
+//! such words, which runs take without converting.
 
 use crate::interp::{self, Launch, ParamData, ProgramOutput};
 use crate::prepare::KernelPlan;
 use crate::tile::unravel;
+use crate::word::{Tile, Word};
 use rayon::prelude::*;
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::rc::Rc;
-use tir_graph::eval::{F64Tensor, MAX_EVAL_ELEMENTS};
-use tir_graph::{DType, HostTensor};
+use tir_graph::eval::MAX_EVAL_ELEMENTS;
+use tir_graph::{ConstData, DType, HostTensor};
 use tir_lower::run::{self, dim_value, type_name};
 use tir_lower::tile::{Access, Region, SliceStart, TileKernel};
 use tir_lower::{
@@ -24,7 +25,7 @@ use tir_lower::{
 
 /// Every buffer's values and shape after a run.
 struct Ran {
-    bufs: Vec<Vec<f64>>,
+    bufs: Vec<Vec<Word>>,
     shapes: Vec<Vec<u64>>,
 }
 
@@ -34,8 +35,8 @@ pub const REF_DEVICE: Device = Device {
     ordinal: 0,
 };
 
-/// A tensor on the reference backend's device: `f64` values exact in the tensor's dtype.
-struct RefMemory(F64Tensor);
+/// A tensor on the reference backend's device: its elements as the interpreter holds them.
+struct RefMemory(Tile);
 
 impl DeviceStorage for RefMemory {
     fn device(&self) -> Device {
@@ -43,7 +44,7 @@ impl DeviceStorage for RefMemory {
     }
 
     fn to_host(&self, _dtype: DType, _dims: &[u64]) -> Result<HostTensor<'static>, String> {
-        HostTensor::from_f64_rounded(&self.0).map_err(|e| e.to_string())
+        self.0.to_host().map_err(|e| e.to_string())
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -52,9 +53,9 @@ impl DeviceStorage for RefMemory {
 }
 
 /// The values of `t`, converted from the host or taken from the reference device.
-fn values_of(name: &str, t: TensorRef<'_>) -> Result<F64Tensor, BackendError> {
+fn values_of(name: &str, t: TensorRef<'_>) -> Result<Tile, BackendError> {
     match t {
-        TensorRef::Host(h) => Ok(h.to_f64()),
+        TensorRef::Host(h) => Tile::from_host(h).map_err(|e| bad_input(format!("{name:?}: {e}"))),
         TensorRef::Device(d) => match d.storage().as_any().downcast_ref::<RefMemory>() {
             Some(m) => Ok(m.0.clone()),
             None => Err(bad_input(format!(
@@ -65,10 +66,9 @@ fn values_of(name: &str, t: TensorRef<'_>) -> Result<F64Tensor, BackendError> {
     }
 }
 
-/// The host tensor of a value the interpreter computed (in its dtype, but `f64` holds an `i64`
-/// exactly only up to 2^53).
-fn to_host(name: &str, t: &F64Tensor) -> Result<HostTensor<'static>, BackendError> {
-    HostTensor::from_f64_rounded(t).map_err(|e| BackendError::Kernel {
+/// The host tensor of a value the interpreter computed.
+fn to_host(name: &str, t: &Tile) -> Result<HostTensor<'static>, BackendError> {
+    t.to_host().map_err(|e| BackendError::Kernel {
         kernel: format!("(output {name:?})"),
         reason: e.to_string(),
     })
@@ -84,23 +84,34 @@ pub struct RefExecutable {
     plans: Vec<KernelPlan>,
     checking: bool,
     /// The values of each constant buffer.
-    constants: Vec<Option<Vec<f64>>>,
+    constants: Vec<Option<Vec<Word>>>,
     /// Each parameter set so far.
-    parameters: BTreeMap<String, F64Tensor>,
+    parameters: BTreeMap<String, Tile>,
     /// Each state's value after the last successful run (absent before the first).
-    states: BTreeMap<String, F64Tensor>,
+    states: BTreeMap<String, Tile>,
 }
 
 /// The value of an element of an arena or output buffer before anything writes it: NaN for
 /// floats, so that an unwritten element never passes a comparison; an extreme for integers.
-fn poison(dtype: DType) -> f64 {
+fn poison(dtype: DType) -> Word {
     match dtype {
-        DType::Bool => 1.0,
-        DType::I8 => -128.0,
-        DType::U8 => 255.0,
-        DType::I32 => f64::from(i32::MIN),
-        DType::I64 => i64::MIN as f64,
-        _ => f64::NAN,
+        DType::Bool => Word::int(1),
+        DType::I8 => Word::int(i64::from(i8::MIN)),
+        DType::U8 => Word::int(i64::from(u8::MAX)),
+        DType::I32 => Word::int(i64::from(i32::MIN)),
+        DType::I64 => Word::int(i64::MIN),
+        _ => Word::float(f64::NAN),
+    }
+}
+
+/// The words of a constant buffer of `dtype`: integers exactly, floats as stored.
+fn constant_words(dtype: DType, data: &ConstData) -> Vec<Word> {
+    match data {
+        ConstData::Int(v) => v.iter().map(|&x| Word::from_i64(dtype, x)).collect(),
+        _ => (0..data.len())
+            .filter_map(|i| data.get_f64(i))
+            .map(|x| Word::from_f64(dtype, x))
+            .collect(),
     }
 }
 
@@ -169,9 +180,7 @@ impl RefExecutable {
             .buffers
             .iter()
             .map(|b| match &b.storage {
-                Storage::Constant(data) => {
-                    Some((0..data.len()).filter_map(|i| data.get_f64(i)).collect())
-                }
+                Storage::Constant(data) => Some(constant_words(b.ty.dtype, data)),
                 _ => None,
             })
             .collect();
@@ -214,9 +223,9 @@ impl RefExecutable {
     /// Every buffer's values at the start of a run, with `inputs` by name.
     fn allocate(
         &self,
-        mut inputs: BTreeMap<String, F64Tensor>,
+        mut inputs: BTreeMap<String, Tile>,
         shapes: &[Vec<u64>],
-    ) -> Result<Vec<Vec<f64>>, BackendError> {
+    ) -> Result<Vec<Vec<Word>>, BackendError> {
         let mut bufs = Vec::with_capacity(shapes.len());
         for ((b, shape), constant) in self.program.buffers.iter().zip(shapes).zip(&self.constants) {
             let numel = shape.iter().product::<u64>() as usize;
@@ -239,7 +248,7 @@ impl RefExecutable {
                             type_name(t.dtype, &t.dims)
                         )))
                     }
-                    None => vec![0.0; numel],
+                    None => vec![Word::from_i64(b.ty.dtype, 0); numel],
                 },
                 Storage::Constant(_) => constant.clone().unwrap_or_default(),
                 Storage::Output | Storage::Arena => vec![poison(b.ty.dtype); numel],
@@ -253,7 +262,7 @@ impl RefExecutable {
     fn write_regions(
         &self,
         kernel: &TileKernel,
-        bufs: &[Vec<f64>],
+        bufs: &[Vec<Word>],
         shapes: &[Vec<u64>],
         dims: &BTreeMap<String, u64>,
     ) -> Result<Vec<Option<RegionBox>>, String> {
@@ -279,7 +288,7 @@ impl RefExecutable {
                                     self.program.buffers[b].name
                                 )
                             })?;
-                            *v as i128
+                            i128::from(v.as_int())
                         }
                     };
                     let len = dim_value(len, dims)?;
@@ -307,7 +316,7 @@ impl RefExecutable {
     fn launch(
         &self,
         k: usize,
-        bufs: &mut [Vec<f64>],
+        bufs: &mut [Vec<Word>],
         shapes: &[Vec<u64>],
         dims: &BTreeMap<String, u64>,
     ) -> Result<(), BackendError> {
@@ -317,8 +326,11 @@ impl RefExecutable {
             reason,
         };
         for check in &self.program.certificates[k].checks {
-            run::check_launch(&self.program, check, |b| bufs[b].first().copied(), dims)
-                .map_err(fail)?;
+            let first = |b: usize| {
+                let dtype = self.program.buffers[b].ty.dtype;
+                bufs[b].first().map(|w| w.to_f64(dtype))
+            };
+            run::check_launch(&self.program, check, first, dims).map_err(fail)?;
         }
         let (grid, outputs, regions) = {
             let launch = Launch {
@@ -394,7 +406,7 @@ impl RefExecutable {
         grid: &[u64],
         outputs: &[ProgramOutput],
         regions: &[Option<RegionBox>],
-        bufs: &mut [Vec<f64>],
+        bufs: &mut [Vec<Word>],
         shapes: &[Vec<u64>],
     ) -> Result<(), String> {
         const NONE: u32 = u32::MAX;
@@ -509,7 +521,7 @@ impl RefExecutable {
         }
         for (name, _) in &self.program.signature.states {
             if let Some(b) = self.program.state_buffer(name) {
-                let t = F64Tensor {
+                let t = Tile {
                     dtype: self.program.buffers[b].ty.dtype,
                     dims: shapes[b].clone(),
                     data: bufs[b].clone(),
@@ -521,9 +533,9 @@ impl RefExecutable {
     }
 
     /// Each output's values after a run.
-    fn outputs<'a>(&'a self, ran: &'a Ran) -> impl Iterator<Item = (&'a String, F64Tensor)> + 'a {
+    fn outputs<'a>(&'a self, ran: &'a Ran) -> impl Iterator<Item = (&'a String, Tile)> + 'a {
         self.program.signature.outputs.iter().map(move |(name, b)| {
-            let t = F64Tensor {
+            let t = Tile {
                 dtype: self.program.buffers[*b].ty.dtype,
                 dims: ran.shapes[*b].clone(),
                 data: ran.bufs[*b].clone(),
@@ -572,7 +584,7 @@ impl Executable for RefExecutable {
     }
 
     fn to_device(&mut self, tensor: &HostTensor<'_>) -> Result<DeviceTensor, BackendError> {
-        let values = tensor.to_f64();
+        let values = Tile::from_host(tensor).map_err(|e| bad_input(e.to_string()))?;
         let dims = values.dims.clone();
         Ok(DeviceTensor::new(
             tensor.dtype(),

@@ -16,9 +16,9 @@
 
 use crate::prepare::{KernelPlan, NO_SLOT};
 use crate::tile::{self, type_name};
+use crate::word::{Tile, Word};
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
-use tir_graph::eval::F64Tensor;
 use tir_graph::DType;
 use tir_lower::tile::{Access, Block, Stmt, TileKernel, TileOp, Type, ValueId};
 
@@ -26,7 +26,7 @@ use tir_lower::tile::{Access, Block, Stmt, TileKernel, TileOp, Type, ValueId};
 #[derive(Clone, Debug)]
 enum Value {
     Index(i64),
-    Tile(Rc<F64Tensor>),
+    Tile(Rc<Tile>),
     View(Rc<View>),
     Token,
 }
@@ -42,7 +42,7 @@ struct View {
 
 /// One tensor parameter of a launch: its buffer's values at kernel start.
 pub struct ParamData<'a> {
-    pub data: &'a [f64],
+    pub data: &'a [Word],
     pub name: &'a str,
     pub access: Access,
     pub dtype: DType,
@@ -63,7 +63,7 @@ pub struct Launch<'a> {
 pub struct Write {
     pub param: u32,
     pub flat: usize,
-    pub value: f64,
+    pub value: Word,
 }
 
 /// What one program did.
@@ -191,7 +191,7 @@ impl From<String> for Fault {
 #[derive(Default)]
 struct Overlay {
     upto: usize,
-    values: HashMap<usize, f64>,
+    values: HashMap<usize, Word>,
 }
 
 struct Program<'l, 'a> {
@@ -258,7 +258,7 @@ impl<'l, 'a> Program<'l, 'a> {
         self.define(*id, ty, v)
     }
 
-    fn define_tile(&mut self, stmt: &Stmt, t: F64Tensor) -> Result<(), String> {
+    fn define_tile(&mut self, stmt: &Stmt, t: Tile) -> Result<(), String> {
         self.define_one(stmt, Value::Tile(Rc::new(t)))
     }
 
@@ -269,11 +269,11 @@ impl<'l, 'a> Program<'l, 'a> {
         }
     }
 
-    fn tile(&self, id: ValueId) -> Result<&F64Tensor, String> {
+    fn tile(&self, id: ValueId) -> Result<&Tile, String> {
         self.tile_rc(id).map(|t| &**t)
     }
 
-    fn tile_rc(&self, id: ValueId) -> Result<&Rc<F64Tensor>, String> {
+    fn tile_rc(&self, id: ValueId) -> Result<&Rc<Tile>, String> {
         match self.get(id)? {
             Value::Tile(t) => Ok(t),
             v => Err(format!("{id} is {}, expected a tile", value_text(v))),
@@ -377,20 +377,12 @@ impl<'l, 'a> Program<'l, 'a> {
                     }
                     (Value::Tile(x), Value::Tile(y)) => {
                         let dtype = int_tiles(x, y)?;
-                        let data = x
-                            .data
-                            .iter()
-                            .zip(&y.data)
-                            .map(|(&p, &q)| {
-                                tile::index_arith(*op, p as i64, q as i64)
-                                    .map(|r| dtype.round_value(r as f64))
-                            })
-                            .collect::<Result<_, _>>()?;
-                        Value::Tile(Rc::new(F64Tensor {
-                            dtype,
-                            dims: x.dims.clone(),
-                            data,
-                        }))
+                        let values = x
+                            .ints()
+                            .zip(y.ints())
+                            .map(|(p, q)| tile::index_arith(*op, p, q))
+                            .collect::<Result<Vec<_>, _>>()?;
+                        Value::Tile(Rc::new(Tile::from_i64s(dtype, &x.dims, values)))
                     }
                     (x, y) => {
                         return Err(format!(
@@ -403,26 +395,18 @@ impl<'l, 'a> Program<'l, 'a> {
                 self.define_one(stmt, v)
             }
             TileOp::IndexCmp { op, a, b } => {
-                let truth = |c: bool| f64::from(u8::from(c));
+                let truth = |c: bool| i64::from(c);
                 let t = match (self.get(*a)?, self.get(*b)?) {
-                    (Value::Index(x), Value::Index(y)) => F64Tensor {
-                        dtype: DType::Bool,
-                        dims: vec![],
-                        data: vec![truth(tile::index_cmp(*op, *x, *y))],
-                    },
+                    (Value::Index(x), Value::Index(y)) => {
+                        Tile::from_i64s(DType::Bool, &[], [truth(tile::index_cmp(*op, *x, *y))])
+                    }
                     (Value::Tile(x), Value::Tile(y)) => {
                         int_tiles(x, y)?;
-                        let data = x
-                            .data
-                            .iter()
-                            .zip(&y.data)
-                            .map(|(&p, &q)| truth(tile::index_cmp(*op, p as i64, q as i64)))
-                            .collect();
-                        F64Tensor {
-                            dtype: DType::Bool,
-                            dims: x.dims.clone(),
-                            data,
-                        }
+                        let values = x
+                            .ints()
+                            .zip(y.ints())
+                            .map(|(p, q)| truth(tile::index_cmp(*op, p, q)));
+                        Tile::from_i64s(DType::Bool, &x.dims, values)
                     }
                     (x, y) => {
                         return Err(format!(
@@ -512,7 +496,7 @@ impl<'l, 'a> Program<'l, 'a> {
             }
             TileOp::Constant { value } => {
                 let (dtype, shape) = def_tile(stmt, 0)?;
-                let t = tile::filled(dtype, shape, *value)?;
+                let t = tile::filled(dtype, shape, Word::from_f64(dtype, *value))?;
                 self.define_tile(stmt, t)
             }
             TileOp::Iota { axis } => {
@@ -523,8 +507,8 @@ impl<'l, 'a> Program<'l, 'a> {
             TileOp::Splat { x } => {
                 let (dtype, shape) = def_tile(stmt, 0)?;
                 let v = match self.get(*x)? {
-                    Value::Index(i) => *i as f64,
-                    Value::Tile(t) if t.data.len() == 1 => t.data[0],
+                    Value::Index(i) => Word::from_i64(dtype, *i),
+                    Value::Tile(t) if t.data.len() == 1 => t.data[0].cast(t.dtype, dtype),
                     v => {
                         return Err(format!(
                             "splats {}: expected an index or a one-element tile",
@@ -660,7 +644,7 @@ impl<'l, 'a> Program<'l, 'a> {
                     p.data.len()
                 )
             })?;
-        Ok(*v as i64)
+        Ok(v.as_int())
     }
 
     /// Where the tile at `coords` of `view` lies, for a tile of `shape`.
@@ -711,7 +695,7 @@ impl<'l, 'a> Program<'l, 'a> {
         padding: f64,
         dtype: DType,
         shape: &[u64],
-    ) -> Result<F64Tensor, String> {
+    ) -> Result<Tile, String> {
         let p = self.param(view.param)?;
         if p.dtype != dtype {
             return Err(format!(
@@ -724,7 +708,7 @@ impl<'l, 'a> Program<'l, 'a> {
         if !pl.in_bounds(data.len()) {
             return Err(self.bounds_error(view, &pl, data.len()));
         }
-        let mut out = vec![dtype.round_value(padding); tile::tile_numel(shape)?];
+        let mut out = vec![Word::from_f64(dtype, padding); tile::tile_numel(shape)?];
         pl.for_each_row(|t, b, len, stride| {
             if stride == 1 {
                 out[t..t + len].copy_from_slice(&data[b..b + len]);
@@ -737,7 +721,7 @@ impl<'l, 'a> Program<'l, 'a> {
         if access == Access::Mutable {
             self.mutable_reads(view.param, &pl, &mut out);
         }
-        Ok(F64Tensor {
+        Ok(Tile {
             dtype,
             dims: shape.to_vec(),
             data: out,
@@ -746,7 +730,7 @@ impl<'l, 'a> Program<'l, 'a> {
 
     /// For a load of mutable parameter `param`: replaces what this program stored itself, and
     /// records the elements read in checking mode.
-    fn mutable_reads(&mut self, param: usize, pl: &Placement, out: &mut [f64]) {
+    fn mutable_reads(&mut self, param: usize, pl: &Placement, out: &mut [Word]) {
         if self.launch.checking {
             let reads = &mut self.out.mutable_reads;
             pl.for_each(|_, b| reads.push((param as u32, b)));
@@ -762,7 +746,7 @@ impl<'l, 'a> Program<'l, 'a> {
     }
 
     /// This program's stores to `param` so far, by element.
-    fn overlay(&mut self, param: usize) -> &HashMap<usize, f64> {
+    fn overlay(&mut self, param: usize) -> &HashMap<usize, Word> {
         let overlay = &mut self.overlays[param];
         for w in &self.out.writes[overlay.upto..] {
             if w.param as usize == param {
@@ -781,7 +765,7 @@ impl<'l, 'a> Program<'l, 'a> {
         padding: f64,
         dtype: DType,
         shape: &[u64],
-    ) -> Result<F64Tensor, String> {
+    ) -> Result<Tile, String> {
         let p = self.param(view.param)?;
         if p.dtype != dtype {
             return Err(format!(
@@ -799,7 +783,7 @@ impl<'l, 'a> Program<'l, 'a> {
         }
         let n = tile::tile_numel(shape)?;
         let mask = self.tile_rc(mask)?.clone();
-        let idx: Vec<Rc<F64Tensor>> = indices
+        let idx: Vec<Rc<Tile>> = indices
             .iter()
             .map(|&i| self.tile_rc(i).cloned())
             .collect::<Result<_, _>>()?;
@@ -812,15 +796,15 @@ impl<'l, 'a> Program<'l, 'a> {
                  {shape:?}"
             ));
         }
-        let mut out = vec![dtype.round_value(padding); n];
+        let mut out = vec![Word::from_f64(dtype, padding); n];
         let mut index = vec![0i128; rank];
         let mut read = Vec::new();
         'elements: for (t, o) in out.iter_mut().enumerate() {
-            if mask.data[t] == 0.0 {
+            if mask.data[t].as_int() == 0 {
                 continue;
             }
             for k in 0..rank {
-                let i = idx[k].data[t] as i64;
+                let i = idx[k].data[t].as_int();
                 if i < 0 || i >= view.shape[k] {
                     continue 'elements;
                 }
@@ -857,14 +841,14 @@ impl<'l, 'a> Program<'l, 'a> {
                 }
             }
         }
-        Ok(F64Tensor {
+        Ok(Tile {
             dtype,
             dims: shape.to_vec(),
             data: out,
         })
     }
 
-    fn store(&mut self, view: &View, coords: &[ValueId], value: &F64Tensor) -> Result<(), String> {
+    fn store(&mut self, view: &View, coords: &[ValueId], value: &Tile) -> Result<(), String> {
         let p = self.param(view.param)?;
         if p.access != Access::Mutable {
             return Err(format!(
@@ -898,7 +882,7 @@ impl<'l, 'a> Program<'l, 'a> {
 }
 
 /// The dtype of two integer tiles of one shape and dtype.
-fn int_tiles(x: &F64Tensor, y: &F64Tensor) -> Result<DType, String> {
+fn int_tiles(x: &Tile, y: &Tile) -> Result<DType, String> {
     if x.dtype != y.dtype || x.dims != y.dims || !x.dtype.is_int() {
         return Err(format!(
             "operands are tiles {} and {}: expected integer tiles of one type",

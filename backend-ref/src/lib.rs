@@ -4,8 +4,8 @@
 //! [`RefBackend`] compiles a [`Program`] into a [`RefExecutable`] that interprets the tile IR:
 //! for each kernel in program order it evaluates the certificate's launch checks, computes the
 //! grid, runs every tile program in parallel (rayon), and applies the programs' stores. Values
-//! are held as `f64` exact in their dtype: every tile operation rounds its result to the result
-//! dtype (the reference computes "in the tensor's dtype"), with `f32` accumulation in reductions
+//! are held exact in their dtype, floats as `f64` and integers as `i64` (module `word`): every
+//! tile operation rounds its result to the result dtype (the reference computes "in the tensor's dtype"), with `f32` accumulation in reductions
 //! and `mma` (module `tile`). Within a kernel, programs read the buffers as they were when the
 //! kernel started, except that a program's load of a mutable parameter sees its own earlier
 //! stores; the stores of all programs are applied after the last program (module `interp`).
@@ -25,6 +25,7 @@ mod exec;
 mod interp;
 mod prepare;
 mod tile;
+mod word;
 
 pub use exec::RefExecutable;
 

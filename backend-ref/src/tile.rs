@@ -1,19 +1,22 @@
 //! Computations on tiles: the value semantics of the tile IR's tile operations.
 //!
-//! A tile is a [`F64Tensor`] (dtype, static dims, row-major `f64` values). Every function here
-//! returns a tile whose values are exact in its dtype: floats are rounded to their precision,
-//! integers wrap, bool is 0/1 ("the reference computes in the tensor's dtype"). Elementwise ops
-//! take the graph's typing rules ([`tir_graph::infer`]) and the oracle's value semantics
-//! ([`unary_values`], [`binary_values`]) and round the result; reductions and `mma` accumulate
-//! in `f32` like the GPU does (in `f64` for `f64` tiles).
+//! A tile is a [`Tile`] (dtype, static dims, row-major [`Word`]s: floats as `f64`, integers and
+//! bool as `i64`). Every function here returns a tile whose values are exact in its dtype:
+//! floats are rounded to their precision, integers wrap (computed in the integers, so `i64` is
+//! exact over its whole range), bool is 0/1 ("the reference computes in the tensor's dtype").
+//! Elementwise ops take the graph's typing rules ([`tir_graph::infer`]) and the oracle's value
+//! semantics ([`unary_values`], [`binary_values`] for floats; [`int_div`], [`int_rem`] and
+//! wrapping arithmetic for integers) and round the result; reductions and `mma` accumulate in
+//! `f32` like the GPU does (in `f64` for `f64` tiles, in wrapping `i64` for integers).
 //!
 //! Each operation picks its op and dtype once per tile and then runs one loop over the tile's
 //! contiguous values: no per-element dispatch.
 //!
 //! Errors are one-line reasons (`String`); the interpreter adds the kernel, program and statement.
 
+use crate::word::{int_lane, Tile, Word};
 use tir_graph::eval::{
-    binary_values, first_extreme, for_each_offset, maximum, minimum, unary_values, wrap, F64Tensor,
+    binary_values, first_extreme, for_each_offset, int_div, int_rem, maximum, minimum, unary_values,
 };
 use tir_graph::infer::{binary_dtype, select_dtype, unary_dtype};
 use tir_graph::{BinaryOp, DType, ReduceOp, UnaryOp};
@@ -53,18 +56,18 @@ pub fn unravel(mut flat: usize, dims: &[u64]) -> Vec<u64> {
     index
 }
 
-/// A tile of `dtype` and `shape` with every element `value` (rounded to the dtype).
-pub fn filled(dtype: DType, shape: &[u64], value: f64) -> Result<F64Tensor, String> {
+/// A tile of `dtype` and `shape` with every element `value` (a value of `dtype`).
+pub fn filled(dtype: DType, shape: &[u64], value: Word) -> Result<Tile, String> {
     let n = tile_numel(shape)?;
-    Ok(F64Tensor {
+    Ok(Tile {
         dtype,
         dims: shape.to_vec(),
-        data: vec![dtype.round_value(value); n],
+        data: vec![value; n],
     })
 }
 
-/// A tile whose element `t` is `t[axis]` (rounded to `dtype`).
-pub fn iota(dtype: DType, shape: &[u64], axis: usize) -> Result<F64Tensor, String> {
+/// A tile whose element `t` is `t[axis]` (stored in `dtype`).
+pub fn iota(dtype: DType, shape: &[u64], axis: usize) -> Result<Tile, String> {
     if axis >= shape.len() {
         return Err(format!(
             "axis {axis} is out of range for a tile of rank {}",
@@ -74,18 +77,15 @@ pub fn iota(dtype: DType, shape: &[u64], axis: usize) -> Result<F64Tensor, Strin
     let n = tile_numel(shape)?;
     let inner: usize = shape[axis + 1..].iter().map(|&d| d as usize).product();
     let size = shape[axis] as usize;
-    let data = (0..n)
-        .map(|i| dtype.round_value(((i / inner) % size) as f64))
-        .collect();
-    Ok(F64Tensor {
+    Ok(Tile::from_i64s(
         dtype,
-        dims: shape.to_vec(),
-        data,
-    })
+        shape,
+        (0..n).map(|i| ((i / inner) % size) as i64),
+    ))
 }
 
 /// Elementwise operands have one shape: broadcasts are explicit in the tile IR.
-fn same_dims(xs: &[&F64Tensor]) -> Result<(), String> {
+fn same_dims(xs: &[&Tile]) -> Result<(), String> {
     match xs.iter().find(|x| x.dims != xs[0].dims) {
         None => Ok(()),
         Some(x) => Err(format!(
@@ -96,73 +96,107 @@ fn same_dims(xs: &[&F64Tensor]) -> Result<(), String> {
     }
 }
 
-/// A tile of `dtype` and `dims` holding `data` rounded to `dtype`.
-fn rounded(dtype: DType, dims: &[u64], mut data: Vec<f64>) -> F64Tensor {
-    dtype.round_values(&mut data);
-    F64Tensor {
-        dtype,
-        dims: dims.to_vec(),
-        data,
-    }
-}
-
 /// `op` of each element of `x`: the graph's typing and the oracle's values, rounded to `x`'s
-/// dtype.
-pub fn unary(op: UnaryOp, x: &F64Tensor) -> Result<F64Tensor, String> {
+/// dtype (integers exactly, wrapping).
+pub fn unary(op: UnaryOp, x: &Tile) -> Result<Tile, String> {
     let dtype = unary_dtype(op, x.dtype)?;
-    Ok(rounded(dtype, &x.dims, unary_values(op, dtype, &x.data)))
+    if !int_lane(dtype) {
+        return Ok(Tile::from_f64s(
+            dtype,
+            &x.dims,
+            unary_values(op, dtype, &x.floats()),
+        ));
+    }
+    let f: fn(i64) -> i64 = match op {
+        UnaryOp::Neg => i64::wrapping_neg,
+        UnaryOp::Abs => i64::wrapping_abs,
+        UnaryOp::Relu => |v| v.max(0),
+        UnaryOp::Not => |v| i64::from(v == 0),
+        _ => return Err(format!("{} takes floats, not {dtype}", op.name())),
+    };
+    Ok(Tile::from_i64s(dtype, &x.dims, x.ints().map(f)))
 }
 
 /// `a op b` elementwise on tiles of one shape: the graph's typing and the oracle's values,
-/// rounded to the result dtype (bool for comparisons).
-pub fn binary(op: BinaryOp, a: &F64Tensor, b: &F64Tensor) -> Result<F64Tensor, String> {
+/// rounded to the result dtype (bool for comparisons; integers exactly, wrapping).
+pub fn binary(op: BinaryOp, a: &Tile, b: &Tile) -> Result<Tile, String> {
     same_dims(&[a, b])?;
     let dtype = binary_dtype(op, a.dtype, b.dtype)?;
-    Ok(rounded(
+    if !int_lane(a.dtype) {
+        let values = binary_values(op, a.dtype, &a.floats(), &b.floats());
+        return Ok(Tile::from_f64s(dtype, &a.dims, values));
+    }
+    let f = int_binary(op).ok_or_else(|| format!("{} takes floats, not {}", op.name(), a.dtype))?;
+    Ok(Tile::from_i64s(
         dtype,
         &a.dims,
-        binary_values(op, a.dtype, &a.data, &b.data),
+        a.ints().zip(b.ints()).map(|(x, y)| f(x, y)),
     ))
+}
+
+/// `op` on integer (or bool) values in `i64`: arithmetic wraps (the result is wrapped to its
+/// dtype after), comparisons and logic give 0 or 1. `None` for an op that takes floats only.
+fn int_binary(op: BinaryOp) -> Option<fn(i64, i64) -> i64> {
+    Some(match op {
+        BinaryOp::Add => i64::wrapping_add,
+        BinaryOp::Sub => i64::wrapping_sub,
+        BinaryOp::Mul => i64::wrapping_mul,
+        BinaryOp::Div => int_div,
+        BinaryOp::Rem => int_rem,
+        BinaryOp::Maximum => |x, y| x.max(y),
+        BinaryOp::Minimum => |x, y| x.min(y),
+        BinaryOp::Eq => |x, y| i64::from(x == y),
+        BinaryOp::Ne => |x, y| i64::from(x != y),
+        BinaryOp::Lt => |x, y| i64::from(x < y),
+        BinaryOp::Le => |x, y| i64::from(x <= y),
+        BinaryOp::Gt => |x, y| i64::from(x > y),
+        BinaryOp::Ge => |x, y| i64::from(x >= y),
+        BinaryOp::And => |x, y| i64::from(x != 0 && y != 0),
+        BinaryOp::Or => |x, y| i64::from(x != 0 || y != 0),
+        BinaryOp::Pow => return None,
+    })
 }
 
 /// `e^(factor · (x − shift))` of an `f32` tile, `shift` repeated along its size-1 dims,
 /// computed in `f64` and rounded once: the exact value that `approx_exp` approaches.
-pub fn scaled_exp(x: &F64Tensor, shift: &F64Tensor, factor: f64) -> Result<F64Tensor, String> {
-    let shift = broadcast(shift, &x.dims)?;
-    let data = x
-        .data
-        .iter()
-        .zip(&shift.data)
-        .map(|(&v, &s)| (factor * (v - s)).exp())
-        .collect();
-    Ok(rounded(x.dtype, &x.dims, data))
+pub fn scaled_exp(x: &Tile, shift: &Tile, factor: f64) -> Result<Tile, String> {
+    let shift = broadcast(shift, &x.dims)?.floats();
+    let values = x
+        .floats()
+        .into_iter()
+        .zip(shift)
+        .map(|(v, s)| (factor * (v - s)).exp());
+    Ok(Tile::from_f64s(x.dtype, &x.dims, values))
 }
 
 /// `cond ? a : b` elementwise; all three of one shape, `cond` bool, `a` and `b` of one dtype.
-pub fn select(cond: &F64Tensor, a: &F64Tensor, b: &F64Tensor) -> Result<F64Tensor, String> {
+pub fn select(cond: &Tile, a: &Tile, b: &Tile) -> Result<Tile, String> {
     same_dims(&[cond, a, b])?;
     let dtype = select_dtype(cond.dtype, a.dtype, b.dtype)?;
     let data = cond
-        .data
-        .iter()
+        .ints()
         .zip(a.data.iter().zip(&b.data))
-        .map(|(&c, (&x, &y))| if c != 0.0 { x } else { y })
+        .map(|(c, (&x, &y))| if c != 0 { x } else { y })
         .collect();
-    Ok(F64Tensor {
+    Ok(Tile {
         dtype,
         dims: a.dims.clone(),
         data,
     })
 }
 
-/// `x` converted to `to` ([`DType::round_value`]: round to nearest for floats, toward zero and
-/// wrapping for integers, `x != 0` for bool).
-pub fn cast(x: &F64Tensor, to: DType) -> F64Tensor {
-    rounded(to, &x.dims, x.data.clone())
+/// `x` converted to `to` ([`Word::cast`]: round to nearest for floats, toward zero and wrapping
+/// for integers, `x != 0` for bool).
+pub fn cast(x: &Tile, to: DType) -> Tile {
+    Tile {
+        dtype: to,
+        dims: x.dims.clone(),
+        data: x.data.iter().map(|w| w.cast(x.dtype, to)).collect(),
+    }
 }
 
 /// `x` with its size-1 dims repeated to `shape` (same rank).
-pub fn broadcast(x: &F64Tensor, shape: &[u64]) -> Result<F64Tensor, String> {
+pub fn broadcast(x: &Tile, shape: &[u64]) -> Result<Tile, String> {
     let fits =
         x.dims.len() == shape.len() && x.dims.iter().zip(shape).all(|(&d, &s)| d == s || d == 1);
     if !fits {
@@ -182,7 +216,7 @@ pub fn broadcast(x: &F64Tensor, shape: &[u64]) -> Result<F64Tensor, String> {
         .collect();
     let mut data = Vec::with_capacity(n);
     for_each_offset(shape, 0, &strides, |o| data.push(x.data[o]));
-    Ok(F64Tensor {
+    Ok(Tile {
         dtype: x.dtype,
         dims: shape.to_vec(),
         data,
@@ -190,7 +224,7 @@ pub fn broadcast(x: &F64Tensor, shape: &[u64]) -> Result<F64Tensor, String> {
 }
 
 /// The same elements in row-major order with another shape.
-pub fn reshape(x: &F64Tensor, shape: &[u64]) -> Result<F64Tensor, String> {
+pub fn reshape(x: &Tile, shape: &[u64]) -> Result<Tile, String> {
     let n = tile_numel(shape)?;
     if n != x.data.len() {
         return Err(format!(
@@ -200,7 +234,7 @@ pub fn reshape(x: &F64Tensor, shape: &[u64]) -> Result<F64Tensor, String> {
             shape
         ));
     }
-    Ok(F64Tensor {
+    Ok(Tile {
         dtype: x.dtype,
         dims: shape.to_vec(),
         data: x.data.clone(),
@@ -208,7 +242,7 @@ pub fn reshape(x: &F64Tensor, shape: &[u64]) -> Result<F64Tensor, String> {
 }
 
 /// Result dim `i` is dim `perm[i]` of `x`.
-pub fn permute(x: &F64Tensor, perm: &[usize]) -> Result<F64Tensor, String> {
+pub fn permute(x: &Tile, perm: &[usize]) -> Result<Tile, String> {
     let rank = x.dims.len();
     let mut seen = vec![false; rank];
     let valid = perm.len() == rank
@@ -226,7 +260,7 @@ pub fn permute(x: &F64Tensor, perm: &[usize]) -> Result<F64Tensor, String> {
     let strides: Vec<usize> = perm.iter().map(|&p| src[p]).collect();
     let mut data = Vec::with_capacity(x.data.len());
     for_each_offset(&dims, 0, &strides, |o| data.push(x.data[o]));
-    Ok(F64Tensor {
+    Ok(Tile {
         dtype: x.dtype,
         dims,
         data,
@@ -239,7 +273,7 @@ pub fn permute(x: &F64Tensor, perm: &[usize]) -> Result<F64Tensor, String> {
 /// `f16`, `bf16` and `f32` tiles and in `f64` for `f64` tiles; integer ones wrap in `i64`; the
 /// result is rounded to the dtype. `Max`/`Min` propagate NaN; `ArgMax`/`ArgMin` give the `i64`
 /// position of the first extreme, a NaN winning at its first position (as the oracle).
-pub fn reduce(op: ReduceOp, x: &F64Tensor, axis: usize) -> Result<F64Tensor, String> {
+pub fn reduce(op: ReduceOp, x: &Tile, axis: usize) -> Result<Tile, String> {
     let rank = x.dims.len();
     if axis >= rank {
         return Err(format!(
@@ -263,46 +297,70 @@ pub fn reduce(op: ReduceOp, x: &F64Tensor, axis: usize) -> Result<F64Tensor, Str
         ReduceOp::ArgMax | ReduceOp::ArgMin => DType::I64,
         _ => x.dtype,
     };
-    let (int, wide) = (
-        x.dtype.is_int() || x.dtype == DType::Bool,
-        x.dtype == DType::F64,
-    );
-    let mean = op == ReduceOp::Mean;
-    let data = match op {
-        ReduceOp::Sum | ReduceOp::Mean if int => lanes.map(&x.data, |lane| {
-            let s = lane.iter().fold(0i64, |a, &v| a.wrapping_add(v as i64));
-            wrap(dtype, if mean { s.wrapping_div(len as i64) } else { s })
-        }),
-        ReduceOp::Prod if int => lanes.map(&x.data, |lane| {
-            wrap(
-                dtype,
-                lane.iter().fold(1i64, |a, &v| a.wrapping_mul(v as i64)),
-            )
-        }),
-        ReduceOp::Sum | ReduceOp::Mean if wide => lanes.map(&x.data, |lane| {
+    let data = if int_lane(x.dtype) {
+        let values: Vec<i64> = x.ints().collect();
+        lanes.map(&values, |lane| Word::from_i64(dtype, reduce_ints(op, lane)))
+    } else {
+        let values = x.floats();
+        let wide = x.dtype == DType::F64;
+        lanes.map(&values, |lane| {
+            Word::from_f64(dtype, reduce_floats(op, wide, lane))
+        })
+    };
+    let mut dims = x.dims.clone();
+    dims[axis] = 1;
+    Ok(Tile { dtype, dims, data })
+}
+
+/// `op` over one lane of integers: sums and products wrap in `i64`, the mean truncates.
+fn reduce_ints(op: ReduceOp, lane: &[i64]) -> i64 {
+    let first_index = |beats: fn(i64, i64) -> bool| {
+        (1..lane.len()).fold(
+            0,
+            |best, i| if beats(lane[i], lane[best]) { i } else { best },
+        ) as i64
+    };
+    match op {
+        ReduceOp::Sum => lane.iter().fold(0i64, |a, &v| a.wrapping_add(v)),
+        ReduceOp::Mean => lane
+            .iter()
+            .fold(0i64, |a, &v| a.wrapping_add(v))
+            .wrapping_div(lane.len() as i64),
+        ReduceOp::Prod => lane.iter().fold(1i64, |a, &v| a.wrapping_mul(v)),
+        ReduceOp::Max => lane.iter().copied().fold(lane[0], i64::max),
+        ReduceOp::Min => lane.iter().copied().fold(lane[0], i64::min),
+        ReduceOp::ArgMax => first_index(|v, best| v > best),
+        ReduceOp::ArgMin => first_index(|v, best| v < best),
+    }
+}
+
+/// `op` over one lane of floats, accumulated in `f64` when `wide`, else in `f32`.
+fn reduce_floats(op: ReduceOp, wide: bool, lane: &[f64]) -> f64 {
+    let len = lane.len();
+    match op {
+        ReduceOp::Sum | ReduceOp::Mean if wide => {
             let s: f64 = lane.iter().sum();
-            if mean {
+            if op == ReduceOp::Mean {
                 s / len as f64
             } else {
                 s
             }
-        }),
-        ReduceOp::Prod if wide => lanes.map(&x.data, |lane| lane.iter().product()),
-        ReduceOp::Sum | ReduceOp::Mean => lanes.map(&x.data, |lane| {
+        }
+        ReduceOp::Prod if wide => lane.iter().product(),
+        ReduceOp::Sum | ReduceOp::Mean => {
             let s = lane.iter().fold(0f32, |a, &v| a + v as f32);
-            f64::from(if mean { s / len as f32 } else { s })
-        }),
-        ReduceOp::Prod => lanes.map(&x.data, |lane| {
-            f64::from(lane.iter().fold(1f32, |a, &v| a * v as f32))
-        }),
-        ReduceOp::Max => lanes.map(&x.data, |lane| lane.iter().copied().fold(lane[0], maximum)),
-        ReduceOp::Min => lanes.map(&x.data, |lane| lane.iter().copied().fold(lane[0], minimum)),
-        ReduceOp::ArgMax => lanes.map(&x.data, |lane| first_extreme(lane, |v, best| v > best)),
-        ReduceOp::ArgMin => lanes.map(&x.data, |lane| first_extreme(lane, |v, best| v < best)),
-    };
-    let mut dims = x.dims.clone();
-    dims[axis] = 1;
-    Ok(rounded(dtype, &dims, data))
+            f64::from(if op == ReduceOp::Mean {
+                s / len as f32
+            } else {
+                s
+            })
+        }
+        ReduceOp::Prod => f64::from(lane.iter().fold(1f32, |a, &v| a * v as f32)),
+        ReduceOp::Max => lane.iter().copied().fold(lane[0], maximum),
+        ReduceOp::Min => lane.iter().copied().fold(lane[0], minimum),
+        ReduceOp::ArgMax => first_extreme(lane, |v, best| v > best),
+        ReduceOp::ArgMin => first_extreme(lane, |v, best| v < best),
+    }
 }
 
 /// The lanes of a tile along one axis: `outer` groups of `inner` lanes of `len` (> 0) elements;
@@ -315,7 +373,7 @@ struct Lanes {
 
 impl Lanes {
     /// `f` of each lane's values (in order along the axis), lanes in row-major order.
-    fn map(&self, data: &[f64], f: impl Fn(&[f64]) -> f64) -> Vec<f64> {
+    fn map<T: Copy + Default>(&self, data: &[T], f: impl Fn(&[T]) -> Word) -> Vec<Word> {
         if self.outer == 0 || self.inner == 0 {
             return Vec::new();
         }
@@ -323,7 +381,7 @@ impl Lanes {
             return data.chunks_exact(self.len).map(f).collect();
         }
         let mut out = Vec::with_capacity(self.outer * self.inner);
-        let mut lane = vec![0.0; self.len];
+        let mut lane = vec![T::default(); self.len];
         for block in data.chunks_exact(self.len * self.inner) {
             for i in 0..self.inner {
                 for (r, v) in lane.iter_mut().enumerate() {
@@ -345,31 +403,30 @@ impl Lanes {
 /// kernel's order and added to `acc` once (with fused multiply-adds where the CPU has them).
 /// With an `f64` accumulator the same in `f64` (`dgemm`). With an integer accumulator, wrapping
 /// `i64` arithmetic in order of `k`, wrapped to the dtype at the end.
-pub fn mma(a: &F64Tensor, b: &F64Tensor, acc: &F64Tensor) -> Result<F64Tensor, String> {
+pub fn mma(a: &Tile, b: &Tile, acc: &Tile) -> Result<Tile, String> {
     let shape = MmaShape::of(a, b, acc)?;
     let data = match acc.dtype {
         DType::F32 => {
-            let af: Vec<f32> = a.data.iter().map(|&v| v as f32).collect();
-            let bf: Vec<f32> = b.data.iter().map(|&v| v as f32).collect();
-            let mut cf: Vec<f32> = acc.data.iter().map(|&v| v as f32).collect();
+            let to_f32 =
+                |t: &Tile| -> Vec<f32> { t.data.iter().map(|w| w.as_float() as f32).collect() };
+            let (af, bf, mut cf) = (to_f32(a), to_f32(b), to_f32(acc));
             shape.each_batch(&af, &bf, &mut cf, |mnk, a, b, c| {
                 gemm(matrixmultiply::sgemm, 1.0, mnk, a, b, c)
             });
-            cf.into_iter().map(f64::from).collect()
+            cf.into_iter().map(|v| Word::float(f64::from(v))).collect()
         }
         DType::F64 => {
-            let mut c = acc.data.clone();
-            shape.each_batch(&a.data, &b.data, &mut c, |mnk, a, b, c| {
+            let mut c = acc.floats();
+            shape.each_batch(&a.floats(), &b.floats(), &mut c, |mnk, a, b, c| {
                 gemm(matrixmultiply::dgemm, 1.0, mnk, a, b, c)
             });
-            c
+            c.into_iter().map(Word::float).collect()
         }
         d if d.is_int() => {
-            let mut c = acc.data.clone();
-            shape.each_batch(&a.data, &b.data, &mut c, |mnk, a, b, c| {
-                gemm_wrapping(d, mnk, a, b, c)
-            });
-            c
+            let ints = |t: &Tile| -> Vec<i64> { t.ints().collect() };
+            let mut c = ints(acc);
+            shape.each_batch(&ints(a), &ints(b), &mut c, gemm_wrapping);
+            return Ok(Tile::from_i64s(d, &acc.dims, c));
         }
         d => {
             return Err(format!(
@@ -378,7 +435,7 @@ pub fn mma(a: &F64Tensor, b: &F64Tensor, acc: &F64Tensor) -> Result<F64Tensor, S
             ))
         }
     };
-    Ok(F64Tensor {
+    Ok(Tile {
         dtype: acc.dtype,
         dims: acc.dims.clone(),
         data,
@@ -395,7 +452,7 @@ struct MmaShape {
 
 impl MmaShape {
     /// The sizes of `acc + a @ b`, or why the operands do not fit.
-    fn of(a: &F64Tensor, b: &F64Tensor, acc: &F64Tensor) -> Result<MmaShape, String> {
+    fn of(a: &Tile, b: &Tile, acc: &Tile) -> Result<MmaShape, String> {
         let rank = acc.dims.len();
         if rank < 2 || a.dims.len() != rank || b.dims.len() != rank {
             return Err(format!(
@@ -456,7 +513,7 @@ impl MmaShape {
 /// The sizes `(m, k, n)` of one `[m, k] @ [k, n]` product.
 type Mnk = (usize, usize, usize);
 
-fn mma_operands(a: &F64Tensor, b: &F64Tensor, acc: &F64Tensor) -> String {
+fn mma_operands(a: &Tile, b: &Tile, acc: &Tile) -> String {
     format!(
         "a {}, b {}, acc {}",
         type_name(a.dtype, &a.dims),
@@ -510,15 +567,14 @@ fn gemm<T: Copy>(routine: GemmFn<T>, one: T, (m, k, n): Mnk, a: &[T], b: &[T], c
     }
 }
 
-/// `c += a @ b` on row-major blocks of integer values: wrapping `i64` sums in order of `k`,
-/// wrapped to `dtype`.
-fn gemm_wrapping(dtype: DType, (m, k, n): Mnk, a: &[f64], b: &[f64], c: &mut [f64]) {
+/// `c += a @ b` on row-major blocks of integer values: wrapping `i64` sums in order of `k` (the
+/// caller wraps them to the accumulator's dtype).
+fn gemm_wrapping((m, k, n): Mnk, a: &[i64], b: &[i64], c: &mut [i64]) {
     for i in 0..m {
         for (j, o) in c[i * n..(i + 1) * n].iter_mut().enumerate() {
-            let s = (0..k).fold(*o as i64, |s, p| {
-                s.wrapping_add((a[i * k + p] as i64).wrapping_mul(b[p * n + j] as i64))
+            *o = (0..k).fold(*o, |s, p| {
+                s.wrapping_add(a[i * k + p].wrapping_mul(b[p * n + j]))
             });
-            *o = dtype.round_value(s as f64);
         }
     }
 }
@@ -560,30 +616,26 @@ pub fn index_cmp(op: CmpOp, a: i64, b: i64) -> bool {
 mod tests {
     use super::*;
 
-    fn t(dtype: DType, dims: &[u64], data: &[f64]) -> F64Tensor {
-        F64Tensor {
-            dtype,
-            dims: dims.to_vec(),
-            data: data.to_vec(),
-        }
+    fn t(dtype: DType, dims: &[u64], data: &[f64]) -> Tile {
+        Tile::from_f64s(dtype, dims, data.iter().copied())
     }
 
     #[test]
     fn elementwise_rounds_to_the_dtype() {
         let x = t(DType::F16, &[2], &[1.0, 2.0]);
         let y = unary(UnaryOp::Exp, &x).unwrap();
-        assert_eq!(y.data[0], DType::F16.round_value(1f64.exp()));
+        assert_eq!(y.floats()[0], DType::F16.round_value(1f64.exp()));
         let i = t(DType::I8, &[1], &[100.0]);
         let s = binary(BinaryOp::Add, &i, &i).unwrap();
-        assert_eq!(s.data, vec![-56.0]);
+        assert_eq!(s.floats(), vec![-56.0]);
         let c = binary(BinaryOp::Lt, &x, &x).unwrap();
-        assert_eq!((c.dtype, c.data), (DType::Bool, vec![0.0, 0.0]));
+        assert_eq!((c.dtype, c.floats()), (DType::Bool, vec![0.0, 0.0]));
         let j = t(DType::I8, &[2], &[1.0, 2.0]);
         assert!(binary(BinaryOp::Lt, &x, &j).is_err(), "dtypes differ");
         assert!(binary(BinaryOp::Add, &x, &i).is_err(), "shapes differ");
         assert!(unary(UnaryOp::Exp, &i).is_err(), "exp takes floats");
         let b = t(DType::Bool, &[2], &[1.0, 0.0]);
-        assert_eq!(select(&b, &x, &x.clone()).unwrap().data, vec![1.0, 2.0]);
+        assert_eq!(select(&b, &x, &x.clone()).unwrap().floats(), vec![1.0, 2.0]);
         assert!(select(&x, &x, &x).is_err(), "the condition is bool");
     }
 
@@ -593,12 +645,12 @@ mod tests {
         let x = t(DType::F16, &[1, 2049], &[1.0; 2049]);
         let s = reduce(ReduceOp::Sum, &x, 1).unwrap();
         assert_eq!(s.dims, vec![1, 1]);
-        assert_eq!(s.data, vec![DType::F16.round_value(2049.0)]);
+        assert_eq!(s.floats(), vec![DType::F16.round_value(2049.0)]);
         let x = t(DType::F32, &[2, 3], &[1.0, f64::NAN, 3.0, 4.0, 6.0, 6.0]);
         let m = reduce(ReduceOp::ArgMax, &x, 1).unwrap();
-        assert_eq!((m.dtype, m.data), (DType::I64, vec![1.0, 1.0]));
+        assert_eq!((m.dtype, m.floats()), (DType::I64, vec![1.0, 1.0]));
         let m = reduce(ReduceOp::Max, &x, 0).unwrap();
-        assert!(m.data[1].is_nan() && m.data[0] == 4.0);
+        assert!(m.floats()[1].is_nan() && m.floats()[0] == 4.0);
     }
 
     #[test]
@@ -606,7 +658,7 @@ mod tests {
         let a = t(DType::F16, &[1, 2], &[1.0, 2.0]);
         let b = t(DType::F16, &[2, 2], &[1.0, 2.0, 3.0, 4.0]);
         let acc = t(DType::F32, &[1, 2], &[0.5, 0.0]);
-        assert_eq!(mma(&a, &b, &acc).unwrap().data, vec![7.5, 10.0]);
+        assert_eq!(mma(&a, &b, &acc).unwrap().floats(), vec![7.5, 10.0]);
         assert!(mma(&a, &a, &acc).is_err());
     }
 
@@ -644,18 +696,19 @@ mod tests {
             );
             let got = mma(&a, &b, &acc).unwrap();
             assert_eq!((got.dtype, &got.dims), (accumulator, &acc.dims));
+            let (got, a, b, acc) = (got.floats(), a.floats(), b.floats(), acc.floats());
             for bt in 0..batches {
                 for i in 0..m {
                     for j in 0..n {
                         let o = (bt * m + i) * n + j;
-                        let want = (0..k).fold(acc.data[o], |s, p| {
-                            s + a.data[(bt * m + i) * k + p] * b.data[(bt * k + p) * n + j]
+                        let want = (0..k).fold(acc[o], |s, p| {
+                            s + a[(bt * m + i) * k + p] * b[(bt * k + p) * n + j]
                         });
-                        let diff = (got.data[o] - want).abs();
+                        let diff = (got[o] - want).abs();
                         assert!(
                             diff <= tolerance * want.abs().max(1.0),
                             "{accumulator}: {} vs {want}",
-                            got.data[o]
+                            got[o]
                         );
                     }
                 }
@@ -663,18 +716,65 @@ mod tests {
         }
     }
 
+    /// `i64` stays exact over its whole range: arithmetic wraps in the integers, casts from
+    /// floats truncate and wrap through `i128`, reductions and `mma` accumulate in `i64`.
+    #[test]
+    fn i64_is_exact_past_2_pow_53() {
+        let ints = |v: &[i64]| Tile::from_i64s(DType::I64, &[v.len() as u64], v.iter().copied());
+        let big = ints(&[i64::MAX - 1, (1 << 53) + 1, i64::MIN]);
+        let one = ints(&[1, 1, -1]);
+        let got = |t: Tile| t.ints().collect::<Vec<_>>();
+        assert_eq!(
+            got(binary(BinaryOp::Add, &big, &one).unwrap()),
+            vec![i64::MAX, (1 << 53) + 2, i64::MAX]
+        );
+        assert_eq!(
+            got(binary(BinaryOp::Mul, &big, &one).unwrap()),
+            vec![i64::MAX - 1, (1 << 53) + 1, i64::MIN]
+        );
+        assert_eq!(
+            got(binary(BinaryOp::Lt, &one, &big).unwrap()),
+            vec![1, 1, 0]
+        );
+        assert_eq!(
+            got(unary(UnaryOp::Neg, &big).unwrap()),
+            vec![i64::MIN + 2, -(1 << 53) - 1, i64::MIN]
+        );
+        let floats = t(
+            DType::F64,
+            &[3],
+            &[2f64.powi(63), -2f64.powi(63), 2f64.powi(60) + 2048.0],
+        );
+        assert_eq!(
+            got(cast(&floats, DType::I64)),
+            vec![i64::MIN, i64::MIN, (1 << 60) + 2048]
+        );
+        let rows = Tile::from_i64s(DType::I64, &[1, 2], [i64::MAX - 5, 7]);
+        assert_eq!(
+            got(reduce(ReduceOp::Sum, &rows, 1).unwrap()),
+            vec![i64::MIN + 1]
+        );
+        assert_eq!(got(reduce(ReduceOp::ArgMax, &rows, 1).unwrap()), vec![0]);
+        let a = Tile::from_i64s(DType::I64, &[1, 1], [(1 << 53) + 1]);
+        let acc = Tile::from_i64s(DType::I64, &[1, 1], [1]);
+        assert_eq!(
+            got(mma(&a, &a.clone(), &acc).unwrap()),
+            vec![((1i64 << 53) + 1).wrapping_mul((1 << 53) + 1) + 1]
+        );
+    }
+
     #[test]
     fn layout_ops_move_values() {
         let x = t(DType::I32, &[2, 3], &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
         let p = permute(&x, &[1, 0]).unwrap();
         assert_eq!(p.dims, vec![3, 2]);
-        assert_eq!(p.data, vec![0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
+        assert_eq!(p.floats(), vec![0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
         let r = t(DType::I32, &[1, 3], &[7.0, 8.0, 9.0]);
         let b = broadcast(&r, &[2, 3]).unwrap();
-        assert_eq!(b.data, vec![7.0, 8.0, 9.0, 7.0, 8.0, 9.0]);
+        assert_eq!(b.floats(), vec![7.0, 8.0, 9.0, 7.0, 8.0, 9.0]);
         assert!(broadcast(&x, &[4, 3]).is_err());
         assert_eq!(
-            iota(DType::I64, &[2, 2], 1).unwrap().data,
+            iota(DType::I64, &[2, 2], 1).unwrap().floats(),
             vec![0.0, 1.0, 0.0, 1.0]
         );
         assert_eq!(unravel(5, &[2, 3]), vec![1, 2]);

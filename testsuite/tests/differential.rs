@@ -119,6 +119,28 @@ fn kept_graphs_pass_as_conformance_cases_on_the_reference() {
     }
 }
 
+/// The kept graphs the oracle cannot judge agree with the reference's checking mode, and still
+/// hold `i64` results past 2^53 (what they were kept for).
+#[test]
+fn kept_graphs_past_the_oracle_hold_i64_past_2_pow_53() {
+    let (plain, checking) = (RefBackend::new(), RefBackend::checking());
+    for &(seed, index) in differential::KEPT_PAST_THE_ORACLE {
+        let result = differential::check(seed, index, &plain, &checking);
+        assert!(result.line().is_none(), "{:?}", result.line());
+        let ran = differential::run_on(&plain, &differential::draw(seed, index));
+        let past = ran.runs.iter().any(|run| {
+            run.outputs.values().chain(run.states.values()).any(|t| {
+                t.dtype() == DType::I64
+                    && t.to_vec::<i64>()
+                        .unwrap()
+                        .iter()
+                        .any(|v| v.unsigned_abs() > 1 << 53)
+            })
+        });
+        assert!(past, "graph ({seed}, {index}) has no i64 result past 2^53");
+    }
+}
+
 #[test]
 fn the_command_prints_the_summary_and_writes_json() {
     let dir = tempfile::tempdir().unwrap();

@@ -11,10 +11,11 @@
 //!   `cast` rounds (with [`DType::round_value`]); constants and supplied sources are already
 //!   exact in their dtype.
 //! - **Integers and bool are exact.** Integer arithmetic (`add`, `sub`, `mul`, `neg`, `abs`,
-//!   `reduce_sum`, `reduce_prod`, `matmul`) runs on wrapping `i64` and the result then wraps to the
-//!   dtype (two's complement, `round_value`): `i8` 100 + 100 = -56, `u8` 0 - 1 = 255, `i8`
+//!   `reduce_sum`, `reduce_prod`, `matmul`, and `reduce_mean` as the wrapped sum divided with
+//!   truncation) runs on wrapping `i64` and the result then wraps to the dtype (two's complement, `round_value`): `i8` 100 + 100 = -56, `u8` 0 - 1 = 255, `i8`
 //!   `neg(-128)` = -128. As values are held in `f64`, an `i64` value is exact only up to 2^53 in
-//!   magnitude; beyond that the oracle is not exact (and may wrap 2^63 to -2^63).
+//!   magnitude; beyond that the oracle is not exact (and may wrap 2^63 to -2^63). The reference
+//!   backend holds integers as `i64` and is exact over the whole range.
 //! - Integer `div` truncates toward zero (-7 / 2 = -3); **division by zero gives 0**, and
 //!   `i64::MIN / -1` wraps. Float `div` is IEEE (`1/0 = inf`, `0/0 = NaN`).
 //! - `rem` is the remainder of that division, `x - (x / y) * y`: the dividend's sign, `x rem 0 =
@@ -868,7 +869,7 @@ pub fn binary_values(b: BinaryOp, dtype: DType, xs: &[f64], ys: &[f64]) -> Vec<f
 }
 
 /// Truncating division; dividing by zero gives 0.
-fn int_div(x: i64, y: i64) -> i64 {
+pub fn int_div(x: i64, y: i64) -> i64 {
     if y == 0 {
         0
     } else {
@@ -877,7 +878,7 @@ fn int_div(x: i64, y: i64) -> i64 {
 }
 
 /// Truncating remainder, `x - (x / y) * y` with `int_div`: dividing by zero gives `x`.
-fn int_rem(x: i64, y: i64) -> i64 {
+pub fn int_rem(x: i64, y: i64) -> i64 {
     if y == 0 {
         x
     } else {
@@ -1027,6 +1028,10 @@ fn reduce_group(op: ReduceOp, dtype: DType, c: &[f64]) -> f64 {
         ReduceOp::Sum => c.iter().sum(),
         ReduceOp::Prod if int => wrap(dtype, c.iter().fold(1i64, |a, &v| a.wrapping_mul(v as i64))),
         ReduceOp::Prod => c.iter().product(),
+        ReduceOp::Mean if int => {
+            let sum = c.iter().fold(0i64, |a, &v| a.wrapping_add(v as i64));
+            wrap(dtype, sum.wrapping_div(c.len() as i64))
+        }
         ReduceOp::Mean => c.iter().sum::<f64>() / c.len() as f64,
         ReduceOp::Max => c.iter().copied().fold(c[0], maximum),
         ReduceOp::Min => c.iter().copied().fold(c[0], minimum),

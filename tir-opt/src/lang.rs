@@ -5,14 +5,16 @@
 //! [`TensorType`] (rewrites preserve types; [`crate::saturate`] checks each replacement before it
 //! is added), and, when its value is known at compile time and small, that value: the analysis
 //! folds constants by evaluating the op with the f64 oracle ([`tir_graph::eval::eval_op`]) and
-//! adds the folded constant as a leaf of the class.
+//! adds the folded constant as a leaf of the class. An `i64` value of 2^53 or more in magnitude
+//! is never folded nor folded from: past 2^53 an `f64` does not hold every integer, so the
+//! oracle's value may be rounded where the backends compute exactly.
 
 use egg::{Analysis, DidMerge, EGraph, Id, Language};
 use std::collections::BTreeMap;
 use tir_graph::eval::{eval_op, F64Tensor};
 use tir_graph::infer::infer;
 use tir_graph::op::ConstData;
-use tir_graph::{Op, TensorType};
+use tir_graph::{DType, Op, TensorType};
 
 /// The most elements a folded constant may have; larger values stay computed at run time.
 pub const FOLD_LIMIT: u64 = 4096;
@@ -97,7 +99,16 @@ fn fold(egraph: &TirEGraph, op: &Op, children: &[Id], ty: &TensorType) -> Option
         .iter()
         .map(|&c| egraph[c].data.constant.as_ref())
         .collect();
-    eval_op(op, &operands?, ty, &BTreeMap::new()).ok()
+    eval_op(op, &operands?, ty, &BTreeMap::new())
+        .ok()
+        .filter(exact)
+}
+
+/// Whether the oracle's `f64` values of `t` are exact: all but `i64` values of 2^53 or more in
+/// magnitude (the oracle's integer arithmetic wraps in `i64`, so a result below 2^53 is exact).
+fn exact(t: &F64Tensor) -> bool {
+    const FIRST_INEXACT: f64 = 9_007_199_254_740_992.0; // 2^53
+    t.dtype != DType::I64 || t.data.iter().all(|v| v.abs() < FIRST_INEXACT)
 }
 
 /// The value of a constant leaf.
@@ -106,7 +117,7 @@ pub fn constant_value(data: &ConstData, ty: &TensorType) -> Option<F64Tensor> {
     let values = (0..data.len())
         .map(|i| data.get_f64(i))
         .collect::<Option<Vec<f64>>>()?;
-    F64Tensor::new(ty.dtype, dims, values).ok()
+    F64Tensor::new(ty.dtype, dims, values).ok().filter(exact)
 }
 
 impl Analysis<TirNode> for TirAnalysis {

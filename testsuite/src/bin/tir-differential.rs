@@ -4,7 +4,7 @@
 //! ```text
 //! tir-differential --seed S --count N [--first F] [--mode sync|graph|async] [--json FILE]
 //! tir-differential --seed S --index I          # one graph, to reproduce a failure
-//! tir-differential --kept                      # the graphs of differential::KEPT
+//! tir-differential --kept                      # the graphs kept after failures
 //! tir-differential --seed S --count N --compile-only --arch sm_90
 //! ```
 //!
@@ -50,7 +50,8 @@ struct Cli {
     /// Only graph I (as `--first I --count 1`), to reproduce a failure.
     #[arg(long, value_name = "I", conflicts_with_all = ["count", "first"])]
     index: Option<u64>,
-    /// The graphs kept after failures (`differential::KEPT`) instead of a range.
+    /// The graphs kept after failures (`differential::KEPT` and `KEPT_PAST_THE_ORACLE`) instead
+    /// of a range.
     #[arg(long, conflicts_with_all = ["count", "first", "index", "seed"])]
     kept: bool,
     /// Only compile each graph's kernels for --arch, without running anything.
@@ -99,7 +100,7 @@ fn main() -> ExitCode {
 /// The `(seed, index)` of every graph to run.
 fn graphs(cli: &Cli) -> Vec<(u64, u64)> {
     if cli.kept {
-        return differential::KEPT.to_vec();
+        return [differential::KEPT, differential::KEPT_PAST_THE_ORACLE].concat();
     }
     let (first, count) = match cli.index {
         Some(i) => (i, 1),

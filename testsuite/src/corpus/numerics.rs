@@ -272,7 +272,8 @@ fn special_other(c: &mut Corpus) -> Result<()> {
 
 /// Values at the edges of `i8`, `u8` and `i32`, for wrapping add, sub and mul (`i32` products
 /// kept below 2^53, where the oracle's `f64` values are exact; `i64` wrap-around lies beyond
-/// 2^53 and is not tested).
+/// 2^53, where the oracle cannot judge it: `backend-ref/tests/integers.rs` checks the reference
+/// there against exact values, and the differential runs check CUDA against the reference).
 fn edge_values(d: DType, mul: bool) -> Vec<f64> {
     let p = |e: i32| 2f64.powi(e);
     match (d, mul) {
