@@ -96,6 +96,38 @@ def bert(params, layers=6, heads=12, eps=1e-12):
 BERT_INPUTS = ["input_ids", "token_type_ids", "attention_mask", "position_ids"]
 
 
+def decoder(params, heads=32, context=2048, eps=1e-5):
+    """The decode step of `tir_graph::models::decoder`, written from its weights (`l{i}.wq`, ...):
+    per layer rms_norm, q/k/v, the new k and v written into the layer's cache at `pos`,
+    attention over the cache before `pos` and the new token, residual, rms_norm, SiLU-gated
+    MLP, residual. The caches start at zero, as tir's states do."""
+    P = params
+    layers = len({k.split(".")[0] for k in P})
+    hidden = P["l0.wq"].shape[0]
+    d = hidden // heads
+    caches = [[torch.zeros(1, heads, context, d, dtype=torch.float16, device="cuda") for _ in range(2)]
+              for _ in range(layers)]
+    positions = torch.arange(context, device="cuda")
+    new_token = torch.ones(1, dtype=torch.bool, device="cuda")
+
+    def f(x, pos):
+        visible = torch.cat([positions < pos, new_token])
+        split = lambda t: t.view(1, 1, heads, d).transpose(1, 2)
+        for i, (k_cache, v_cache) in enumerate(caches):
+            w = lambda n: P[f"l{i}.{n}"]
+            h = F.rms_norm(x, (hidden,), w("attn_norm"), eps)
+            q, k, v = (split(h @ w(n)) for n in ("wq", "wk", "wv"))
+            keys, values = torch.cat([k_cache, k], 2), torch.cat([v_cache, v], 2)
+            k_cache.index_copy_(2, pos.view(1), k)
+            v_cache.index_copy_(2, pos.view(1), v)
+            a = F.scaled_dot_product_attention(q, keys, values, attn_mask=visible)
+            x = x + a.transpose(1, 2).reshape(1, 1, hidden) @ w("wo")
+            h = F.rms_norm(x, (hidden,), w("mlp_norm"), eps)
+            x = x + (F.silu(h @ w("w_gate")) * (h @ w("w_up"))) @ w("w_down")
+        return x
+    return f
+
+
 def peer_fn(name):
     """The eager function of a workload, and the tir output's name."""
     if name.startswith("add"):
@@ -123,6 +155,8 @@ def peer_fn(name):
         return chain(int(name.split("_")[1])), ["x", "w"], "y"
     if name.startswith("bert"):
         return None, BERT_INPUTS, "embeddings"
+    if name.startswith("decode_"):
+        return None, ["x", "pos"], "y"
     return None
 
 
@@ -155,17 +189,18 @@ def run_peer(entry, folder):
     name = entry["name"]
     fn, arg_names, out_name = peer_fn(name)
     args = [load(os.path.join(folder, f"in_{a}.npy")) for a in arg_names]
-    if name.startswith("bert"):
+    if name.startswith("bert") or name.startswith("decode_"):
         # Every other input file is a parameter, by its checkpoint name.
         params = {f[3:-4]: load(os.path.join(folder, f)) for f in os.listdir(folder)
                   if f.startswith("in_") and f[3:-4] not in arg_names}
-        fn = bert(params)
+        fn = bert(params) if name.startswith("bert") else decoder(params)
     tir_out = load(os.path.join(folder, f"out_{out_name}.npy"))
     with torch.no_grad():
         ref = fn(*args)
         row = {"error": check(tir_out, ref)}
         reps = entry["reps"]
-        if name.startswith("chain") and entry["mode"] == "graph":
+        if (name.startswith("chain") or name.startswith("decode_")) and entry["mode"] == "graph":
+            # Eager captured as a CUDA graph, as tir replays one.
             row["eager_ms"] = timed(graph_of(fn, args), reps)
             return row
         row["eager_ms"] = timed(lambda: fn(*args), reps)
@@ -340,7 +375,8 @@ def report(rows, bandwidth, commit, compile_times, weights=None):
                          f"{per('stream', 'eager_ms')} | {per('graph', 'eager_ms')} |")
     rates = [r for r in rows if r.get("items") and "median_ms" in r]
     if rates:
-        lines += ["", "Sentences per second (the workload's batch over its time; tir as a CUDA graph replay):", "",
+        lines += ["", "Rates (items per second: sentences for BERT, the workload's batch; tokens for the decode loop,",
+                  "one per step; tir as a CUDA graph replay, the decode loop's eager captured as one too):", "",
                   "| workload | tir | eager | torch.compile | tir/eager | tir/compile |", "| --- | --- | --- | --- | --- | --- |"]
         for r in rates:
             per = lambda ms: "-" if ms is None else f"{1e3 * r['items'] / ms:.0f}"

@@ -292,6 +292,19 @@ pub fn all() -> Result<Vec<Workload>> {
     decoder.graph_replay = true;
     decoder.peer = false;
     out.push(decoder);
+    // The token loop of a 32-layer model of the block's shapes: one token per replay.
+    let layers = 32;
+    let mut decode = workload(
+        &format!("decode_{layers}_layers_h4096_ctx2048"),
+        models::decoder(&cfg, layers)?,
+        Bound::Memory {
+            bytes: layers as f64 * (weights + kv) * F16,
+        },
+    );
+    decode.scale = 0.02;
+    decode.graph_replay = true;
+    decode.items = 1;
+    out.push(decode);
     for n in [1usize, 10, 100, 1000] {
         for replay in [false, true] {
             let mode = if replay { "graph" } else { "stream" };

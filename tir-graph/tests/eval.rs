@@ -1373,6 +1373,58 @@ fn small_decoder_block_appends_to_its_caches() {
         .contains("offset 4 with 1 elements overruns axis 2 of size 4"));
 }
 
+/// A decoder of two layers is two decoder blocks in a row: the second block takes the first's
+/// output, each layer its own weights and caches. (The oracle does not round results, so the
+/// second block's input is the first's output rounded to f16, and what follows it agrees to
+/// about f16's precision.)
+#[test]
+fn decoder_layers_are_blocks_in_a_row() {
+    let cfg = DecoderConfig {
+        hidden: 8,
+        heads: 2,
+        context: 4,
+        ffn: 16,
+    };
+    let two = models::decoder(&cfg, 2).unwrap();
+    assert_eq!(two.states().len(), 4);
+    let mut src = random_sources(&two, &BTreeMap::new());
+    src.insert("pos".into(), t(DType::I64, &[], &[2.0]));
+    let run = evaluate(&two, &src).unwrap();
+    let block = models::decoder_block(&cfg).unwrap();
+    let mut x = src["x"].clone();
+    for layer in 0..2 {
+        let prefix = format!("l{layer}.");
+        let mut layer_src: BTreeMap<String, F64Tensor> = src
+            .iter()
+            .filter_map(|(n, v)| Some((n.strip_prefix(&prefix)?.to_string(), v.clone())))
+            .collect();
+        layer_src.insert("x".into(), x);
+        layer_src.insert("pos".into(), src["pos"].clone());
+        let step = evaluate(&block, &layer_src).unwrap();
+        for cache in ["k_cache", "v_cache"] {
+            let (alone, stacked) = (
+                &step.states[cache].data,
+                &run.states[&format!("{prefix}{cache}")].data,
+            );
+            let scale = alone.iter().fold(0f64, |m, v| m.max(v.abs()));
+            assert!(scale > 0.0);
+            for (a, s) in alone.iter().zip(stacked) {
+                let tolerance = if layer == 0 { 0.0 } else { 1e-2 * scale };
+                assert!(
+                    (a - s).abs() <= tolerance,
+                    "layer {layer} {cache}: {a} vs {s}"
+                );
+            }
+        }
+        x = step.outputs["y"].clone();
+        DType::F16.round_values(&mut x.data);
+    }
+    let scale = x.data.iter().fold(0f64, |m, v| m.max(v.abs()));
+    for (a, s) in x.data.iter().zip(&run.outputs["y"].data) {
+        assert!((a - s).abs() <= 1e-2 * scale, "y: {a} vs {s}");
+    }
+}
+
 #[test]
 fn conv_sums_each_window_of_its_group() {
     // x: [1, 2, 3] (two channels), w: [2, 1, 2] in two groups (depthwise), stride 1, padding

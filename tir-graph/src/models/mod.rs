@@ -131,15 +131,44 @@ impl Default for DecoderConfig {
 /// SiLU-gated MLP, residual. Cache entries at `pos` and after are masked out; the states are
 /// read as they were at the start of the step.
 pub fn decoder_block(cfg: &DecoderConfig) -> Result<Graph> {
+    decoder(cfg, 1)
+}
+
+/// One decode step of `layers` decoder blocks ([`decoder_block`]) one after another, each with
+/// its own weights and KV cache (named `l{i}.wq`, `l{i}.k_cache`, ...; a single layer keeps the
+/// plain names), all at position `pos`: the token loop of a decoder-only model without its
+/// embedding and head.
+pub fn decoder(cfg: &DecoderConfig, layers: u64) -> Result<Graph> {
     let g = GraphBuilder::new();
+    let mut x = g.input("x", DType::F16, shape![1, 1, cfg.hidden])?;
+    let pos = g.input("pos", DType::I64, shape![])?;
+    for layer in 0..layers {
+        let prefix = if layers == 1 {
+            String::new()
+        } else {
+            format!("l{layer}.")
+        };
+        x = decoder_layer(&g, cfg, &prefix, &x, &pos)?;
+    }
+    g.output("y", &x)?;
+    g.finish()
+}
+
+/// One decoder block's step on `x` at `pos`, its parameters and states named with `prefix`.
+fn decoder_layer(
+    g: &GraphBuilder,
+    cfg: &DecoderConfig,
+    prefix: &str,
+    x: &Tensor,
+    pos: &Tensor,
+) -> Result<Tensor> {
     let (hidden, heads, ctx, ffn) = (cfg.hidden, cfg.heads, cfg.context, cfg.ffn);
     let head_dim = hidden / heads;
-    let x = g.input("x", DType::F16, shape![1, 1, hidden])?;
-    let pos = g.input("pos", DType::I64, shape![])?;
+    let name = |n: &str| format!("{prefix}{n}");
     let weight =
-        |name: &str, rows: u64, cols: u64| g.parameter(name, DType::F16, shape![rows, cols]);
-    let norm1 = g.parameter("attn_norm", DType::F16, shape![hidden])?;
-    let norm2 = g.parameter("mlp_norm", DType::F16, shape![hidden])?;
+        |n: &str, rows: u64, cols: u64| g.parameter(&name(n), DType::F16, shape![rows, cols]);
+    let norm1 = g.parameter(&name("attn_norm"), DType::F16, shape![hidden])?;
+    let norm2 = g.parameter(&name("mlp_norm"), DType::F16, shape![hidden])?;
     let (wq, wk, wv, wo) = (
         weight("wq", hidden, hidden)?,
         weight("wk", hidden, hidden)?,
@@ -152,26 +181,25 @@ pub fn decoder_block(cfg: &DecoderConfig) -> Result<Graph> {
         weight("w_down", ffn, hidden)?,
     );
     let cache_shape = shape![1, heads, ctx, head_dim];
-    let k_cache = g.state("k_cache", DType::F16, cache_shape.clone())?;
-    let v_cache = g.state("v_cache", DType::F16, cache_shape)?;
+    let k_cache = g.state(&name("k_cache"), DType::F16, cache_shape.clone())?;
+    let v_cache = g.state(&name("v_cache"), DType::F16, cache_shape)?;
 
     let h = x.rms_norm(&norm1, 1e-5)?;
     let q = split_heads(&h.matmul(&wq)?, 1, heads, head_dim)?;
     let k_new = split_heads(&h.matmul(&wk)?, 1, heads, head_dim)?;
     let v_new = split_heads(&h.matmul(&wv)?, 1, heads, head_dim)?;
-    k_cache.write_slice_at(&k_new, 2, &pos)?;
-    v_cache.write_slice_at(&v_new, 2, &pos)?;
+    k_cache.write_slice_at(&k_new, 2, pos)?;
+    v_cache.write_slice_at(&v_new, 2, pos)?;
     let keys = g.concat(&[&k_cache, &k_new], 2)?;
     let values = g.concat(&[&v_cache, &v_new], 2)?;
-    let cached = g.arange(DType::I64, ctx)?.lt(&pos)?;
+    let cached = g.arange(DType::I64, ctx)?.lt(pos)?;
     let visible = g.concat(&[&cached, &g.constant(DType::Bool, shape![1], &[1.0])?], 0)?;
     let attn = q.attention_masked(&keys, &values, Some(&visible))?;
-    let x = (&x + &merge_heads(&attn, 1, hidden)?.matmul(&wo)?)?;
+    let x = (x + &merge_heads(&attn, 1, hidden)?.matmul(&wo)?)?;
 
     let h = x.rms_norm(&norm2, 1e-5)?;
     let gated = (&h.matmul(&w_gate)?.silu()? * &h.matmul(&w_up)?)?;
-    g.output("y", &(&x + &gated.matmul(&w_down)?)?)?;
-    g.finish()
+    &x + &gated.matmul(&w_down)?
 }
 
 /// Sizes of a whole decoder-only transformer run over a full sequence (prefill).
