@@ -97,24 +97,25 @@ BERT_INPUTS = ["input_ids", "token_type_ids", "attention_mask", "position_ids"]
 
 
 def decoder(params, heads=32, context=2048, eps=1e-5):
-    """The decode step of `tir_graph::models::decoder`, written from its weights (`l{i}.wq`, ...):
-    per layer rms_norm, q/k/v, the new k and v written into the layer's cache at `pos`,
-    attention over the cache before `pos` and the new token, residual, rms_norm, SiLU-gated
-    MLP, residual. The caches start at zero, as tir's states do."""
+    """The decode step of `tir_graph::models::decoder`, written from its weights (`l{i}.wq`, ...,
+    or `wq`, ... for the one block): per layer rms_norm, q/k/v, the new k and v written into the
+    layer's cache at `pos`, attention over the cache before `pos` and the new token, residual,
+    rms_norm, SiLU-gated MLP, residual. The caches start at zero, as tir's states do."""
     P = params
-    layers = len({k.split(".")[0] for k in P})
-    hidden = P["l0.wq"].shape[0]
+    prefixes = sorted({k[:-len("wq")] for k in P if k.endswith("wq")},
+                      key=lambda p: int(p[1:-1]) if p else 0)
+    hidden = P[prefixes[0] + "wq"].shape[0]
     d = hidden // heads
     caches = [[torch.zeros(1, heads, context, d, dtype=torch.float16, device="cuda") for _ in range(2)]
-              for _ in range(layers)]
+              for _ in prefixes]
     positions = torch.arange(context, device="cuda")
     new_token = torch.ones(1, dtype=torch.bool, device="cuda")
 
     def f(x, pos):
-        visible = torch.cat([positions < pos, new_token])
+        visible = torch.cat([positions < pos, new_token]).view(1, 1, 1, context + 1)
         split = lambda t: t.view(1, 1, heads, d).transpose(1, 2)
-        for i, (k_cache, v_cache) in enumerate(caches):
-            w = lambda n: P[f"l{i}.{n}"]
+        for prefix, (k_cache, v_cache) in zip(prefixes, caches):
+            w = lambda n: P[prefix + n]
             h = F.rms_norm(x, (hidden,), w("attn_norm"), eps)
             q, k, v = (split(h @ w(n)) for n in ("wq", "wk", "wv"))
             keys, values = torch.cat([k_cache, k], 2), torch.cat([v_cache, v], 2)
@@ -155,7 +156,7 @@ def peer_fn(name):
         return chain(int(name.split("_")[1])), ["x", "w"], "y"
     if name.startswith("bert"):
         return None, BERT_INPUTS, "embeddings"
-    if name.startswith("decode_"):
+    if name.startswith("decode"):
         return None, ["x", "pos"], "y"
     return None
 
@@ -189,7 +190,7 @@ def run_peer(entry, folder):
     name = entry["name"]
     fn, arg_names, out_name = peer_fn(name)
     args = [load(os.path.join(folder, f"in_{a}.npy")) for a in arg_names]
-    if name.startswith("bert") or name.startswith("decode_"):
+    if name.startswith("bert") or name.startswith("decode"):
         # Every other input file is a parameter, by its checkpoint name.
         params = {f[3:-4]: load(os.path.join(folder, f)) for f in os.listdir(folder)
                   if f.startswith("in_") and f[3:-4] not in arg_names}
@@ -199,7 +200,7 @@ def run_peer(entry, folder):
         ref = fn(*args)
         row = {"error": check(tir_out, ref)}
         reps = entry["reps"]
-        if (name.startswith("chain") or name.startswith("decode_")) and entry["mode"] == "graph":
+        if (name.startswith("chain") or name.startswith("decode")) and entry["mode"] == "graph":
             # Eager captured as a CUDA graph, as tir replays one.
             row["eager_ms"] = timed(graph_of(fn, args), reps)
             return row

@@ -290,7 +290,6 @@ pub fn all() -> Result<Vec<Workload>> {
     );
     decoder.scale = 0.02;
     decoder.graph_replay = true;
-    decoder.peer = false;
     out.push(decoder);
     // The token loop of a 32-layer model of the block's shapes: one token per replay.
     let layers = 32;
