@@ -395,17 +395,16 @@ impl<'l, 'a> Program<'l, 'a> {
                 self.define_one(stmt, v)
             }
             TileOp::IndexCmp { op, a, b } => {
-                let truth = |c: bool| i64::from(c);
                 let t = match (self.get(*a)?, self.get(*b)?) {
                     (Value::Index(x), Value::Index(y)) => {
-                        Tile::from_i64s(DType::Bool, &[], [truth(tile::index_cmp(*op, *x, *y))])
+                        Tile::from_i64s(DType::Bool, &[], [i64::from(tile::index_cmp(*op, *x, *y))])
                     }
                     (Value::Tile(x), Value::Tile(y)) => {
                         int_tiles(x, y)?;
                         let values = x
                             .ints()
                             .zip(y.ints())
-                            .map(|(p, q)| truth(tile::index_cmp(*op, p, q)));
+                            .map(|(p, q)| i64::from(tile::index_cmp(*op, p, q)));
                         Tile::from_i64s(DType::Bool, &x.dims, values)
                     }
                     (x, y) => {

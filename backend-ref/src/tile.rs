@@ -5,9 +5,10 @@
 //! floats are rounded to their precision, integers wrap (computed in the integers, so `i64` is
 //! exact over its whole range), bool is 0/1 ("the reference computes in the tensor's dtype").
 //! Elementwise ops take the graph's typing rules ([`tir_graph::infer`]) and the oracle's value
-//! semantics ([`unary_values`], [`binary_values`] for floats; [`int_div`], [`int_rem`] and
-//! wrapping arithmetic for integers) and round the result; reductions and `mma` accumulate in
-//! `f32` like the GPU does (in `f64` for `f64` tiles, in wrapping `i64` for integers).
+//! semantics ([`unary_values`], [`binary_values`] for floats; [`int_unary`], [`int_binary`] and
+//! [`reduce_ints`] in `i64` for integers and bool) and round the result; reductions and `mma`
+//! accumulate in `f32` like the GPU does (in `f64` for `f64` tiles, in wrapping `i64` for
+//! integers).
 //!
 //! Each operation picks its op and dtype once per tile and then runs one loop over the tile's
 //! contiguous values: no per-element dispatch.
@@ -16,7 +17,8 @@
 
 use crate::word::{int_lane, Tile, Word};
 use tir_graph::eval::{
-    binary_values, first_extreme, for_each_offset, int_div, int_rem, maximum, minimum, unary_values,
+    binary_values, first_extreme, for_each_offset, int_binary, int_unary, maximum, minimum,
+    reduce_ints, unary_values,
 };
 use tir_graph::infer::{binary_dtype, select_dtype, unary_dtype};
 use tir_graph::{BinaryOp, DType, ReduceOp, UnaryOp};
@@ -107,13 +109,7 @@ pub fn unary(op: UnaryOp, x: &Tile) -> Result<Tile, String> {
             unary_values(op, dtype, &x.floats()),
         ));
     }
-    let f: fn(i64) -> i64 = match op {
-        UnaryOp::Neg => i64::wrapping_neg,
-        UnaryOp::Abs => i64::wrapping_abs,
-        UnaryOp::Relu => |v| v.max(0),
-        UnaryOp::Not => |v| i64::from(v == 0),
-        _ => return Err(format!("{} takes floats, not {dtype}", op.name())),
-    };
+    let f = int_unary(op).ok_or_else(|| format!("{} takes floats, not {dtype}", op.name()))?;
     Ok(Tile::from_i64s(dtype, &x.dims, x.ints().map(f)))
 }
 
@@ -126,35 +122,12 @@ pub fn binary(op: BinaryOp, a: &Tile, b: &Tile) -> Result<Tile, String> {
         let values = binary_values(op, a.dtype, &a.floats(), &b.floats());
         return Ok(Tile::from_f64s(dtype, &a.dims, values));
     }
-    let f = int_binary(op).ok_or_else(|| format!("{} takes floats, not {}", op.name(), a.dtype))?;
+    let f = int_binary(op);
     Ok(Tile::from_i64s(
         dtype,
         &a.dims,
         a.ints().zip(b.ints()).map(|(x, y)| f(x, y)),
     ))
-}
-
-/// `op` on integer (or bool) values in `i64`: arithmetic wraps (the result is wrapped to its
-/// dtype after), comparisons and logic give 0 or 1. `None` for an op that takes floats only.
-fn int_binary(op: BinaryOp) -> Option<fn(i64, i64) -> i64> {
-    Some(match op {
-        BinaryOp::Add => i64::wrapping_add,
-        BinaryOp::Sub => i64::wrapping_sub,
-        BinaryOp::Mul => i64::wrapping_mul,
-        BinaryOp::Div => int_div,
-        BinaryOp::Rem => int_rem,
-        BinaryOp::Maximum => |x, y| x.max(y),
-        BinaryOp::Minimum => |x, y| x.min(y),
-        BinaryOp::Eq => |x, y| i64::from(x == y),
-        BinaryOp::Ne => |x, y| i64::from(x != y),
-        BinaryOp::Lt => |x, y| i64::from(x < y),
-        BinaryOp::Le => |x, y| i64::from(x <= y),
-        BinaryOp::Gt => |x, y| i64::from(x > y),
-        BinaryOp::Ge => |x, y| i64::from(x >= y),
-        BinaryOp::And => |x, y| i64::from(x != 0 && y != 0),
-        BinaryOp::Or => |x, y| i64::from(x != 0 || y != 0),
-        BinaryOp::Pow => return None,
-    })
 }
 
 /// `e^(factor · (x − shift))` of an `f32` tile, `shift` repeated along its size-1 dims,
@@ -310,28 +283,6 @@ pub fn reduce(op: ReduceOp, x: &Tile, axis: usize) -> Result<Tile, String> {
     let mut dims = x.dims.clone();
     dims[axis] = 1;
     Ok(Tile { dtype, dims, data })
-}
-
-/// `op` over one lane of integers: sums and products wrap in `i64`, the mean truncates.
-fn reduce_ints(op: ReduceOp, lane: &[i64]) -> i64 {
-    let first_index = |beats: fn(i64, i64) -> bool| {
-        (1..lane.len()).fold(
-            0,
-            |best, i| if beats(lane[i], lane[best]) { i } else { best },
-        ) as i64
-    };
-    match op {
-        ReduceOp::Sum => lane.iter().fold(0i64, |a, &v| a.wrapping_add(v)),
-        ReduceOp::Mean => lane
-            .iter()
-            .fold(0i64, |a, &v| a.wrapping_add(v))
-            .wrapping_div(lane.len() as i64),
-        ReduceOp::Prod => lane.iter().fold(1i64, |a, &v| a.wrapping_mul(v)),
-        ReduceOp::Max => lane.iter().copied().fold(lane[0], i64::max),
-        ReduceOp::Min => lane.iter().copied().fold(lane[0], i64::min),
-        ReduceOp::ArgMax => first_index(|v, best| v > best),
-        ReduceOp::ArgMin => first_index(|v, best| v < best),
-    }
 }
 
 /// `op` over one lane of floats, accumulated in `f64` when `wide`, else in `f32`.

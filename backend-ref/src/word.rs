@@ -6,22 +6,12 @@
 //! carries, says which ([`int_lane`]); moving elements (loads, stores, broadcasts, permutes,
 //! selects) copies words without looking at them.
 
+use tir_graph::eval::wrap_int;
 use tir_graph::{DType, Element, HostMemory, HostTensor, TensorError};
 
 /// Whether `dtype`'s elements are held as integers (integers and bool) rather than floats.
 pub fn int_lane(dtype: DType) -> bool {
     dtype.is_int() || dtype == DType::Bool
-}
-
-/// `v` wrapped to the integer `dtype` (`v != 0` for bool).
-pub fn wrap_int(dtype: DType, v: i64) -> i64 {
-    match dtype {
-        DType::I8 => i64::from(v as i8),
-        DType::U8 => i64::from(v as u8),
-        DType::I32 => i64::from(v as i32),
-        DType::Bool => i64::from(v != 0),
-        _ => v,
-    }
 }
 
 /// One element: an `f64` for a float dtype, an `i64` for an integer dtype or bool.

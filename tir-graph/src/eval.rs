@@ -12,8 +12,9 @@
 //!   exact in their dtype.
 //! - **Integers and bool are exact.** Integer arithmetic (`add`, `sub`, `mul`, `neg`, `abs`,
 //!   `reduce_sum`, `reduce_prod`, `matmul`, and `reduce_mean` as the wrapped sum divided with
-//!   truncation) runs on wrapping `i64` and the result then wraps to the dtype (two's complement, `round_value`): `i8` 100 + 100 = -56, `u8` 0 - 1 = 255, `i8`
-//!   `neg(-128)` = -128. As values are held in `f64`, an `i64` value is exact only up to 2^53 in
+//!   truncation) runs on wrapping `i64` ([`int_unary`], [`int_binary`], [`reduce_ints`], which
+//!   the reference backend computes with too) and the result then wraps to the dtype (two's
+//!   complement, `round_value`): `i8` 100 + 100 = -56, `u8` 0 - 1 = 255, `i8` `neg(-128)` = -128. As values are held in `f64`, an `i64` value is exact only up to 2^53 in
 //!   magnitude; beyond that the oracle is not exact (and may wrap 2^63 to -2^63). The reference
 //!   backend holds integers as `i64` and is exact over the whole range.
 //! - Integer `div` truncates toward zero (-7 / 2 = -3); **division by zero gives 0**, and
@@ -748,15 +749,77 @@ fn truth(b: bool) -> f64 {
     f64::from(u8::from(b))
 }
 
-/// `v` wrapped to the integer `dtype`, in the integers (through f64 the low bits of values past
-/// 2^53 would be lost before wrapping).
-pub fn wrap(dtype: DType, v: i64) -> f64 {
+/// `v` wrapped to the integer `dtype` (`v != 0` for bool), in the integers.
+pub fn wrap_int(dtype: DType, v: i64) -> i64 {
     match dtype {
-        DType::I8 => f64::from(v as i8),
-        DType::U8 => f64::from(v as u8),
-        DType::I32 => f64::from(v as i32),
-        DType::Bool => f64::from(u8::from(v != 0)),
-        _ => v as f64,
+        DType::I8 => i64::from(v as i8),
+        DType::U8 => i64::from(v as u8),
+        DType::I32 => i64::from(v as i32),
+        DType::Bool => i64::from(v != 0),
+        _ => v,
+    }
+}
+
+/// [`wrap_int`] as an `f64` (wrapped in the integers first: through `f64` the low bits of
+/// values past 2^53 would be lost before wrapping).
+pub fn wrap(dtype: DType, v: i64) -> f64 {
+    wrap_int(dtype, v) as f64
+}
+
+/// `u` on an integer or bool value, in `i64` (the caller wraps the result to the dtype);
+/// `None` for an op that takes floats only.
+pub fn int_unary(u: UnaryOp) -> Option<fn(i64) -> i64> {
+    Some(match u {
+        UnaryOp::Neg => i64::wrapping_neg,
+        UnaryOp::Abs => i64::wrapping_abs,
+        UnaryOp::Relu => |v| v.max(0),
+        UnaryOp::Not => |v| i64::from(v == 0),
+        _ => return None,
+    })
+}
+
+/// `b` on integer or bool values, in `i64`: arithmetic wraps (the caller wraps the result to
+/// the dtype), comparisons and logic give 0 or 1.
+pub fn int_binary(b: BinaryOp) -> fn(i64, i64) -> i64 {
+    match b {
+        BinaryOp::Add => i64::wrapping_add,
+        BinaryOp::Sub => i64::wrapping_sub,
+        BinaryOp::Mul => i64::wrapping_mul,
+        BinaryOp::Div => int_div,
+        BinaryOp::Rem => int_rem,
+        BinaryOp::Pow => int_pow,
+        BinaryOp::Maximum => |x, y| x.max(y),
+        BinaryOp::Minimum => |x, y| x.min(y),
+        BinaryOp::Eq => |x, y| i64::from(x == y),
+        BinaryOp::Ne => |x, y| i64::from(x != y),
+        BinaryOp::Lt => |x, y| i64::from(x < y),
+        BinaryOp::Le => |x, y| i64::from(x <= y),
+        BinaryOp::Gt => |x, y| i64::from(x > y),
+        BinaryOp::Ge => |x, y| i64::from(x >= y),
+        BinaryOp::And => |x, y| i64::from(x != 0 && y != 0),
+        BinaryOp::Or => |x, y| i64::from(x != 0 || y != 0),
+    }
+}
+
+/// `op` over one (non-empty) lane of integers, in `i64`: sums and products wrap, the mean
+/// truncates the wrapped sum, `ArgMax`/`ArgMin` give the first extreme's position (the caller
+/// wraps a value, not a position, to the dtype).
+pub fn reduce_ints(op: ReduceOp, lane: &[i64]) -> i64 {
+    let first_index = |beats: fn(i64, i64) -> bool| {
+        (1..lane.len()).fold(
+            0,
+            |best, i| if beats(lane[i], lane[best]) { i } else { best },
+        ) as i64
+    };
+    let sum = || lane.iter().fold(0i64, |a, &v| a.wrapping_add(v));
+    match op {
+        ReduceOp::Sum => sum(),
+        ReduceOp::Mean => sum().wrapping_div(lane.len() as i64),
+        ReduceOp::Prod => lane.iter().fold(1i64, |a, &v| a.wrapping_mul(v)),
+        ReduceOp::Max => lane.iter().copied().fold(lane[0], i64::max),
+        ReduceOp::Min => lane.iter().copied().fold(lane[0], i64::min),
+        ReduceOp::ArgMax => first_index(|v, best| v > best),
+        ReduceOp::ArgMin => first_index(|v, best| v < best),
     }
 }
 
@@ -803,11 +866,11 @@ pub fn unary_values(u: UnaryOp, dtype: DType, xs: &[f64]) -> Vec<f64> {
     fn map(xs: &[f64], f: impl Fn(f64) -> f64) -> Vec<f64> {
         xs.iter().map(|&x| f(x)).collect()
     }
-    let int = dtype.is_int();
+    if let Some(f) = int_unary(u).filter(|_| dtype.is_int()) {
+        return map(xs, |x| wrap(dtype, f(x as i64)));
+    }
     match u {
-        UnaryOp::Neg if int => map(xs, |x| wrap(dtype, (x as i64).wrapping_neg())),
         UnaryOp::Neg => map(xs, |x| -x),
-        UnaryOp::Abs if int => map(xs, |x| wrap(dtype, (x as i64).wrapping_abs())),
         UnaryOp::Abs => map(xs, f64::abs),
         UnaryOp::Relu => map(xs, |x| maximum(x, 0.0)),
         UnaryOp::Exp => map(xs, f64::exp),
@@ -840,20 +903,17 @@ pub fn binary_values(b: BinaryOp, dtype: DType, xs: &[f64], ys: &[f64]) -> Vec<f
     fn zip(xs: &[f64], ys: &[f64], f: impl Fn(f64, f64) -> f64) -> Vec<f64> {
         xs.iter().zip(ys).map(|(&x, &y)| f(x, y)).collect()
     }
-    let ints = |f: fn(i64, i64) -> i64| zip(xs, ys, |x, y| wrap(dtype, f(x as i64, y as i64)));
-    let int = dtype.is_int();
+    if dtype.is_int() {
+        // Comparisons give 0 or 1, which every integer dtype holds unchanged.
+        let f = int_binary(b);
+        return zip(xs, ys, |x, y| wrap(dtype, f(x as i64, y as i64)));
+    }
     match b {
-        BinaryOp::Add if int => ints(i64::wrapping_add),
         BinaryOp::Add => zip(xs, ys, |x, y| x + y),
-        BinaryOp::Sub if int => ints(i64::wrapping_sub),
         BinaryOp::Sub => zip(xs, ys, |x, y| x - y),
-        BinaryOp::Mul if int => ints(i64::wrapping_mul),
         BinaryOp::Mul => zip(xs, ys, |x, y| x * y),
-        BinaryOp::Div if int => ints(int_div),
         BinaryOp::Div => zip(xs, ys, |x, y| x / y),
-        BinaryOp::Rem if int => ints(int_rem),
         BinaryOp::Rem => zip(xs, ys, |x, y| x % y),
-        BinaryOp::Pow if int => ints(int_pow),
         BinaryOp::Pow => zip(xs, ys, f64::powf),
         BinaryOp::Maximum => zip(xs, ys, maximum),
         BinaryOp::Minimum => zip(xs, ys, minimum),
@@ -869,7 +929,7 @@ pub fn binary_values(b: BinaryOp, dtype: DType, xs: &[f64], ys: &[f64]) -> Vec<f
 }
 
 /// Truncating division; dividing by zero gives 0.
-pub fn int_div(x: i64, y: i64) -> i64 {
+fn int_div(x: i64, y: i64) -> i64 {
     if y == 0 {
         0
     } else {
@@ -878,7 +938,7 @@ pub fn int_div(x: i64, y: i64) -> i64 {
 }
 
 /// Truncating remainder, `x - (x / y) * y` with `int_div`: dividing by zero gives `x`.
-pub fn int_rem(x: i64, y: i64) -> i64 {
+fn int_rem(x: i64, y: i64) -> i64 {
     if y == 0 {
         x
     } else {
@@ -1022,16 +1082,17 @@ fn reduce(op: ReduceOp, axes: &[usize], x: &F64Tensor) -> Result<Vec<f64>, Strin
 
 /// One output of a reduction over the (non-empty) values `c` of dtype `dtype`.
 fn reduce_group(op: ReduceOp, dtype: DType, c: &[f64]) -> f64 {
-    let int = dtype.is_int();
+    if dtype.is_int() {
+        let lane: Vec<i64> = c.iter().map(|&v| v as i64).collect();
+        let r = reduce_ints(op, &lane);
+        return match op {
+            ReduceOp::ArgMax | ReduceOp::ArgMin => r as f64,
+            _ => wrap(dtype, r),
+        };
+    }
     match op {
-        ReduceOp::Sum if int => wrap(dtype, c.iter().fold(0i64, |a, &v| a.wrapping_add(v as i64))),
         ReduceOp::Sum => c.iter().sum(),
-        ReduceOp::Prod if int => wrap(dtype, c.iter().fold(1i64, |a, &v| a.wrapping_mul(v as i64))),
         ReduceOp::Prod => c.iter().product(),
-        ReduceOp::Mean if int => {
-            let sum = c.iter().fold(0i64, |a, &v| a.wrapping_add(v as i64));
-            wrap(dtype, sum.wrapping_div(c.len() as i64))
-        }
         ReduceOp::Mean => c.iter().sum::<f64>() / c.len() as f64,
         ReduceOp::Max => c.iter().copied().fold(c[0], maximum),
         ReduceOp::Min => c.iter().copied().fold(c[0], minimum),
