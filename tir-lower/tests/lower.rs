@@ -158,11 +158,13 @@ fn a_plain_matmul_carries_a_library_call_and_a_fused_one_does_not() {
         n,
         b_batched,
         b_transposed,
+        residual,
     }) = &kernel.library
     else {
         panic!("no library call: {:?}", kernel.library)
     };
     assert!(!b_transposed);
+    assert_eq!(*residual, None);
     assert_eq!(*dtype, DType::F16);
     assert_eq!(batch, &vec![Dim::Symbolic("b".into())]);
     assert_eq!(
@@ -184,6 +186,32 @@ fn a_plain_matmul_carries_a_library_call_and_a_fused_one_does_not() {
          %2 = matmul %0, %1 : i32[8, 16]\noutput \"y\" = %2\n",
     );
     assert!(ints.kernels.iter().all(|k| k.library.is_none()));
+}
+
+#[test]
+fn a_product_plus_a_residual_carries_a_library_call_with_the_residual() {
+    use tir_lower::tile::LibraryCall;
+    let program = lower_text(
+        "%0 = input \"x\" : f16[2, 32]\n%1 = parameter \"w\" : f16[32, 16]\n\
+         %2 = input \"r\" : f16[2, 16]\n%3 = matmul %0, %1 : f16[2, 16]\n\
+         %4 = add %2, %3 : f16[2, 16]\noutput \"y\" = %4\n",
+    );
+    assert_eq!(program.kernels.len(), 1);
+    let kernel = &program.kernels[0];
+    let Some(LibraryCall::MatMul { residual, .. }) = &kernel.library else {
+        panic!("no library call: {:?}", kernel.library)
+    };
+    let residual = residual.expect("the add is the library's residual");
+    assert_eq!(program.buffers[kernel.params[residual].buffer].name, "r");
+    let text = tir_lower::tile::print::print_kernel(kernel);
+    assert!(text.contains("@ param 1 + param"), "{text}");
+    // Anything more than the one add keeps the product off the library.
+    let scaled = lower_text(
+        "%0 = input \"x\" : f16[2, 32]\n%1 = parameter \"w\" : f16[32, 16]\n\
+         %2 = input \"r\" : f16[2, 16]\n%3 = matmul %0, %1 : f16[2, 16]\n\
+         %4 = add %2, %3 : f16[2, 16]\n%5 = relu %4 : f16[2, 16]\noutput \"y\" = %5\n",
+    );
+    assert!(scaled.kernels.iter().all(|k| k.library.is_none()));
 }
 
 #[test]

@@ -81,6 +81,37 @@ fn without_epilogue_fusion_the_mlp_has_four_kernels() {
 }
 
 #[test]
+fn without_epilogue_fusion_a_residual_add_still_fuses() {
+    let options = without_epilogue_fusion();
+    let g = GraphBuilder::new();
+    let x = g.input("x", DType::F16, shape![4, 32]).unwrap();
+    let w = g.parameter("w", DType::F16, shape![32, 32]).unwrap();
+    let r = g.input("r", DType::F16, shape![4, 32]).unwrap();
+    g.output("y", &(&r + &x.matmul(&w).unwrap()).unwrap())
+        .unwrap();
+    let fused = fuse_with(&g.finish().unwrap(), &options);
+    assert_eq!(kinds(&fused), [KernelKind::MatMul]);
+    assert_eq!(ops(&fused, 0), ["matmul", "add"]);
+    // A broadcast bias is no residual, and neither is the product added to itself.
+    let g = GraphBuilder::new();
+    let x = g.input("x", DType::F16, shape![4, 32]).unwrap();
+    let w = g.parameter("w", DType::F16, shape![32, 32]).unwrap();
+    let bias = g.parameter("bias", DType::F16, shape![32]).unwrap();
+    let p = x.matmul(&w).unwrap();
+    g.output("y", &(&p + &bias).unwrap()).unwrap();
+    g.output("z", &(&p + &p).unwrap()).unwrap();
+    let fused = fuse_with(&g.finish().unwrap(), &options);
+    assert_eq!(
+        kinds(&fused),
+        [
+            KernelKind::MatMul,
+            KernelKind::Elementwise,
+            KernelKind::Elementwise
+        ]
+    );
+}
+
+#[test]
 fn integer_matmuls_keep_their_epilogues_without_epilogue_fusion() {
     let options = without_epilogue_fusion();
     let g = GraphBuilder::new();

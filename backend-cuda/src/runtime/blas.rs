@@ -38,6 +38,16 @@ pub struct MatmulShape {
     pub b_transposed: bool,
 }
 
+/// The device addresses of a product's row-major buffers: `c = a @ b`, plus `residual` (of
+/// `c`'s shape) where given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatmulOperands {
+    pub a: u64,
+    pub b: u64,
+    pub c: u64,
+    pub residual: Option<u64>,
+}
+
 struct Plan {
     desc: sys::cublasLtMatmulDesc_t,
     layouts: [sys::cublasLtMatrixLayout_t; 3],
@@ -249,27 +259,29 @@ impl Blas {
         Ok(self.workspaces[lane].as_ref().map_or(0, |m| m.ptr))
     }
 
-    /// Enqueues `c = a @ b` of shape `s` (device addresses of row-major buffers) on `stream`,
-    /// with the workspace of `lane`: products that may run at the same time need lanes of
-    /// their own.
+    /// Enqueues `c = a @ b (+ residual)` of shape `s` on `stream`, with the workspace of `lane`:
+    /// products that may run at the same time need lanes of their own. The residual is
+    /// cuBLASLt's `C` with `beta = 1`, added in the accumulator before `c` is rounded.
     pub fn matmul(
         &mut self,
         s: MatmulShape,
-        [a, b, c]: [u64; 3],
+        operands: MatmulOperands,
         stream: &Stream,
         lane: usize,
     ) -> DriverResult<()> {
+        let MatmulOperands { a, b, c, residual } = operands;
         if s.batch == 0 || s.m == 0 || s.n == 0 {
             return Ok(());
         }
         let workspace = self.workspace(lane)?;
         let handle = self.handle;
         let plan = self.plan(s)?;
-        let (one32, zero32, one64, zero64) = (1f32, 0f32, 1f64, 0f64);
+        let beta_value = if residual.is_some() { 1.0 } else { 0.0 };
+        let (one32, beta32, one64, beta64) = (1f32, beta_value as f32, 1f64, beta_value);
         let (alpha, beta): (*const c_void, *const c_void) = if plan.f64_scale {
-            (&one64 as *const f64 as _, &zero64 as *const f64 as _)
+            (&one64 as *const f64 as _, &beta64 as *const f64 as _)
         } else {
-            (&one32 as *const f32 as _, &zero32 as *const f32 as _)
+            (&one32 as *const f32 as _, &beta32 as *const f32 as _)
         };
         // SAFETY: the addresses are device buffers of the shapes in `s`; the scalars live
         // through the call; the workspace is WORKSPACE bytes.
@@ -285,7 +297,7 @@ impl Blas {
                     plan.layouts[0],
                     a as *const c_void,
                     plan.layouts[1],
-                    c as *const c_void,
+                    residual.unwrap_or(c) as *const c_void,
                     plan.layouts[2],
                     c as *mut c_void,
                     plan.layouts[2],

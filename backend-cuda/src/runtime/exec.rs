@@ -25,7 +25,7 @@
 //! the kernels of the previous wave, which is the order the memory plan's reuse assumes. All
 //! work joins back into the GPU's stream 0, which orders runs of every executable on the GPU.
 
-use super::blas::{Blas, MatmulShape};
+use super::blas::{Blas, MatmulOperands, MatmulShape};
 use super::driver::{
     self, DeviceMemory, Event, Gpu, Graph, GraphBuilder, Kernel, Node, PinnedMemory, Stream,
 };
@@ -56,10 +56,10 @@ const GRAPHS: usize = 8;
 pub(super) enum Launch {
     /// The generated kernel: tile blocks (0: nothing to do) and arguments.
     Tiles { blocks: u32, args: Vec<u64> },
-    /// cuBLASLt on the addresses of `a`, `b` and `c`.
+    /// cuBLASLt on the addresses of its operands.
     Blas {
         shape: MatmulShape,
-        buffers: [u64; 3],
+        buffers: MatmulOperands,
     },
 }
 
@@ -182,11 +182,12 @@ fn library_shape(
     kernel: &TileKernel,
     dims: &BTreeMap<String, u64>,
     addresses: &[u64],
-) -> Option<(MatmulShape, [u64; 3])> {
+) -> Option<(MatmulShape, MatmulOperands)> {
     let Some(LibraryCall::MatMul {
         a,
         b,
         c,
+        residual,
         dtype,
         batch,
         m,
@@ -214,7 +215,15 @@ fn library_shape(
             b_batched: *b_batched,
             b_transposed: *b_transposed,
         },
-        [address(a)?, address(b)?, address(c)?],
+        MatmulOperands {
+            a: address(a)?,
+            b: address(b)?,
+            c: address(c)?,
+            residual: match residual {
+                Some(r) => Some(address(r)?),
+                None => None,
+            },
+        },
     ))
 }
 

@@ -9,7 +9,7 @@ use crate::tile::{
 };
 use std::collections::BTreeSet;
 use tir_graph::{BinaryOp, DType, Dim, Graph, NodeId, Op, ReduceOp, Shape, UnaryOp};
-use tir_opt::fusion::kinds::store_chain;
+use tir_opt::fusion::kinds::{residual_add, store_chain};
 use tir_opt::layout::{store_view, StridedView};
 
 type Res<T> = Result<T, LowerError>;
@@ -395,10 +395,18 @@ impl KernelLowering<'_> {
         let batch = &sc.dims()[..rank - 2];
         let b_batched = sb.rank() == rank && rank > 2;
         let param = |buffer: usize| self.b.params.iter().position(|p| p.buffer == buffer);
+        let residual = match residual_add(g, &self.members, mm) {
+            Some(add) => {
+                let r = g.operands(add).into_iter().find(|&o| o != mm)?;
+                Some(param(*self.buffer_of.get(&r)?)?)
+            }
+            None => None,
+        };
         Some(LibraryCall::MatMul {
             a: param(*self.buffer_of.get(&a)?)?,
             b: param(*self.buffer_of.get(&b_stored.unwrap_or(b))?)?,
             c: param(out)?,
+            residual,
             dtype: g.ty(mm).dtype,
             batch: batch.to_vec(),
             m: sc.dims()[rank - 2].clone(),
@@ -995,14 +1003,15 @@ fn transposed_source(g: &Graph, members: &BTreeSet<NodeId>, b: NodeId) -> Option
 }
 
 /// Whether a kernel of `members` computes what a library matmul call does: `mm` alone (its B
-/// operand perhaps transposed by an index map), stored through a row-major chain, on floats,
-/// with `a` having the output's batch dims and `b` them or none.
+/// operand perhaps transposed by an index map) or plus a [`residual_add`], stored through a
+/// row-major chain, on floats, with `a` having the output's batch dims and `b` them or none.
 pub fn is_library_matmul(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId, mm: NodeId) -> bool {
     let chain = store_chain(g, members, root);
     let top = chain.last().map_or(root, |&c| g.operands(c)[0]);
     let b_transposed = transposed_source(g, members, g.operands(mm)[1]);
-    let operands = 1 + usize::from(b_transposed.is_some());
-    let only_mm = members.len() == operands + chain.len() && top == mm;
+    let residual = residual_add(g, members, mm);
+    let operands = 1 + usize::from(b_transposed.is_some()) + usize::from(residual.is_some());
+    let only_mm = members.len() == operands + chain.len() && top == residual.unwrap_or(mm);
     let (a, b) = (g.operands(mm)[0], g.operands(mm)[1]);
     let (sa, sb, sc) = (&g.ty(a).shape, &g.ty(b).shape, &g.ty(mm).shape);
     let rank = sc.rank();

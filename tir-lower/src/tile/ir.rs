@@ -298,11 +298,14 @@ pub enum LibraryCall {
     /// (or `[k, n]`, shared by every batch when `b_batched` is false) and `c: [..batch, m, n]`,
     /// accumulating in `f32` for 16- and 32-bit floats (`f64` for `f64`), rounded once. With
     /// `b_transposed`, parameter `b` holds `bᵀ` (`[..batch, n, k]`, as a PyTorch `Linear`
-    /// stores its weight) and the product reads it transposed.
+    /// stores its weight) and the product reads it transposed. With `residual`, a parameter of
+    /// `c`'s type and layout, `c = a @ b + residual`, added in the accumulator before the one
+    /// rounding (the kernel's body rounds the product first; they may differ by one rounding).
     MatMul {
         a: usize,
         b: usize,
         c: usize,
+        residual: Option<usize>,
         dtype: DType,
         batch: Vec<tir_graph::Dim>,
         m: tir_graph::Dim,

@@ -168,10 +168,14 @@ fn write_kernel(out: &mut String, k: &TileKernel, indent: &str) {
         };
         let _ = writeln!(out, "{inner}writes param {}: {region}", w.param);
     }
-    if let Some(LibraryCall::MatMul { a, b, c, .. }) = &k.library {
+    if let Some(LibraryCall::MatMul {
+        a, b, c, residual, ..
+    }) = &k.library
+    {
+        let plus = residual.map_or(String::new(), |r| format!(" + param {r}"));
         let _ = writeln!(
             out,
-            "{inner}library matmul: param {c} = param {a} @ param {b}"
+            "{inner}library matmul: param {c} = param {a} @ param {b}{plus}"
         );
     }
     let _ = writeln!(out, "{inner}grid({}) {{", list(&k.grid));

@@ -265,10 +265,18 @@ impl<'k> Verifier<'k> {
         }
     }
 
-    /// A library call names existing parameters of its dtype: `a` and `b` shared, `c` the
-    /// whole of a mutable one.
+    /// A library call names existing parameters of its dtype: `a`, `b` and a residual shared,
+    /// `c` the whole of a mutable one.
     fn check_library(&self) -> Result<(), TileError> {
-        let Some(LibraryCall::MatMul { a, b, c, dtype, .. }) = &self.kernel.library else {
+        let Some(LibraryCall::MatMul {
+            a,
+            b,
+            c,
+            residual,
+            dtype,
+            ..
+        }) = &self.kernel.library
+        else {
             return Ok(());
         };
         let library = |reason: String| TileError::Writes {
@@ -276,11 +284,13 @@ impl<'k> Verifier<'k> {
             reason: format!("library matmul: {reason}"),
         };
         let params = &self.kernel.params;
-        for (what, p, access) in [
+        let operands = [
             ("a", a, Access::Shared),
             ("b", b, Access::Shared),
             ("c", c, Access::Mutable),
-        ] {
+        ];
+        let residual = residual.as_ref().map(|r| ("residual", r, Access::Shared));
+        for (what, p, access) in operands.into_iter().chain(residual) {
             match params.get(*p) {
                 Some(tp) if tp.dtype == *dtype && tp.access == access => {}
                 _ => {

@@ -190,9 +190,9 @@ fn rows_fit(g: &Graph, roles: &[(NodeId, Role)], target: &FusionTarget) -> bool 
 }
 
 /// A matmul kernel: layout ops on the operand side (load index maps), an epilogue of elementwise
-/// ops over exactly the matmul's output shape (for float matmuls only where the target fuses
-/// epilogues), and last a chain of bijective layout ops up to the root that composes into a
-/// strided store.
+/// ops over exactly the matmul's output shape (for float matmuls, where the target does not fuse
+/// epilogues, only a [`residual_add`]), and last a chain of bijective layout ops up to the root
+/// that composes into a strided store.
 fn matmul_fits(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId, target: &FusionTarget) -> bool {
     let Some(&mm) = members.iter().find(|&&m| g.node(m).op == Op::MatMul) else {
         return false;
@@ -207,13 +207,28 @@ fn matmul_fits(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId, target: &Fus
         } else if feeds_matmul.contains(&m) {
             is_layout(r)
         } else {
-            (target.fuse_matmul_epilogue || !g.ty(mm).dtype.is_float())
+            (target.fuse_matmul_epilogue
+                || !g.ty(mm).dtype.is_float()
+                || residual_add(g, members, mm) == Some(m))
                 && r == Role::Elementwise
                 && g.ty(m).shape == *out
                 && g.operands(m).iter().all(|o| !chain.contains(o))
         }
     });
     epilogue_ok && (chain.is_empty() || crate::layout::store_view(g, &chain).is_some())
+}
+
+/// The member `mm + r` (or `r + mm`) that adds to matmul `mm` a tensor `r` read from memory with
+/// exactly `mm`'s type: the one epilogue a library product takes as well (cuBLASLt's `C` with
+/// `beta = 1`), so a target that runs products on a library still fuses it.
+pub fn residual_add(g: &Graph, members: &BTreeSet<NodeId>, mm: NodeId) -> Option<NodeId> {
+    members.iter().copied().find(|&m| {
+        let operands = g.operands(m);
+        g.node(m).op == Op::Binary(BinaryOp::Add)
+            && operands.contains(&mm)
+            && matches!(operands.iter().filter(|&&o| o != mm).collect::<Vec<_>>()[..],
+                [&r] if !members.contains(&r) && g.ty(r) == g.ty(mm))
+    })
 }
 
 /// A convolution kernel: the conv reads both operands from memory, and the other members are
