@@ -330,7 +330,7 @@ impl KernelLowering<'_> {
     ) -> Res<(Vec<NodeId>, NodeId)> {
         let g = self.g;
         let chain = store_chain(g, &self.members, root);
-        let top = chain.last().map_or(root, |&c| g.operands(c)[0]);
+        let top = unchained(g, root, &chain);
         let rank = g.ty(top).rank();
         let value = self.value(top, &Self::canonical(rank), out_space)?;
         let view = if chain.is_empty() {
@@ -402,8 +402,10 @@ impl KernelLowering<'_> {
             }
             None => None,
         };
+        // A is read from the value its layout ops start from: they move nothing.
+        let a_source = unchained(g, a, &store_chain(g, &self.members, a));
         Some(LibraryCall::MatMul {
-            a: param(*self.buffer_of.get(&a)?)?,
+            a: param(*self.buffer_of.get(&a_source)?)?,
             b: param(*self.buffer_of.get(&b_stored.unwrap_or(b))?)?,
             c: param(out)?,
             residual,
@@ -1002,16 +1004,22 @@ fn transposed_source(g: &Graph, members: &BTreeSet<NodeId>, b: NodeId) -> Option
     (members.contains(&b) && !members.contains(&source) && swaps_last_two).then_some(source)
 }
 
-/// Whether a kernel of `members` computes what a library matmul call does: `mm` alone (its B
-/// operand perhaps transposed by an index map) or plus a [`residual_add`], stored through a
-/// row-major chain, on floats, with `a` having the output's batch dims and `b` them or none.
+/// Whether a kernel of `members` computes what a library matmul call does: `mm` alone (its A
+/// operand perhaps read through layout ops that move nothing, its B operand perhaps transposed
+/// by an index map) or plus a [`residual_add`], stored through a row-major chain, on floats,
+/// with `a` having the output's batch dims and `b` them or none.
 pub fn is_library_matmul(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId, mm: NodeId) -> bool {
     let chain = store_chain(g, members, root);
-    let top = chain.last().map_or(root, |&c| g.operands(c)[0]);
+    let top = unchained(g, root, &chain);
+    let a_chain = store_chain(g, members, g.operands(mm)[0]);
+    let a_in_place = stores_row_major(g, &a_chain)
+        && !members.contains(&unchained(g, g.operands(mm)[0], &a_chain));
     let b_transposed = transposed_source(g, members, g.operands(mm)[1]);
     let residual = residual_add(g, members, mm);
-    let operands = 1 + usize::from(b_transposed.is_some()) + usize::from(residual.is_some());
-    let only_mm = members.len() == operands + chain.len() && top == residual.unwrap_or(mm);
+    let operands =
+        1 + a_chain.len() + usize::from(b_transposed.is_some()) + usize::from(residual.is_some());
+    let only_mm =
+        a_in_place && members.len() == operands + chain.len() && top == residual.unwrap_or(mm);
     let (a, b) = (g.operands(mm)[0], g.operands(mm)[1]);
     let (sa, sb, sc) = (&g.ty(a).shape, &g.ty(b).shape, &g.ty(mm).shape);
     let rank = sc.rank();
@@ -1023,6 +1031,11 @@ pub fn is_library_matmul(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId, mm
         && sa.rank() == rank
         && &sa.dims()[..rank - 2] == batch
         && (b_batched && &sb.dims()[..rank - 2] == batch || sb.rank() == 2)
+}
+
+/// The value a `chain` of layout ops (from `node` down, as [`store_chain`] gives) starts from.
+fn unchained(g: &Graph, node: NodeId, chain: &[NodeId]) -> NodeId {
+    chain.last().map_or(node, |&c| g.operands(c)[0])
 }
 
 /// Whether the store `chain` of layout ops puts every element of its top operand where a
