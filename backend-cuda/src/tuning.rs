@@ -8,8 +8,8 @@
 //! 128 for matrix-vector products (the decode step 15% faster than at 32), two of their blocks
 //! per SM (their split kernels 12% faster); row reductions one
 //! 4096-element row per tile block at occupancy 4 (a register budget that fits four blocks per
-//! SM: 1.7x to 2.9x faster than two rows per block without the hint), longer rows without it,
-//! and all rows loaded without TMA (6% to 30% faster); attention in blocks of 128 queries and
+//! SM: 1.7x to 2.9x faster than two rows per block without the hint), longer rows without it
+//! and with warps enough for 32 values a thread, and all rows loaded without TMA (6% to 30% faster); attention in blocks of 128 queries and
 //! 128 keys by 8 warps (two warpgroups), which `tileiras` does not pick alone (the causal b4
 //! h32 s2048 d128 workload 0.376 ms against 0.53 for its own choice at 64x128 and 0.87 at
 //! 128x128), unless a program has fewer query rows; a decode step's attention (a query row
@@ -51,6 +51,12 @@ pub const SMALL_KERNEL_BYTES: u64 = 1 << 20;
 /// memory-bound, and one block per SM keeps too few loads in flight (the decode step's
 /// 512-tile product of a query with its keys cost 0.02 ms more as one).
 pub const PERSISTENT_MIN_TILES: i64 = 264;
+
+/// The values of its largest tile each thread of a row reduction over rows longer than the row
+/// budget holds (at most 32 warps a block): what a 4096-element row gets from the 4 warps
+/// `tileiras` picks. The 4096x32768 softmax went 0.2274 → 0.2115 ms on an H100 at 32 warps (8
+/// warps 0.2218, 16 warps 0.2190).
+pub const LONG_ROW_VALUES_PER_THREAD: u64 = 32;
 
 /// The environment variable that overrides the defaults.
 pub const TUNE_ENV: &str = "TIR_TUNE";
@@ -197,7 +203,8 @@ impl Tuning {
 
     /// The hints `kernel` of `program` is compiled with: those of its kind, except that a row
     /// reduction whose rows exceed the row budget gets no occupancy hint (a budget of registers
-    /// made for 4096-element rows spills longer ones: 1184 bytes a thread for 32768), a grid
+    /// made for 4096-element rows spills longer ones: 1184 bytes a thread for 32768) and the
+    /// warps that hold [`LONG_ROW_VALUES_PER_THREAD`] of a tile's values each, a grid
     /// below [`PERSISTENT_MIN_TILES`] gets no persistent entry, a matrix-vector product (at
     /// most [`MATVEC_M`] rows) two blocks per SM unless its hints say otherwise (the decode
     /// step's split output projection 0.0242 → 0.0213 ms on an H100, the step 0.2026 →
@@ -211,8 +218,11 @@ impl Tuning {
     pub fn hints_for(&self, program: &Program, kernel: &TileKernel) -> KernelHints {
         let kind = kernel_kind(&kernel.name);
         let mut hints = self.hints.get(kind).copied().unwrap_or_default();
-        if kind == "row_reduction" && largest_tile(kernel) > self.tiles.row_elements {
+        let largest = largest_tile(kernel);
+        if kind == "row_reduction" && largest > self.tiles.row_elements {
             hints.occupancy = None;
+            let warps = (largest / (32 * LONG_ROW_VALUES_PER_THREAD)).clamp(1, 32);
+            hints.warps = hints.warps.or(Some(warps as u8));
         }
         let rows = mma_rows(kernel);
         if kind == "attention" && rows.is_some_and(|r| r < self.tiles.attention_m) {
@@ -363,9 +373,12 @@ mod tests {
     }
 
     #[test]
-    fn rows_longer_than_the_budget_get_no_occupancy_hint() {
+    fn rows_longer_than_the_budget_get_warps_and_no_occupancy_hint() {
         assert_eq!(softmax_hints(4096).occupancy, Some(4));
+        assert_eq!(softmax_hints(4096).warps, None);
         assert_eq!(softmax_hints(32768).occupancy, None);
+        assert_eq!(softmax_hints(32768).warps, Some(32));
+        assert_eq!(softmax_hints(8192).warps, Some(8));
     }
 
     #[test]
