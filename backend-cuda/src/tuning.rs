@@ -232,7 +232,8 @@ impl Tuning {
             hints.allow_tma = hints.allow_tma.or(Some(false));
             hints.occupancy = hints.occupancy.or(Some(2));
         }
-        let matvec = rows.is_some_and(|rows| rows <= MATVEC_M);
+        // A matmul of one row has no tensor-core product (lowering sums it on the vector units).
+        let matvec = rows.map_or(kind == "matmul", |rows| rows <= MATVEC_M);
         if matvec || static_tiles(kernel).is_none_or(|tiles| tiles < PERSISTENT_MIN_TILES) {
             hints.persistent = None;
         }

@@ -289,6 +289,28 @@ fn matrix_vector_products_split_their_k_loop_to_fill_the_target() {
 }
 
 #[test]
+fn a_product_a_library_can_run_splits_only_where_products_run_on_their_own_kernels() {
+    use tir_graph::{shape, GraphBuilder};
+    let g = GraphBuilder::new();
+    let x = g.input("x", DType::F16, shape![1, 1000]).unwrap();
+    let w = g.parameter("w", DType::F16, shape![1000, 40]).unwrap();
+    let residual = g.input("residual", DType::F16, shape![1, 40]).unwrap();
+    g.output("y", &(&x.matmul(&w).unwrap() + &residual).unwrap())
+        .unwrap();
+    let graph = g.finish().unwrap();
+    let srcs = sources(&graph, &BTreeMap::new(), 1000, 0.5);
+    let mut own_kernels = RefBackend::checking().target();
+    own_kernels.tiles.split_programs = 64;
+    let split = check_for(&graph, &srcs, 3e-2, &own_kernels).unwrap();
+    assert!(split.iter().any(|k| k.ends_with("_splitsum")), "{split:?}");
+    // A target that keeps epilogues out of products runs them on a library: kept whole.
+    let mut on_library = own_kernels.clone();
+    on_library.fusion.fuse_matmul_epilogue = false;
+    let whole = check_for(&graph, &srcs, 3e-2, &on_library).unwrap();
+    assert_eq!(whole.len(), 1, "{whole:?}");
+}
+
+#[test]
 fn attention_over_a_kv_cache_splits_its_key_loop_to_fill_the_target() {
     use tir_graph::{shape, GraphBuilder};
     let mut target = RefBackend::checking().target();

@@ -214,16 +214,21 @@ fn a_product_plus_a_residual_carries_a_library_call_with_the_residual() {
     assert!(scaled.kernels.iter().all(|k| k.library.is_none()));
 }
 
+/// A product of 4 heads of 16 merged (`[1, 4, tokens, 16]` -> `[tokens, 64]`) with a weight.
+fn merged_heads_product(tokens: u64) -> Program {
+    lower_text(&format!(
+        "%0 = input \"o\" : f16[1, 4, {tokens}, 16]\n%1 = parameter \"w\" : f16[64, 32]\n\
+         %2 = permute %0 {{perm = [0, 2, 1, 3]}} : f16[1, {tokens}, 4, 16]\n\
+         %3 = reshape %2 {{dims = [{tokens}, 64]}} : f16[{tokens}, 64]\n\
+         %4 = matmul %3, %1 : f16[{tokens}, 32]\noutput \"y\" = %4\n"
+    ))
+}
+
 #[test]
 fn an_operand_read_through_layout_ops_that_move_nothing_keeps_the_library_call() {
     use tir_lower::tile::LibraryCall;
-    // Merge heads at one token: [1, 4, 1, 16] -> [1, 1, 4, 16] -> [1, 64] is the same bytes.
-    let merged = lower_text(
-        "%0 = input \"o\" : f16[1, 4, 1, 16]\n%1 = parameter \"w\" : f16[64, 32]\n\
-         %2 = permute %0 {perm = [0, 2, 1, 3]} : f16[1, 1, 4, 16]\n\
-         %3 = reshape %2 {dims = [1, 64]} : f16[1, 64]\n%4 = matmul %3, %1 : f16[1, 32]\n\
-         output \"y\" = %4\n",
-    );
+    // At one token the merge is the same bytes.
+    let merged = merged_heads_product(1);
     assert_eq!(merged.kernels.len(), 1);
     let kernel = &merged.kernels[0];
     let Some(LibraryCall::MatMul { a, .. }) = &kernel.library else {
@@ -231,12 +236,7 @@ fn an_operand_read_through_layout_ops_that_move_nothing_keeps_the_library_call()
     };
     assert_eq!(merged.buffers[kernel.params[*a].buffer].name, "o");
     // At two tokens the permute moves elements: no library call.
-    let moved = lower_text(
-        "%0 = input \"o\" : f16[1, 4, 2, 16]\n%1 = parameter \"w\" : f16[64, 32]\n\
-         %2 = permute %0 {perm = [0, 2, 1, 3]} : f16[1, 2, 4, 16]\n\
-         %3 = reshape %2 {dims = [2, 64]} : f16[2, 64]\n%4 = matmul %3, %1 : f16[2, 32]\n\
-         output \"y\" = %4\n",
-    );
+    let moved = merged_heads_product(2);
     assert_eq!(moved.kernels.len(), 1);
     assert!(moved.kernels[0].library.is_none(), "a moving permute");
 }

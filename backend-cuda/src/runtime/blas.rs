@@ -227,12 +227,15 @@ impl Blas {
             };
             // SAFETY: created above, destroyed once.
             let _ = unsafe { result::destroy_matmul_pref(pref) };
-            let plan = Plan {
+            let mut plan = Plan {
                 desc,
                 layouts,
-                algo: heuristic.map(|h| h.algo)?,
+                // SAFETY: an opaque C struct of integers, for which all zeros is a valid value.
+                algo: unsafe { std::mem::zeroed() },
                 f64_scale,
             };
+            // On an error the plan is dropped here, destroying its descriptors.
+            plan.algo = heuristic?.algo;
             self.plans.insert(s, plan);
         }
         self.plans

@@ -776,7 +776,7 @@ impl KernelLowering<'_> {
         )
     }
 
-    fn binary(&mut self, op: BinaryOp, a: ValueId, b: ValueId, ty: &Type) -> ValueId {
+    pub(super) fn binary(&mut self, op: BinaryOp, a: ValueId, b: ValueId, ty: &Type) -> ValueId {
         self.b.emit(TileOp::Binary { op, a, b }, ty.clone())
     }
 
