@@ -328,10 +328,8 @@ mod tests {
         let y = build(&g).unwrap();
         g.output("y", &y).unwrap();
         let graph = g.finish().unwrap();
-        let target = tir_lower::Target {
-            tiles: tuning.tiles.clone(),
-            ..tir_lower::Target::default()
-        };
+        // The backend's own target: products that cuBLASLt can run stay whole.
+        let target = crate::gpu_target(tuning, &crate::MatmulPolicy::default());
         let compiled =
             tir_lower::compile_graph(&graph, &target, &tir_opt::Limits::default()).unwrap();
         let kernel = &compiled.program.kernels[0];
