@@ -266,7 +266,7 @@ fn a_store_chain_that_moves_nothing_keeps_the_library_call() {
 }
 
 /// The K step of the single matmul kernel of `m`x`k` @ `k`x64 (f16), under tiles with a K step
-/// of 32 and a matrix-vector K step of 128.
+/// of 32 and a matrix-vector K step of 128: the last dim of the tiles it loads from `a`.
 fn matmul_k_step(m: u64, k: u64) -> u64 {
     use tir_lower::tile::{TileOp, Type};
     let graph = tir_graph::text::parse(&format!(
@@ -281,18 +281,27 @@ fn matmul_k_step(m: u64, k: u64) -> u64 {
     let program = compile_graph(&graph, &target, &Limits::default())
         .unwrap()
         .program;
-    let mut types = std::collections::HashMap::new();
-    let mut a_operand = None;
-    program.kernels[0].walk(&mut |stmt| {
-        types.extend(stmt.defs.iter().cloned());
-        if let TileOp::Mma { a, .. } = &stmt.op {
-            a_operand = Some(*a);
+    let kernel = &program.kernels[0];
+    let a = kernel
+        .params
+        .iter()
+        .position(|p| program.buffers[p.buffer].name == "a")
+        .expect("the kernel reads a");
+    let mut a_views = std::collections::HashSet::new();
+    let mut steps = Vec::new();
+    kernel.walk(&mut |stmt| match &stmt.op {
+        TileOp::MakeView { param, .. } if *param == a => {
+            a_views.extend(stmt.defs.iter().map(|(id, _)| *id));
         }
+        TileOp::Load { view, .. } if a_views.contains(view) => {
+            if let Some((_, Type::Tile { shape, .. })) = stmt.defs.first() {
+                steps.push(*shape.last().unwrap());
+            }
+        }
+        _ => {}
     });
-    match &types[&a_operand.expect("an mma")] {
-        Type::Tile { shape, .. } => *shape.last().unwrap(),
-        other => panic!("the mma's A operand is {other:?}"),
-    }
+    assert_eq!(steps.len(), 1, "one load of a: {steps:?}");
+    steps[0]
 }
 
 #[test]
