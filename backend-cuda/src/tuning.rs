@@ -9,8 +9,8 @@
 //! per SM (their split kernels 12% faster); row reductions one
 //! 4096-element row per tile block at occupancy 4 (a register budget that fits four blocks per
 //! SM: 1.7x to 2.9x faster than two rows per block without the hint), longer rows without it
-//! and with warps enough for 32 values a thread, and all rows loaded without TMA (6% to 30% faster); attention in blocks of 128 queries and
-//! 128 keys by 8 warps (two warpgroups), which `tileiras` does not pick alone (the causal b4
+//! and with warps enough for 32 values a thread, and all rows loaded without TMA (6% to 30%
+//! faster); attention in blocks of 128 queries and 128 keys by 8 warps (two warpgroups), which `tileiras` does not pick alone (the causal b4
 //! h32 s2048 d128 workload 0.376 ms against 0.53 for its own choice at 64x128 and 0.87 at
 //! 128x128), unless a program has fewer query rows; a decode step's attention (a query row
 //! per program) loads its keys and values without TMA, two blocks per SM (the step 10%

@@ -776,10 +776,6 @@ impl KernelLowering<'_> {
         )
     }
 
-    pub(super) fn binary(&mut self, op: BinaryOp, a: ValueId, b: ValueId, ty: &Type) -> ValueId {
-        self.b.emit(TileOp::Binary { op, a, b }, ty.clone())
-    }
-
     /// `e^(factor · (x − shift))` of an f32 tile `x` of the online softmax, `shift` a tile of
     /// its rows. Where the probabilities are rounded to a 16-bit `v_dtype` for the second
     /// product (and the output is 16-bit), the hardware's approximation is used: its few f32

@@ -69,6 +69,11 @@ impl KernelLowering<'_> {
         self.b.spaces[space].tile.clone()
     }
 
+    /// `a op b` of type `ty`.
+    pub(super) fn binary(&mut self, op: BinaryOp, a: ValueId, b: ValueId, ty: &Type) -> ValueId {
+        self.b.emit(TileOp::Binary { op, a, b }, ty.clone())
+    }
+
     /// The value of `node` at `ix` over `space`.
     pub fn value(&mut self, node: NodeId, ix: &[Ix], space: SpaceId) -> Res<ValueId> {
         let key = (node, ix.to_vec(), space);

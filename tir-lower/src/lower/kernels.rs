@@ -462,10 +462,7 @@ impl KernelLowering<'_> {
         let b_batched = sb.rank() == rank && rank > 2;
         let param = |buffer: usize| self.b.params.iter().position(|p| p.buffer == buffer);
         let residual = match residual_add(g, &self.members, mm) {
-            Some(add) => {
-                let r = g.operands(add).into_iter().find(|&o| o != mm)?;
-                Some(param(*self.buffer_of.get(&r)?)?)
-            }
+            Some((_, r)) => Some(param(*self.buffer_of.get(&r)?)?),
             None => None,
         };
         // A is read from the value its layout ops start from: they move nothing.
@@ -1081,7 +1078,7 @@ pub fn is_library_matmul(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId, mm
     let a_in_place = stores_row_major(g, &a_chain)
         && !members.contains(&unchained(g, g.operands(mm)[0], &a_chain));
     let b_transposed = transposed_source(g, members, g.operands(mm)[1]);
-    let residual = residual_add(g, members, mm);
+    let residual = residual_add(g, members, mm).map(|(add, _)| add);
     let operands =
         1 + a_chain.len() + usize::from(b_transposed.is_some()) + usize::from(residual.is_some());
     let only_mm =

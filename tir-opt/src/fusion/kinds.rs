@@ -200,6 +200,7 @@ fn matmul_fits(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId, target: &Fus
     let feeds_matmul = operand_side(g, members, mm);
     let chain = store_chain(g, members, root);
     let out = &g.ty(mm).shape;
+    let residual = residual_add(g, members, mm).map(|(add, _)| add);
     let epilogue_ok = members.iter().all(|&m| {
         let r = role(&g.node(m).op);
         if m == mm || chain.contains(&m) {
@@ -207,9 +208,7 @@ fn matmul_fits(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId, target: &Fus
         } else if feeds_matmul.contains(&m) {
             is_layout(r)
         } else {
-            (target.fuse_matmul_epilogue
-                || !g.ty(mm).dtype.is_float()
-                || residual_add(g, members, mm) == Some(m))
+            (target.fuse_matmul_epilogue || !g.ty(mm).dtype.is_float() || residual == Some(m))
                 && r == Role::Elementwise
                 && g.ty(m).shape == *out
                 && g.operands(m).iter().all(|o| !chain.contains(o))
@@ -219,15 +218,18 @@ fn matmul_fits(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId, target: &Fus
 }
 
 /// The member `mm + r` (or `r + mm`) that adds to matmul `mm` a tensor `r` read from memory with
-/// exactly `mm`'s type: the one epilogue a library product takes as well (cuBLASLt's `C` with
-/// `beta = 1`), so a target that runs products on a library still fuses it.
-pub fn residual_add(g: &Graph, members: &BTreeSet<NodeId>, mm: NodeId) -> Option<NodeId> {
-    members.iter().copied().find(|&m| {
-        let operands = g.operands(m);
-        g.node(m).op == Op::Binary(BinaryOp::Add)
-            && operands.contains(&mm)
-            && matches!(operands.iter().filter(|&&o| o != mm).collect::<Vec<_>>()[..],
-                [&r] if !members.contains(&r) && g.ty(r) == g.ty(mm))
+/// exactly `mm`'s type, and that `r`: the one epilogue a library product takes as well
+/// (cuBLASLt's `C` with `beta = 1`), so a target that runs products on a library still fuses it.
+pub fn residual_add(g: &Graph, members: &BTreeSet<NodeId>, mm: NodeId) -> Option<(NodeId, NodeId)> {
+    members.iter().find_map(|&m| {
+        if g.node(m).op != Op::Binary(BinaryOp::Add) {
+            return None;
+        }
+        let r = match g.operands(m)[..] {
+            [x, r] | [r, x] if x == mm && r != mm => r,
+            _ => return None,
+        };
+        (!members.contains(&r) && g.ty(r) == g.ty(mm)).then_some((m, r))
     })
 }
 
