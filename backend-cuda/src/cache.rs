@@ -3,7 +3,10 @@
 //!
 //! Each entry is one file, `<dir>/<key as 16 lowercase hex digits>.cubin`: a 32-byte header
 //! (magic `TIRCUBN1`, then the key, the payload length and the FNV-1a 64 checksum of the
-//! payload, each a u64 LE) followed by the payload. Guarantees:
+//! payload, each a u64 LE) followed by the payload. The payload is a cubin, or a reference to
+//! the entry holding one: [`SHARED`] then that entry's key (u64 LE), written by
+//! [`KernelCache::put_shared`] for the kernels of one cubin (a batch), so that it is on disk
+//! once. Guarantees:
 //! - readers see a whole entry or none: writes go to a temp file that is renamed into place;
 //! - an entry that fails verification is never returned: it is deleted and reported;
 //! - after a `put` the entries total at most `max_bytes` (header included), unless the new
@@ -25,7 +28,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 /// Magic of the entry format; the last byte is the format version.
-const MAGIC: &[u8; 8] = b"TIRCUBN1";
+const MAGIC: &[u8; 8] = b"TIRCUBN2";
+/// The first bytes of a payload that refers to another entry (never those of a cubin, an ELF
+/// file).
+pub const SHARED: &[u8; 8] = b"TIRSHARE";
 /// Magic, key, payload length, checksum.
 const HEADER_LEN: usize = 32;
 const ENTRY_SUFFIX: &str = ".cubin";
@@ -130,6 +136,21 @@ pub fn cache_key(bytecode: &[u8], arch: &str, toolchain_version: &str) -> u64 {
     h.finish()
 }
 
+/// The key a shared cubin is stored under: FNV-1a 64 of the word `shared` and the cubin (a
+/// kernel's [`cache_key`] hashes a length first).
+fn shared_cubin_key(cubin: &[u8]) -> u64 {
+    let mut h = fnv::FnvHasher::default();
+    h.write(b"shared");
+    h.write(cubin);
+    h.finish()
+}
+
+/// The key a payload refers to, when it is a reference.
+fn shared_key(payload: &[u8]) -> Option<u64> {
+    let key = payload.strip_prefix(SHARED.as_slice())?;
+    Some(u64::from_le_bytes(key.try_into().ok()?))
+}
+
 fn checksum(payload: &[u8]) -> u64 {
     let mut h = fnv::FnvHasher::default();
     h.write(payload);
@@ -171,10 +192,29 @@ impl KernelCache {
         self.config.dir.join(entry_name(key))
     }
 
-    /// Reads and verifies entry `key`. A hit bumps the entry's modification time (its LRU
-    /// recency). A corrupt entry is deleted. An entry that cannot be read at all (e.g.
-    /// permissions) is a miss: the next `put` replaces it.
+    /// Reads and verifies entry `key`, following a reference to a shared cubin. A hit bumps the
+    /// entry's modification time (its LRU recency), and the shared entry's. A corrupt entry is
+    /// deleted. An entry that cannot be read at all (e.g. permissions), or whose shared cubin
+    /// is gone, is a miss: the next `put` replaces it.
     pub fn get(&self, key: u64) -> Lookup {
+        match self.get_payload(key) {
+            Lookup::Hit(payload) => match shared_key(&payload) {
+                Some(shared) => match self.get_payload(shared) {
+                    Lookup::Hit(cubin) if shared_key(&cubin).is_none() => Lookup::Hit(cubin),
+                    Lookup::Hit(_) => Lookup::Corrupt(remove_corrupt(
+                        &self.entry_path(key),
+                        format!("it refers to {shared:016x}, itself a reference"),
+                    )),
+                    other => other,
+                },
+                None => Lookup::Hit(payload),
+            },
+            other => other,
+        }
+    }
+
+    /// Entry `key`'s verified payload, as it is on disk.
+    fn get_payload(&self, key: u64) -> Lookup {
         let path = self.entry_path(key);
         let Ok(mut bytes) = fs::read(&path) else {
             return Lookup::Miss;
@@ -201,6 +241,22 @@ impl KernelCache {
             return Err(io_error(&path, &e));
         }
         self.evict(key)
+    }
+
+    /// Stores one `cubin` for every key of `keys` (the kernels it holds): once, under a key of
+    /// its own, and a reference to it under each of `keys`. The references are written first,
+    /// so that a reader finds a whole cubin or a miss.
+    pub fn put_shared(&self, keys: &[u64], cubin: &[u8]) -> Result<(), CacheError> {
+        if let [key] = keys {
+            return self.put(*key, cubin);
+        }
+        let shared = shared_cubin_key(cubin);
+        let mut reference = SHARED.to_vec();
+        reference.extend_from_slice(&shared.to_le_bytes());
+        for &key in keys {
+            self.put(key, &reference)?;
+        }
+        self.put(shared, cubin)
     }
 
     /// Removes the least recently modified entries other than `keep` until the total fits, and
@@ -530,9 +586,46 @@ mod tests {
         check_corruption(|b| b.truncate(b.len() - 1), "payload is 6 bytes");
         check_corruption(|b| b.truncate(20), "truncated header");
         check_corruption(|b| b[..8].copy_from_slice(b"NOTCUBIN"), "bad magic");
-        check_corruption(|b| b[7] = b'2', "format version");
+        check_corruption(|b| b[7] = b'1', "format version");
         check_corruption(|b| b[8] ^= 1, "holds key");
         check_corruption(|b| b.push(0), "payload is 8 bytes");
+    }
+
+    #[test]
+    fn a_shared_cubin_is_stored_once_and_found_under_each_key() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let cache = cache_in(tmp.path(), 1 << 20);
+        let cubin = b"\x7fELF two entries".as_slice();
+        cache.put_shared(&[1, 2, 3], cubin).expect("put_shared");
+        for key in [1, 2, 3] {
+            assert_eq!(cache.get(key), hit(cubin), "key {key}");
+        }
+        let stats = cache.stats();
+        assert_eq!(stats.entries, 4, "three references and the cubin");
+        let shared = shared_cubin_key(cubin);
+        assert_eq!(cache.get(shared), hit(cubin));
+        let cubin_bytes = (HEADER_LEN + cubin.len()) as u64;
+        assert_eq!(stats.bytes, cubin_bytes + 3 * (HEADER_LEN as u64 + 16));
+
+        // One key alone is a plain entry.
+        cache.put_shared(&[7], b"alone").expect("put_shared");
+        assert_eq!(stats.entries + 1, cache.stats().entries);
+        assert_eq!(cache.get(7), hit(b"alone"));
+
+        // The cubin gone (evicted or damaged): each reference is a miss, never its bytes.
+        let mut bytes = fs::read(cache.entry_path(shared)).unwrap();
+        bytes[HEADER_LEN] ^= 1;
+        fs::write(cache.entry_path(shared), &bytes).unwrap();
+        assert!(matches!(cache.get(1), Lookup::Corrupt(_)), "damaged");
+        assert_eq!(cache.get(2), Lookup::Miss, "removed");
+        cache.put_shared(&[1, 2], cubin).expect("put_shared again");
+        assert_eq!(cache.get(2), hit(cubin));
+
+        // A reference to a reference is refused, not followed.
+        let mut reference = SHARED.to_vec();
+        reference.extend_from_slice(&1u64.to_le_bytes());
+        cache.put(9, &reference).expect("put");
+        assert!(matches!(cache.get(9), Lookup::Corrupt(r) if r.contains("itself a reference")));
     }
 
     #[test]

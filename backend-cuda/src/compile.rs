@@ -1,27 +1,33 @@
 //! Compiling a program's kernels: each tile kernel to Tile IR bytecode (module `codegen`), then
 //! to a cubin per target architecture with `tileiras`, through the kernel cache.
 //!
-//! Takes a verified [`Program`]. Guarantees one [`KernelAbi`] per kernel and, per requested
-//! architecture, one cubin per kernel in kernel order, each either assembled now or read back
-//! from the cache after its checksum verified.
+//! Takes a verified [`Program`]. Guarantees one [`KernelAbi`] per kernel, each entry named
+//! for its kernel's kind and content, and, per requested architecture, one cubin per kernel in
+//! kernel order that holds the kernel's entry: assembled now, alone or in a batch with other
+//! kernels (one module of several entries, one `tileiras` run, one cubin the batch shares), or
+//! read back from the cache after its checksum verified.
 
 use crate::cache::{cache_key, KernelCache, Lookup};
-use crate::codegen::{generate, KernelAbi, KernelHints};
+use crate::codegen::{generate, generate_entry, rename_entry, KernelAbi, KernelHints};
 use crate::toolchain::{Toolchain, ToolchainError, INSTALL_HINT};
 use crate::tuning::Tuning;
 use cutile_ir::bytecode::BytecodeVersion;
+use cutile_ir::ir::Module;
 use rayon::prelude::*;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use tir_lower::tile::TileKernel;
+use tir_lower::tile::{TileKernel, TileOp};
 use tir_lower::{BackendError, Program};
+
+/// A cubin, shared by the kernels of one batch.
+pub type Cubin = std::sync::Arc<[u8]>;
 
 /// A program's kernels, compiled.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CompiledKernels {
     pub abis: Vec<KernelAbi>,
-    /// Per architecture: one cubin per kernel.
-    pub cubins: BTreeMap<String, Vec<Vec<u8>>>,
+    /// Per architecture: one cubin per kernel (kernels assembled in one batch share one).
+    pub cubins: BTreeMap<String, Vec<Cubin>>,
     /// The `tileiras` release that built them.
     pub toolchain: String,
 }
@@ -42,16 +48,38 @@ fn unsupported(reason: String) -> BackendError {
 }
 
 /// The Tile IR bytecode of one kernel with `hints` in bytecode version `version`, and its ABI.
+///
+/// The entry is named for the kernel's kind and content (`tir_matmul_` and the FNV-1a 64 of the
+/// bytecode it would have under `tir_matmul`): kernels that differ only in position share their
+/// bytecode and cache entries, and distinct kernels can share a module ([`assemble_batch`]).
 pub fn kernel_bytecode(
     kernel: &TileKernel,
     hints: &KernelHints,
     version: BytecodeVersion,
 ) -> Result<(Vec<u8>, KernelAbi), BackendError> {
-    let generated =
+    let mut generated =
         generate(kernel, hints).map_err(|e| unsupported(format!("kernel {}: {e}", kernel.name)))?;
-    let bytes = cutile_ir::bytecode::write_bytecode_version(&generated.module, version)
-        .map_err(|e| unsupported(format!("kernel {}: writing bytecode: {e}", kernel.name)))?;
+    let by_kind = module_bytecode(&generated.module, version, &kernel.name)?;
+    let entry = format!("{}_{:016x}", generated.abi.entry, fnv64(&by_kind));
+    rename_entry(&mut generated, entry);
+    let bytes = module_bytecode(&generated.module, version, &kernel.name)?;
     Ok((bytes, generated.abi))
+}
+
+/// `module` as bytecode of `version`; `what` names it in the error.
+fn module_bytecode(
+    module: &Module,
+    version: BytecodeVersion,
+    what: &str,
+) -> Result<Vec<u8>, BackendError> {
+    cutile_ir::bytecode::write_bytecode_version(module, version)
+        .map_err(|e| unsupported(format!("kernel {what}: writing bytecode: {e}")))
+}
+
+fn fnv64(bytes: &[u8]) -> u64 {
+    let mut h = fnv::FnvHasher::default();
+    std::hash::Hasher::write(&mut h, bytes);
+    std::hash::Hasher::finish(&h)
 }
 
 /// What compiling tells as it goes, so that a front end can show progress (`tirc` draws a bar
@@ -81,7 +109,7 @@ impl CompileProgress for Silent {
 /// One kernel for one architecture after the cache was asked: its cubin, or the key it is
 /// missing under (and whether a corrupt entry was dropped there).
 enum Found {
-    Cached(Vec<u8>),
+    Cached(Cubin),
     Missing { key: u64, corrupt: bool },
 }
 
@@ -90,7 +118,7 @@ fn look_up(bytecode: &[u8], arch: &str, compiler: &KernelCompiler) -> Found {
     let key = cache_key(bytecode, arch, &compiler.stamp.version);
     let lookup = compiler.cache.as_ref().map_or(Lookup::Miss, |c| c.get(key));
     match lookup {
-        Lookup::Hit(bytes) => Found::Cached(bytes),
+        Lookup::Hit(bytes) => Found::Cached(bytes.into()),
         Lookup::Miss => Found::Missing {
             key,
             corrupt: false,
@@ -99,28 +127,145 @@ fn look_up(bytecode: &[u8], arch: &str, compiler: &KernelCompiler) -> Found {
     }
 }
 
-/// Assembles a cubin the cache did not hold and stores it there.
-fn assemble(
-    bytecode: &[u8],
-    arch: &str,
-    kernel: &str,
+/// The most kernels one `tileiras` run assembles together. Each run costs about 0.15 s before
+/// its first kernel (2 cores: the decoder block's nine kernels besides its attention took
+/// 2.6-2.8 s as one module, 3.6-3.9 s one by one), while a batch finishes only when its
+/// slowest member does and a rejected member sends every member of its batch through again.
+pub const MAX_BATCH: usize = 8;
+
+/// An estimate of the milliseconds `tileiras` takes on `kernel`'s entry beyond its start:
+/// about 1.3 per statement outside loops, 300 for a kernel with loops and 10 per statement in
+/// them. Fitted on the decoder block's kernels on 2 cores (a row reduction of 25 statements 0.24
+/// s in all, its matrix-vector products of 27-40 statements 0.4-0.69 s, its attention with 126
+/// statements in its key loop 1.9 s, the attention's split sum of 139 statements 0.33 s).
+fn assembly_cost(kernel: &TileKernel) -> u64 {
+    fn walk(block: &tir_lower::tile::Block, in_loop: bool, cost: &mut u64) {
+        for s in &block.stmts {
+            match &s.op {
+                TileOp::For { body, .. } => {
+                    if !in_loop {
+                        *cost += 300;
+                    }
+                    walk(body, true, cost);
+                }
+                _ => *cost += if in_loop { 10 } else { 1 },
+            }
+        }
+    }
+    let mut cost = 0;
+    walk(&kernel.body, false, &mut cost);
+    cost
+}
+
+/// A cubin the cache did not hold: its cache key, the kernel and the architecture (indexes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Missing {
     key: u64,
+    kernel: usize,
+    arch: usize,
+}
+
+/// Groups `missing` cubins into batches for one `tileiras` run each: one architecture and at
+/// most [`MAX_BATCH`] kernels a batch, and at least `threads` batches of each architecture
+/// while there are cubins enough, so that every core has a run. Cubins go costliest first
+/// (`cost` of its kernel, [`assembly_cost`]) into the batch of that architecture with the
+/// smallest cost so far and room left. The batches come costliest first.
+fn batches(missing: &[Missing], cost: impl Fn(usize) -> u64, threads: usize) -> Vec<Vec<Missing>> {
+    let cost = |m: &Missing| cost(m.kernel);
+    let mut all: Vec<(u64, Vec<Missing>)> = Vec::new();
+    let archs: std::collections::BTreeSet<usize> = missing.iter().map(|m| m.arch).collect();
+    for arch in archs {
+        let mut cubins: Vec<Missing> = missing.iter().filter(|m| m.arch == arch).copied().collect();
+        cubins.sort_by_key(|m| std::cmp::Reverse(cost(m)));
+        let count = threads
+            .max(cubins.len().div_ceil(MAX_BATCH))
+            .min(cubins.len());
+        let mut bins: Vec<(u64, Vec<Missing>)> = vec![(0, Vec::new()); count];
+        for m in cubins {
+            let bin = bins
+                .iter_mut()
+                .filter(|(_, members)| members.len() < MAX_BATCH)
+                .min_by_key(|(c, _)| *c)
+                .expect("count bins of MAX_BATCH hold every cubin");
+            bin.0 += cost(&m);
+            bin.1.push(m);
+        }
+        all.extend(bins);
+    }
+    all.sort_by_key(|(c, _)| std::cmp::Reverse(*c));
+    all.into_iter().map(|(_, members)| members).collect()
+}
+
+/// One kernel's bytecode, ABI and hints, and per architecture what the cache held for it.
+struct KernelCode {
+    bytecode: Vec<u8>,
+    abi: KernelAbi,
+    hints: KernelHints,
+    /// [`assembly_cost`].
+    cost: u64,
+    found: Vec<Found>,
+}
+
+/// Assembles the cubins of `batch` and stores them in the cache: a batch of several kernels as
+/// one module holding each kernel's entry, so that every member's cubin is that one cubin.
+/// When `tileiras` rejects such a module, each member is assembled alone, so that an error
+/// names the kernel it is about. Returns each member's key and cubin, in batch order.
+fn assemble_batch(
+    batch: &[Missing],
+    program: &Program,
+    code: &[KernelCode],
+    archs: &[String],
     compiler: &KernelCompiler,
-) -> Result<Vec<u8>, BackendError> {
+) -> Result<Vec<(u64, Cubin)>, BackendError> {
+    let arch = &archs[batch[0].arch];
     let toolchain = compiler.toolchain.as_ref().ok_or_else(|| {
+        let kernel = &program.kernels[batch[0].kernel].name;
         unsupported(format!(
             "kernel {kernel} for {arch} is not in the kernel cache and tileiras was not found; \
              {INSTALL_HINT}"
         ))
     })?;
-    let bytes = toolchain
-        .assemble(bytecode, arch, kernel)
-        .map_err(|e| unsupported(e.to_string()))?;
-    if let Some(cache) = &compiler.cache {
-        // A cache that cannot be written only costs time on the next compile.
-        let _ = cache.put(key, &bytes);
+    if let [one] = batch {
+        let name = &program.kernels[one.kernel].name;
+        let cubin = toolchain
+            .assemble(&code[one.kernel].bytecode, arch, name)
+            .map_err(|e| unsupported(e.to_string()))?;
+        if let Some(cache) = &compiler.cache {
+            // A cache that cannot be written only costs time on the next compile.
+            let _ = cache.put(one.key, &cubin);
+        }
+        return Ok(vec![(one.key, cubin.into())]);
     }
-    Ok(bytes)
+    let mut module = Module::new("tir");
+    for m in batch {
+        let (kernel, c) = (&program.kernels[m.kernel], &code[m.kernel]);
+        module = generate_entry(module, kernel, &c.hints, c.abi.entry.clone())
+            .map_err(|e| unsupported(format!("kernel {}: {e}", kernel.name)))?
+            .module;
+    }
+    let names: Vec<&str> = batch
+        .iter()
+        .map(|m| program.kernels[m.kernel].name.as_str())
+        .collect();
+    let bytecode = module_bytecode(&module, compiler.stamp.bytecode, &names.join(", "))?;
+    match toolchain.assemble(&bytecode, arch, &names.join(", ")) {
+        Ok(cubin) => {
+            if let Some(cache) = &compiler.cache {
+                let keys: Vec<u64> = batch.iter().map(|m| m.key).collect();
+                let _ = cache.put_shared(&keys, &cubin); // as above
+            }
+            let cubin = Cubin::from(cubin);
+            Ok(batch.iter().map(|m| (m.key, cubin.clone())).collect())
+        }
+        Err(_) => {
+            let mut cubins = Vec::with_capacity(batch.len());
+            for m in batch {
+                let alone = std::slice::from_ref(m);
+                cubins.extend(assemble_batch(alone, program, code, archs, compiler)?);
+            }
+            Ok(cubins)
+        }
+    }
 }
 
 /// The toolchain release and bytecode version kernels are compiled with: enough to generate
@@ -277,16 +422,16 @@ impl KernelCompiler {
     /// [`KernelCompiler::compile`], telling `progress` about the cubins it assembles.
     ///
     /// Bytecode is generated and the cache asked for every kernel first, so that the number of
-    /// cubins to assemble is known before the first `tileiras` starts; then one `tileiras` runs
-    /// per core (rayon's threads) over every missing (kernel, architecture) pair, the largest
-    /// bytecode first.
+    /// cubins to assemble is known before the first `tileiras` starts; then the missing cubins
+    /// are grouped into [`batches`] and one `tileiras` runs per core (rayon's threads), each
+    /// taking the next batch when it is free, the costliest first.
     pub fn compile_reporting(
         &self,
         program: &Program,
         archs: &[String],
         progress: &dyn CompileProgress,
     ) -> Result<(CompiledKernels, CacheUse), BackendError> {
-        let generated: Vec<(Vec<u8>, KernelAbi, Vec<Found>)> = program
+        let code: Vec<KernelCode> = program
             .kernels
             .par_iter()
             .map(|kernel| {
@@ -296,23 +441,33 @@ impl KernelCompiler {
                     .iter()
                     .map(|arch| look_up(&bytecode, arch, self))
                     .collect();
-                Ok((bytecode, abi, found))
+                Ok(KernelCode {
+                    bytecode,
+                    abi,
+                    hints,
+                    cost: assembly_cost(kernel),
+                    found,
+                })
             })
             .collect::<Result<_, BackendError>>()?;
         // Each missing cubin once: kernels with the same bytecode (a program's
         // repeated layers) share one, the later ones counted as hits.
         let mut used = CacheUse::default();
-        let mut missing: Vec<(u64, usize, usize)> = Vec::new();
+        let mut missing: Vec<Missing> = Vec::new();
         let mut seen = std::collections::HashSet::new();
-        for (k, (_, _, found)) in generated.iter().enumerate() {
-            for (a, f) in found.iter().enumerate() {
+        for (kernel, c) in code.iter().enumerate() {
+            for (arch, f) in c.found.iter().enumerate() {
                 match f {
                     Found::Cached(_) => used.hits += 1,
                     Found::Missing { key, corrupt } => {
                         used.corrupt += usize::from(*corrupt);
                         if seen.insert(*key) {
                             used.misses += 1;
-                            missing.push((*key, k, a));
+                            missing.push(Missing {
+                                key: *key,
+                                kernel,
+                                arch,
+                            });
                         } else {
                             used.hits += 1;
                         }
@@ -320,34 +475,13 @@ impl KernelCompiler {
                 }
             }
         }
-        // Largest bytecode first, each thread taking the next when it is free: the longest
-        // assemblies (attention, matmuls) start early instead of ending the compile alone.
-        missing.sort_by_key(|&(_, k, _)| std::cmp::Reverse(generated[k].0.len()));
-        let mut assembled: HashMap<u64, Vec<u8>> = HashMap::new();
-        if !missing.is_empty() {
-            let total = missing.len();
-            progress.assembling(total);
-            let done = std::sync::atomic::AtomicUsize::new(0);
-            let result = missing
-                .iter()
-                .par_bridge()
-                .map(|&(key, k, a)| {
-                    let (name, arch) = (&program.kernels[k].name, &archs[a]);
-                    let cubin = assemble(&generated[k].0, arch, name, key, self);
-                    let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                    progress.assembled(name, arch, cubin.is_ok(), n, total);
-                    cubin.map(|c| (key, c))
-                })
-                .collect::<Result<HashMap<u64, Vec<u8>>, BackendError>>();
-            progress.finished();
-            assembled = result?;
-        }
-        let mut cubins: BTreeMap<String, Vec<Vec<u8>>> =
+        let assembled = self.assemble_missing(program, &code, archs, &missing, progress)?;
+        let mut cubins: BTreeMap<String, Vec<Cubin>> =
             archs.iter().map(|a| (a.clone(), Vec::new())).collect();
-        let mut abis = Vec::with_capacity(generated.len());
-        for (k, (_, abi, found)) in generated.into_iter().enumerate() {
-            abis.push(abi);
-            for (arch, f) in archs.iter().zip(found) {
+        let mut abis = Vec::with_capacity(code.len());
+        for (k, c) in code.into_iter().enumerate() {
+            abis.push(c.abi);
+            for (arch, f) in archs.iter().zip(c.found) {
                 let cubin = match f {
                     Found::Cached(bytes) => bytes,
                     Found::Missing { key, .. } => {
@@ -367,6 +501,40 @@ impl KernelCompiler {
             },
             used,
         ))
+    }
+
+    /// Assembles the `missing` cubins in batches (see [`KernelCompiler::compile_reporting`]),
+    /// telling `progress` about each; returns them by cache key.
+    fn assemble_missing(
+        &self,
+        program: &Program,
+        code: &[KernelCode],
+        archs: &[String],
+        missing: &[Missing],
+        progress: &dyn CompileProgress,
+    ) -> Result<HashMap<u64, Cubin>, BackendError> {
+        if missing.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let total = missing.len();
+        progress.assembling(total);
+        let done = std::sync::atomic::AtomicUsize::new(0);
+        let threads = rayon::current_num_threads();
+        let result = batches(missing, |k| code[k].cost, threads)
+            .into_iter()
+            .par_bridge()
+            .map(|batch| {
+                let cubins = assemble_batch(&batch, program, code, archs, self);
+                let n = done.fetch_add(batch.len(), std::sync::atomic::Ordering::Relaxed);
+                for (i, m) in batch.iter().enumerate() {
+                    let (name, arch) = (&program.kernels[m.kernel].name, &archs[m.arch]);
+                    progress.assembled(name, arch, cubins.is_ok(), n + i + 1, total);
+                }
+                cubins
+            })
+            .collect::<Result<Vec<Vec<(u64, Cubin)>>, BackendError>>();
+        progress.finished();
+        Ok(result?.into_iter().flatten().collect())
     }
 }
 

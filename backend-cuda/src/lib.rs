@@ -201,7 +201,7 @@ impl CudaBackend {
         gpu: Rc<Gpu>,
         program: &Program,
         abis: Vec<codegen::KernelAbi>,
-        cubins: &[Vec<u8>],
+        cubins: &[compile::Cubin],
     ) -> Result<CudaExecutable, BackendError> {
         let mut exe = runtime::Loaded::load(gpu, program, abis, cubins).map_err(|reason| {
             BackendError::Kernel {

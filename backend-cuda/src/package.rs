@@ -19,6 +19,7 @@
 //! file holds (up to [`MAX_PAYLOAD_LEN`]); [`Package::cubins_for`] refuses an architecture the package lacks.
 
 use crate::codegen::KernelAbi;
+use crate::compile::Cubin;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::hash::Hasher;
@@ -29,8 +30,8 @@ use tir_lower::Program;
 /// The package format version this build writes and reads (2: kernel ABIs say whether the
 /// entry is persistent; 3: library matmuls may read B transposed; 4: kernels count their
 /// products' flops; 5: `approx_exp` takes a shift and a factor; 6: library matmuls may add a
-/// residual).
-pub const FORMAT_VERSION: u32 = 6;
+/// residual; 7: cubins shared by several kernels, as batches assemble them, are stored once).
+pub const FORMAT_VERSION: u32 = 7;
 /// The first bytes of every package.
 pub const MAGIC: [u8; 8] = *b"TIRPKG\0\0";
 /// Magic, version, payload length, checksum.
@@ -46,8 +47,10 @@ pub struct Package {
     pub program: Program,
     /// One per kernel of `program`, in order.
     pub abis: Vec<KernelAbi>,
-    /// Per architecture (`sm_90`, `sm_100`, ...): one cubin per kernel, in kernel order.
-    pub cubins: BTreeMap<String, Vec<Vec<u8>>>,
+    /// Per architecture (`sm_90`, `sm_100`, ...): one cubin per kernel, in kernel order;
+    /// kernels assembled in one batch share one (stored once, [`shared_cubins`]).
+    #[serde(with = "shared_cubins")]
+    pub cubins: BTreeMap<String, Vec<Cubin>>,
     /// The tileiras release that built the cubins (e.g. "13.5.37").
     pub toolchain: String,
 }
@@ -106,7 +109,7 @@ impl Package {
 
     /// The cubins for `arch`, one per kernel in kernel order. `path` names the package in the
     /// message when it has none for `arch`.
-    pub fn cubins_for(&self, arch: &str, path: &Path) -> Result<&[Vec<u8>], PackageError> {
+    pub fn cubins_for(&self, arch: &str, path: &Path) -> Result<&[Cubin], PackageError> {
         match self.cubins.get(arch) {
             Some(cubins) => Ok(cubins),
             None => {
@@ -123,6 +126,73 @@ impl Package {
                 })
             }
         }
+    }
+}
+
+/// A package's cubins as stored: each distinct cubin once, and per architecture the index of
+/// each kernel's. Decoding makes one [`Cubin`] per stored image that every kernel using it
+/// shares, so that memory stays a small multiple of the payload (an index is a byte or more).
+mod shared_cubins {
+    use crate::compile::Cubin;
+    use serde::de::Error;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::collections::{BTreeMap, HashMap};
+
+    #[derive(Serialize)]
+    struct Stored<'a> {
+        images: Vec<&'a [u8]>,
+        kernels: BTreeMap<&'a str, Vec<u32>>,
+    }
+
+    #[derive(Deserialize)]
+    struct Owned {
+        images: Vec<Vec<u8>>,
+        kernels: BTreeMap<String, Vec<u32>>,
+    }
+
+    pub fn serialize<S: Serializer>(
+        cubins: &BTreeMap<String, Vec<Cubin>>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        let mut images: Vec<&[u8]> = Vec::new();
+        let mut index: HashMap<&[u8], u32> = HashMap::new();
+        let mut kernels = BTreeMap::new();
+        for (arch, per_kernel) in cubins {
+            let indexes = per_kernel
+                .iter()
+                .map(|cubin| {
+                    *index.entry(cubin).or_insert_with(|| {
+                        images.push(cubin);
+                        (images.len() - 1) as u32
+                    })
+                })
+                .collect();
+            kernels.insert(arch.as_str(), indexes);
+        }
+        Stored { images, kernels }.serialize(serializer)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<BTreeMap<String, Vec<Cubin>>, D::Error> {
+        let owned = Owned::deserialize(deserializer)?;
+        let images: Vec<Cubin> = owned.images.into_iter().map(Cubin::from).collect();
+        let mut cubins = BTreeMap::new();
+        for (arch, indexes) in owned.kernels {
+            let per_kernel = indexes
+                .iter()
+                .map(|&i| {
+                    images.get(i as usize).cloned().ok_or_else(|| {
+                        D::Error::custom(format!(
+                            "{arch} names cubin {i} of {} stored",
+                            images.len()
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<Cubin>, D::Error>>()?;
+            cubins.insert(arch, per_kernel);
+        }
+        Ok(cubins)
     }
 }
 
@@ -320,9 +390,9 @@ mod tests {
                 blocks_per_sm: None,
             })
             .collect();
-        let cubins = |tag: u8| -> Vec<Vec<u8>> {
+        let cubins = |tag: u8| -> Vec<Cubin> {
             (0..program.kernels.len())
-                .map(|i| vec![0x7f, b'E', b'L', b'F', tag, i as u8])
+                .map(|i| Cubin::from(vec![0x7f, b'E', b'L', b'F', tag, i as u8]))
                 .collect()
         };
         let mut all = BTreeMap::new();
@@ -345,6 +415,50 @@ mod tests {
             Err(PackageError::Corrupt { reason, .. }) => reason,
             other => panic!("expected Corrupt, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_cubin_kernels_share_is_stored_once_and_shared_again_when_read() {
+        let mut pkg = package();
+        let distinct = to_bytes(&pkg).unwrap().len();
+        let big = Cubin::from([b"\x7fELF".as_slice(), &[7; 4096]].concat());
+        for cubins in pkg.cubins.values_mut() {
+            cubins.iter_mut().for_each(|c| *c = big.clone());
+        }
+        let bytes = to_bytes(&pkg).unwrap();
+        assert!(bytes.len() < distinct + 4096 + 64, "{} bytes", bytes.len());
+        let back = from_bytes(&bytes, &p()).unwrap();
+        assert_eq!(back, pkg);
+        let all: Vec<&Cubin> = back.cubins.values().flatten().collect();
+        assert!(all.iter().all(|c| std::sync::Arc::ptr_eq(c, all[0])));
+    }
+
+    /// The stored form, for crafting payloads.
+    #[derive(Serialize)]
+    struct StoredCubins {
+        images: Vec<Vec<u8>>,
+        kernels: BTreeMap<String, Vec<u32>>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    struct Cubins(#[serde(with = "shared_cubins")] BTreeMap<String, Vec<Cubin>>);
+
+    #[test]
+    fn a_cubin_index_past_the_stored_cubins_is_refused() {
+        let encoded = |indexes: Vec<u32>| {
+            let stored = StoredCubins {
+                images: vec![b"\x7fELF".to_vec()],
+                kernels: BTreeMap::from([("sm_90".to_string(), indexes)]),
+            };
+            bincode::serde::encode_to_vec(&stored, bincode::config::standard()).unwrap()
+        };
+        let (good, _) = tir_graph::file::decode_bincode::<Cubins>(&encoded(vec![0, 0])).unwrap();
+        assert_eq!(good.0["sm_90"].len(), 2);
+        let err = tir_graph::file::decode_bincode::<Cubins>(&encoded(vec![0, 1])).unwrap_err();
+        assert!(
+            err.to_string().contains("sm_90 names cubin 1 of 1 stored"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -565,7 +679,7 @@ mod tests {
         assert!(err.contains("for sm_90"), "{err}");
 
         let mut pkg = good.clone();
-        pkg.cubins.get_mut("sm_100").unwrap()[0].clear();
+        pkg.cubins.get_mut("sm_100").unwrap()[0] = Cubin::from(Vec::new());
         let err = pkg.validate().unwrap_err();
         assert!(err.contains("sm_100 cubin of kernel 0"), "{err}");
         assert!(err.ends_with("is empty"), "{err}");

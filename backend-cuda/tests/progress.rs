@@ -35,6 +35,24 @@ impl CompileProgress for Recorded {
     }
 }
 
+/// A compiler with the toolchain and a cache in `dir`.
+fn compiler_in(dir: &std::path::Path) -> KernelCompiler {
+    let toolchain = Toolchain::locate().expect("the Tile IR toolchain (see README)");
+    KernelCompiler {
+        stamp: ToolchainStamp {
+            version: toolchain.version.clone(),
+            bytecode: toolchain.bytecode,
+            fingerprint: None,
+        },
+        toolchain: Some(toolchain),
+        cache: Some(KernelCache::new(CacheConfig {
+            dir: dir.to_path_buf(),
+            max_bytes: 1 << 30,
+        })),
+        tuning: Tuning::default(),
+    }
+}
+
 #[test]
 fn cold_compiles_report_each_missing_cubin_once() {
     // Two independent relus of the same type: two kernels, one bytecode.
@@ -55,21 +73,8 @@ fn cold_compiles_report_each_missing_cubin_once() {
         .unwrap()
         .program;
     assert_eq!(program.kernels.len(), 3);
-    let toolchain = Toolchain::locate().expect("the Tile IR toolchain (see README)");
     let dir = tempfile::tempdir().unwrap();
-    let compiler = KernelCompiler {
-        stamp: ToolchainStamp {
-            version: toolchain.version.clone(),
-            bytecode: toolchain.bytecode,
-            fingerprint: None,
-        },
-        toolchain: Some(toolchain),
-        cache: Some(KernelCache::new(CacheConfig {
-            dir: dir.path().to_path_buf(),
-            max_bytes: 1 << 30,
-        })),
-        tuning,
-    };
+    let compiler = compiler_in(dir.path());
     let archs = ["sm_90".to_string(), "sm_100".to_string()];
     let progress = Recorded::default();
 
@@ -118,4 +123,70 @@ fn cold_compiles_report_each_missing_cubin_once() {
             .all(|e| e.ends_with(" false")),
         "{events:?}"
     );
+}
+
+/// On one core a program's missing cubins are assembled by one `tileiras` run: its kernels
+/// share one cubin that holds each one's entry, the cache keeps that cubin once (a reference
+/// under each kernel's key), and a warm compile reads the same bytes back for each.
+#[test]
+fn on_one_core_a_program_is_assembled_in_one_run() {
+    let graph = tir_graph::text::parse(
+        "%0 = input \"a\" : f32[1000]\n\
+         %1 = input \"b\" : f32[1000]\n\
+         %2 = input \"c\" : f16[300]\n\
+         %3 = relu %0 : f32[1000]\n\
+         %4 = exp %1 : f32[1000]\n\
+         %5 = tanh %2 : f16[300]\n\
+         output \"r\" = %3\n\
+         output \"e\" = %4\n\
+         output \"t\" = %5\n",
+    )
+    .unwrap();
+    let tuning = Tuning::default();
+    let target = backend_cuda::gpu_target(&tuning, &backend_cuda::MatmulPolicy::default());
+    let program = compile_graph(&graph, &target, &Default::default())
+        .unwrap()
+        .program;
+    assert_eq!(program.kernels.len(), 3);
+    let dir = tempfile::tempdir().unwrap();
+    let archs = ["sm_90".to_string()];
+    let progress = Recorded::default();
+    let one_core = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+
+    let (cold, used) = one_core
+        .install(|| compiler_in(dir.path()).compile_reporting(&program, &archs, &progress))
+        .unwrap();
+    assert_eq!((used.misses, used.hits), (3, 0));
+    let events = progress.take();
+    assert_eq!(events.first().map(String::as_str), Some("assembling 3"));
+    assert_eq!(events.last().map(String::as_str), Some("finished"));
+    let cubins = &cold.cubins["sm_90"];
+    assert!(
+        cubins.iter().all(|c| std::sync::Arc::ptr_eq(c, &cubins[0])),
+        "one cubin for the three kernels"
+    );
+    let entries: std::collections::BTreeSet<&str> =
+        cold.abis.iter().map(|a| a.entry.as_str()).collect();
+    assert_eq!(entries.len(), 3, "distinct entries: {entries:?}");
+    for entry in entries {
+        assert!(
+            cubins[0]
+                .windows(entry.len())
+                .any(|w| w == entry.as_bytes()),
+            "the cubin holds {entry}"
+        );
+    }
+    let files = tir_graph::testing::dir_names(dir.path());
+    let stored: Vec<&String> = files.iter().filter(|n| n.ends_with(".cubin")).collect();
+    assert_eq!(stored.len(), 4, "three references and the cubin: {files:?}");
+
+    let (warm, used) = compiler_in(dir.path())
+        .compile_reporting(&program, &archs, &progress)
+        .unwrap();
+    assert_eq!((used.misses, used.hits), (0, 3));
+    assert!(progress.take().is_empty());
+    assert_eq!(warm, cold);
 }

@@ -1,5 +1,6 @@
-//! Code generation: one tile-IR kernel ([`TileKernel`]) to one NVIDIA Tile IR module with one
-//! entry, ready for `tileiras`.
+//! Code generation: one tile-IR kernel ([`TileKernel`]) to one entry of an NVIDIA Tile IR
+//! module ([`generate`] makes a module of one, [`generate_entry`] adds to one), ready for
+//! `tileiras`.
 //!
 //! Takes a kernel that passes the tile IR verifier. Guarantees a module whose entry follows
 //! [`KernelAbi`]: one `ptr` argument per tensor parameter (the buffer's base, assumed
@@ -172,8 +173,30 @@ fn body_dims(kernel: &TileKernel) -> Vec<String> {
 }
 
 /// Translates `kernel` into a Tile IR module with one entry (see the module doc) that carries
-/// `hints`.
+/// `hints`, named for the kernel's kind ([`entry_name`]).
 pub fn generate(kernel: &TileKernel, hints: &KernelHints) -> Result<Generated, CodegenError> {
+    generate_entry(Module::new("tir"), kernel, hints, entry_name(&kernel.name))
+}
+
+/// Renames the one entry of a module [`generate`] made.
+pub fn rename_entry(generated: &mut Generated, entry: String) {
+    let op = generated.module.functions[0];
+    for (key, value) in &mut generated.module.op_mut(op).attributes {
+        if key == "sym_name" {
+            *value = Attribute::String(entry.clone());
+        }
+    }
+    generated.abi.entry = entry;
+}
+
+/// Adds `kernel` to `module` as an entry named `entry` that carries `hints`; a module of
+/// several entries (their names distinct) assembles into one cubin holding each.
+pub fn generate_entry(
+    module: Module,
+    kernel: &TileKernel,
+    hints: &KernelHints,
+    entry: String,
+) -> Result<Generated, CodegenError> {
     let dims = body_dims(kernel);
     let persistent = hints.persistent.filter(|_| !kernel.grid.is_empty());
     let grid_extents = kernel.grid.len() > 1 || persistent.is_some();
@@ -186,7 +209,7 @@ pub fn generate(kernel: &TileKernel, hints: &KernelHints) -> Result<Generated, C
     if grid_extents {
         arg_types.extend(kernel.grid.iter().map(|_| index_ty()));
     }
-    let mut module = Module::new("tir");
+    let mut module = module;
     let (region, block, args) = build_single_block_region(&mut module, &arg_types);
     let n = kernel.params.len();
     let mut t = Translator {
@@ -213,7 +236,6 @@ pub fn generate(kernel: &TileKernel, hints: &KernelHints) -> Result<Generated, C
         t.block(&kernel.body)?;
     }
     t.e.op(Opcode::Return, &[], vec![], vec![]);
-    let entry = entry_name(&kernel.name);
     let mut module = t.e.module;
     let mut builder = OpBuilder::new(Opcode::Entry, Location::Unknown)
         .attr("sym_name", Attribute::String(entry.clone()))
@@ -256,8 +278,8 @@ pub fn kernel_kind(name: &str) -> &str {
 }
 
 /// A symbol made of the kernel's kind (`k3_matmul` → `tir_matmul`): letters, digits and `_`.
-/// Each cubin holds one entry, so names need not be unique, and kernels that differ only in
-/// position then share their bytecode and their cache entry.
+/// Without the position, so that kernels that differ only in position generate the same
+/// module.
 fn entry_name(name: &str) -> String {
     let clean: String = kernel_kind(name)
         .chars()

@@ -313,15 +313,12 @@ pub fn is_pinned(bytes: &[u8]) -> bool {
     r == sys::CUresult::CUDA_SUCCESS && kind == sys::CUmemorytype::CU_MEMORYTYPE_HOST as u32
 }
 
-/// A loaded cubin and its one entry, through the library API (a context-independent
-/// `CUkernel`, which is also what CUDA-graph capture of tile kernels needs).
-pub struct Kernel {
-    library: sys::CUlibrary,
-    kernel: sys::CUkernel,
-}
+/// A loaded cubin, through the library API (context-independent `CUkernel`s, which is also
+/// what CUDA-graph capture of tile kernels needs); unloaded when its last [`Kernel`] goes.
+pub struct Library(sys::CUlibrary);
 
-impl Kernel {
-    pub fn load(cubin: &[u8], entry: &str) -> DriverResult<Kernel> {
+impl Library {
+    pub fn load(cubin: &[u8]) -> DriverResult<std::rc::Rc<Library>> {
         // The driver reads the image from a pointer; keep a copy that outlives the call.
         let image = cubin.to_vec();
         let mut library = std::mem::MaybeUninit::uninit();
@@ -340,25 +337,37 @@ impl Kernel {
             .result()
         })?;
         // SAFETY: initialized by the successful call above.
-        let library = unsafe { library.assume_init() };
+        Ok(std::rc::Rc::new(Library(unsafe { library.assume_init() })))
+    }
+}
+
+impl Drop for Library {
+    fn drop(&mut self) {
+        // SAFETY: the library was loaded once and is unloaded once.
+        let _ = unsafe { sys::cuLibraryUnload(self.0) };
+    }
+}
+
+/// One entry of a loaded cubin.
+pub struct Kernel {
+    _library: std::rc::Rc<Library>,
+    kernel: sys::CUkernel,
+}
+
+impl Kernel {
+    /// The entry named `entry` of `library`.
+    pub fn get(library: &std::rc::Rc<Library>, entry: &str) -> DriverResult<Kernel> {
         let name = std::ffi::CString::new(entry).map_err(|e| e.to_string())?;
         let mut kernel = std::mem::MaybeUninit::uninit();
         // SAFETY: `library` is loaded; `name` is NUL-terminated.
-        let got = call(&format!("cuLibraryGetKernel({entry})"), unsafe {
-            sys::cuLibraryGetKernel(kernel.as_mut_ptr(), library, name.as_ptr()).result()
-        });
-        match got {
+        call(&format!("cuLibraryGetKernel({entry})"), unsafe {
+            sys::cuLibraryGetKernel(kernel.as_mut_ptr(), library.0, name.as_ptr()).result()
+        })?;
+        Ok(Kernel {
+            _library: library.clone(),
             // SAFETY: initialized by the successful call.
-            Ok(()) => Ok(Kernel {
-                library,
-                kernel: unsafe { kernel.assume_init() },
-            }),
-            Err(e) => {
-                // SAFETY: loaded above, unloaded once.
-                let _ = unsafe { sys::cuLibraryUnload(library) };
-                Err(e)
-            }
-        }
+            kernel: unsafe { kernel.assume_init() },
+        })
     }
 
     /// Launches `blocks` tile blocks (block dim 1x1x1: the driver expands each tile block) on
@@ -381,13 +390,6 @@ impl Kernel {
                 &mut params,
             )
         })
-    }
-}
-
-impl Drop for Kernel {
-    fn drop(&mut self) {
-        // SAFETY: the library was loaded once.
-        let _ = unsafe { sys::cuLibraryUnload(self.library) };
     }
 }
 

@@ -27,7 +27,8 @@
 
 use super::blas::{Blas, MatmulOperands, MatmulShape};
 use super::driver::{
-    self, DeviceMemory, Event, Gpu, Graph, GraphBuilder, Kernel, Node, PinnedMemory, Stream,
+    self, DeviceMemory, Event, Gpu, Graph, GraphBuilder, Kernel, Library, Node, PinnedMemory,
+    Stream,
 };
 use super::future::{block_on, RunFuture};
 use super::memory::{pinned_tensor, Fill, TensorMemory};
@@ -36,6 +37,7 @@ use super::staging::{self, Source};
 use super::timing::ColdTimer;
 use super::trace::{SpanKind, Tracer};
 use crate::codegen::{KernelAbi, PARAM_ALIGN};
+use crate::compile::Cubin;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
@@ -242,20 +244,28 @@ fn input<'a>(inputs: &'a [(&str, TensorRef<'a>)], name: &str) -> Option<TensorRe
 }
 
 impl CudaExecutable {
-    /// Loads `cubins` (one per kernel of `program`, for `gpu`'s architecture) and uploads the
-    /// constants.
+    /// Loads `cubins` (one per kernel of `program`, for `gpu`'s architecture; each distinct
+    /// one once) and uploads the constants.
     pub(crate) fn load(
         gpu: Rc<Gpu>,
         program: &Program,
         abis: Vec<KernelAbi>,
-        cubins: &[Vec<u8>],
+        cubins: &[Cubin],
     ) -> Result<CudaExecutable, String> {
         gpu.bind()?;
-        let kernels = abis
-            .iter()
-            .zip(cubins)
-            .map(|(abi, cubin)| Kernel::load(cubin, &abi.entry))
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut libraries: HashMap<&[u8], Rc<Library>> = HashMap::new();
+        let mut kernels = Vec::with_capacity(abis.len());
+        for (abi, cubin) in abis.iter().zip(cubins) {
+            let library = match libraries.get(&cubin[..]) {
+                Some(l) => l.clone(),
+                None => {
+                    let l = Library::load(cubin)?;
+                    libraries.insert(cubin, l.clone());
+                    l
+                }
+            };
+            kernels.push(Kernel::get(&library, &abi.entry)?);
+        }
         let done = (0..kernels.len())
             .map(|_| Event::new())
             .collect::<Result<Vec<_>, _>>()?;

@@ -264,8 +264,8 @@ fn package_seeds() -> Result<Vec<Seed>, String> {
                 blocks_per_sm: None,
             })
             .collect();
-        let cubins: Vec<Vec<u8>> = (0..program.kernels.len())
-            .map(|i| vec![0x7f, b'E', b'L', b'F', i as u8])
+        let cubins: Vec<backend_cuda::compile::Cubin> = (0..program.kernels.len())
+            .map(|i| vec![0x7f, b'E', b'L', b'F', i as u8].into())
             .collect();
         let pkg = package::Package {
             program,
