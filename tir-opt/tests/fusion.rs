@@ -334,3 +334,48 @@ fn a_softmax_over_another_axis_is_no_attention() {
         kinds(&fused)
     );
 }
+
+/// An attention kernel grows only into the kernel with every producer it can absorb: every
+/// combination of the rotary embeddings' ops above Q and K is also an attention kernel (2280
+/// of them a layer), which made a 134-layer transformer run out of fusion's time and fuse
+/// worse than a short one. Now each layer costs the search the same few hundred kernels and
+/// fuses the same, however many layers there are.
+#[test]
+fn a_deep_transformer_fuses_each_layer_as_a_shallow_one() {
+    let fused_layers = |layers: u64| {
+        let graph = models::transformer(&models::TransformerConfig {
+            layers,
+            seq: 16,
+            hidden: 64,
+            heads: 2,
+            ffn: 128,
+        })
+        .unwrap();
+        let (fused, report) = optimize(&graph, &OptOptions::default()).unwrap();
+        fused.verify().unwrap();
+        assert!(report.bounds_hit.is_empty(), "{:?}", report.bounds_hit);
+        let attention = kinds(&fused)
+            .iter()
+            .filter(|k| **k == KernelKind::Attention)
+            .count();
+        assert_eq!(attention as u64, layers, "one attention kernel a layer");
+        (fused.kernels.len(), report.rules["absorb-producer"])
+    };
+    let (one, one_absorbed) = fused_layers(1);
+    let (two, two_absorbed) = fused_layers(2);
+    let (forty, forty_absorbed) = fused_layers(40);
+    assert_eq!(
+        forty - one,
+        39 * (two - one),
+        "kernels grow by one layer's each layer"
+    );
+    assert!(
+        one_absorbed < 300,
+        "{one_absorbed} kernels grown for one layer"
+    );
+    assert_eq!(
+        forty_absorbed - one_absorbed,
+        39 * (two_absorbed - one_absorbed),
+        "the search grows by one layer's each layer"
+    );
+}

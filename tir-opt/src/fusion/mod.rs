@@ -8,7 +8,8 @@
 //! output, and the grown set still forms a kernel of some kind ([`kinds::classify`]) within the
 //! target's limits. An attention pattern (`softmax(f(Q Kᵀ)) V`, [`kinds::attention_pattern`]) is
 //! seeded whole, with each chain of layout ops above it, since its parts form no kernel one
-//! producer at a time. Extraction with the cost of [`cost`] then chooses one kernel per needed
+//! producer at a time, and grows only into the kernel that absorbs every producer it can
+//! (not into each combination of them). Extraction with the cost of [`cost`] then chooses one kernel per needed
 //! class, which decides what fuses.
 //!
 //! Why a second e-graph rather than kernels in the simplifier's: fusing over every algebraic
@@ -101,16 +102,10 @@ impl Search<'_> {
 
     /// Adds `candidate` as a kernel of its root's class; `false` if it is no kernel or known.
     fn add(&mut self, candidate: &Candidate) -> bool {
-        let inputs = self.inputs(&candidate.members);
-        let Some(kind) = kinds::classify(
-            self.graph,
-            &candidate.members,
-            candidate.root,
-            inputs.len(),
-            self.target,
-        ) else {
+        let Some(kind) = self.kind(&candidate.members, candidate.root) else {
             return false;
         };
+        let inputs = self.inputs(&candidate.members);
         let node = FusionNode::Kernel {
             root: candidate.root,
             kind,
@@ -167,8 +162,9 @@ impl Search<'_> {
         seeds
     }
 
-    /// The kernels `candidate` grows into by absorbing one producer.
-    fn grow(&self, candidate: &Candidate) -> Vec<Candidate> {
+    /// The producers `candidate` may absorb: computed values it reads, not results, whose
+    /// every user is a member.
+    fn absorbable(&self, candidate: &Candidate) -> Vec<NodeId> {
         let g = self.graph;
         self.inputs(&candidate.members)
             .into_iter()
@@ -179,6 +175,17 @@ impl Search<'_> {
                     && !self.results.contains(&p)
                     && g.users(p).iter().all(|u| candidate.members.contains(u))
             })
+            .collect()
+    }
+
+    /// The kernels `candidate` grows into by absorbing one producer; an attention kernel
+    /// grows into one only ([`Search::grow_attention`]).
+    fn grow(&self, candidate: &Candidate) -> Vec<Candidate> {
+        if self.kind(&candidate.members, candidate.root) == Some(KernelKind::Attention) {
+            return self.grow_attention(candidate).into_iter().collect();
+        }
+        self.absorbable(candidate)
+            .into_iter()
             .map(|p| {
                 let mut members = candidate.members.clone();
                 members.insert(p);
@@ -188,6 +195,35 @@ impl Search<'_> {
                 }
             })
             .collect()
+    }
+
+    /// The attention kernel `candidate` grows into by absorbing every producer it can, one at
+    /// a time, or `None` when it absorbs none. Its producers are chains above Q, K, V and the
+    /// mask, and every combination of their prefixes is an attention kernel (2280 for a layer
+    /// with rotary embeddings, so that a 134-layer transformer ran out of fusion's time), each
+    /// reading more than the one with all of them, whose absorbed producers have no other user.
+    fn grow_attention(&self, candidate: &Candidate) -> Option<Candidate> {
+        let mut whole = candidate.clone();
+        loop {
+            let before = whole.members.len();
+            for p in self.absorbable(&whole) {
+                let mut members = whole.members.clone();
+                members.insert(p);
+                if self.kind(&members, whole.root) == Some(KernelKind::Attention) {
+                    whole.members = members;
+                }
+            }
+            if whole.members.len() == before {
+                break;
+            }
+        }
+        (whole.members.len() > candidate.members.len()).then_some(whole)
+    }
+
+    /// The kind of kernel `members` form with root `root`, if any.
+    fn kind(&self, members: &BTreeSet<NodeId>, root: NodeId) -> Option<KernelKind> {
+        let inputs = self.inputs(members).len();
+        kinds::classify(self.graph, members, root, inputs, self.target)
     }
 }
 
