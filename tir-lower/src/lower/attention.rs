@@ -687,8 +687,11 @@ impl KernelLowering<'_> {
             None => self.score_epilogue(pattern, s, (s_space, &s_shape), mask)?,
         };
         // Keys past the end at -inf.
-        // Blocks every query sees whole are complete: only the others can pass the end.
-        let complete = matches!(keys, Dim::Static(n) if n % bn == 0);
+        // Blocks every query sees whole are complete: only the others can pass the end. So are
+        // the blocks of a loop pinned to keys `lo..hi` with `hi` a multiple of the block: only
+        // a block cut short by the end of the keys ends between two multiples.
+        let complete = matches!(keys, Dim::Static(n) if n % bn == 0)
+            || pin.is_some_and(|(_, hi)| hi % bn == 0);
         if !complete && mask != Mask::Visible {
             let hi = self.b.dim(&keys);
             let inside = self.b.in_range(&Ix::axis(rank - 1), zero, hi, s_space);
@@ -732,7 +735,13 @@ impl KernelLowering<'_> {
         let sum = self.binary(BinaryOp::Add, kept, block_sum, &row_ty);
         // acc · rescale + p @ v.
         let v_tile = self.value(v, &operand_ix(&g.ty(v).shape, rank), v_space)?;
-        let v_tile = self.mask_k(v_tile, v_dtype, v_space, rank - 2, &keys, bn);
+        // Past the end, `p` is 0: the values there need masking only when they may not be
+        // finite, i.e. unless they are a load's zero padding.
+        let v_tile = if complete || self.b.is_zero_padded_load(v_tile) {
+            v_tile
+        } else {
+            self.mask_k(v_tile, v_dtype, v_space, rank - 2, &keys, bn)
+        };
         let p = self
             .b
             .emit(TileOp::Cast { x: p }, Type::tile(v_dtype, &s_shape));

@@ -449,6 +449,15 @@ impl KernelBuilder {
         )
     }
 
+    /// Whether `x` is a load padded with zeros (its elements past its view's shape are 0),
+    /// defined in a block still open.
+    pub fn is_zero_padded_load(&self, x: ValueId) -> bool {
+        self.blocks.iter().flatten().any(|s| {
+            s.defs.first().is_some_and(|(id, _)| *id == x)
+                && matches!(s.op, TileOp::Load { padding, .. } if padding == 0.0)
+        })
+    }
+
     /// How many blocks are open (1 at the kernel's top level).
     pub fn depth(&self) -> usize {
         self.blocks.len()
