@@ -3,6 +3,7 @@
 
 use tir_graph::models::{self, AttentionConfig, DecoderConfig, TransformerConfig};
 use tir_graph::Graph;
+use tir_lower::tile::{TileOp, Type};
 use tir_lower::{compile_graph, Program, Target};
 use tir_opt::Limits;
 
@@ -389,24 +390,64 @@ fn attention_approximates_exp_only_where_probabilities_round_to_16_bits() {
     assert_eq!(exps(tir_graph::DType::F32), (0, 2));
 }
 
+/// The program of an attention of one query over a concat of a cache of `ctx` positions and a
+/// new token's key, masked to the first positions of the cache and the new token.
+fn attention_over_cache(ctx: u64) -> Program {
+    use tir_graph::{shape, DType, GraphBuilder};
+    let g = GraphBuilder::new();
+    let q = g.input("q", DType::F16, shape![1, 2, 1, 32]).unwrap();
+    let cache = g.input("cache", DType::F16, shape![1, 2, ctx, 32]).unwrap();
+    let new = g.input("new", DType::F16, shape![1, 2, 1, 32]).unwrap();
+    let keys = g.concat(&[&cache, &new], 2).unwrap();
+    let pos = g.scalar(DType::I64, 5.0).unwrap();
+    let cached = g.arange(DType::I64, ctx).unwrap().lt(&pos).unwrap();
+    let one = g.constant(DType::Bool, shape![1], &[1.0]).unwrap();
+    let visible = g.concat(&[&cached, &one], 0).unwrap();
+    let y = q.attention_masked(&keys, &keys, Some(&visible)).unwrap();
+    g.output("y", &y).unwrap();
+    lower(&g.finish().unwrap())
+}
+
+/// Per key loop of `program`'s kernels, the selects in its body over a block of scores (a
+/// last axis of `bn`) and over a block of values (`bn` on the axis before).
+fn key_masks(program: &Program, bn: u64) -> Vec<(usize, usize)> {
+    let mut loops = Vec::new();
+    for k in &program.kernels {
+        k.walk(&mut |s| {
+            let TileOp::For { body, .. } = &s.op else {
+                return;
+            };
+            let (mut scores, mut values) = (0, 0);
+            for st in &body.stmts {
+                if let (TileOp::Select { .. }, Some((_, Type::Tile { shape, .. }))) =
+                    (&st.op, st.defs.first())
+                {
+                    let n = shape.len();
+                    scores += usize::from(shape[n - 1] == bn);
+                    values += usize::from(n > 1 && shape[n - 2] == bn);
+                }
+            }
+            loops.push((scores, values));
+        });
+    }
+    loops
+}
+
+/// A key loop over whole blocks of one part of a concat masks no key past the end, and the
+/// values of the block cut short by the end are zero past it as loaded: the cache's loop
+/// selects only with the graph's mask, the new token's also masks its scores past the end,
+/// and neither masks the values.
+#[test]
+fn key_loops_mask_only_what_can_pass_the_end() {
+    assert_eq!(key_masks(&attention_over_cache(256), 64), [(1, 0), (2, 0)]);
+}
+
 #[test]
 fn attention_over_a_concat_of_keys_reads_each_part_through_views() {
-    use tir_graph::{shape, DType, GraphBuilder};
     // Loops, and gathers (indexed loads) in them, of the attention kernel over a cache of `ctx`
     // positions and one new token (key blocks of 64 under the default target).
     let shape_of = |ctx: u64| {
-        let g = GraphBuilder::new();
-        let q = g.input("q", DType::F16, shape![1, 2, 1, 32]).unwrap();
-        let cache = g.input("cache", DType::F16, shape![1, 2, ctx, 32]).unwrap();
-        let new = g.input("new", DType::F16, shape![1, 2, 1, 32]).unwrap();
-        let keys = g.concat(&[&cache, &new], 2).unwrap();
-        let pos = g.scalar(DType::I64, 5.0).unwrap();
-        let cached = g.arange(DType::I64, ctx).unwrap().lt(&pos).unwrap();
-        let one = g.constant(DType::Bool, shape![1], &[1.0]).unwrap();
-        let visible = g.concat(&[&cached, &one], 0).unwrap();
-        let y = q.attention_masked(&keys, &keys, Some(&visible)).unwrap();
-        g.output("y", &y).unwrap();
-        let program = lower(&g.finish().unwrap());
+        let program = attention_over_cache(ctx);
         let at = program
             .kernels
             .iter()
