@@ -53,10 +53,20 @@ fn compiler_in(dir: &std::path::Path) -> KernelCompiler {
     }
 }
 
+/// The program of the graph in text form `text` for the GPU target.
+fn program_of(text: &str) -> tir_lower::Program {
+    let graph = tir_graph::text::parse(text).unwrap();
+    let target =
+        backend_cuda::gpu_target(&Tuning::default(), &backend_cuda::MatmulPolicy::default());
+    compile_graph(&graph, &target, &Default::default())
+        .unwrap()
+        .program
+}
+
 #[test]
 fn cold_compiles_report_each_missing_cubin_once() {
     // Two independent relus of the same type: two kernels, one bytecode.
-    let graph = tir_graph::text::parse(
+    let program = program_of(
         "%0 = input \"a\" : f32[1000]\n\
          %1 = input \"b\" : f32[1000]\n\
          %2 = relu %0 : f32[1000]\n\
@@ -65,13 +75,7 @@ fn cold_compiles_report_each_missing_cubin_once() {
          output \"y\" = %2\n\
          output \"z\" = %3\n\
          output \"e\" = %4\n",
-    )
-    .unwrap();
-    let tuning = Tuning::default();
-    let target = backend_cuda::gpu_target(&tuning, &backend_cuda::MatmulPolicy::default());
-    let program = compile_graph(&graph, &target, &Default::default())
-        .unwrap()
-        .program;
+    );
     assert_eq!(program.kernels.len(), 3);
     let dir = tempfile::tempdir().unwrap();
     let compiler = compiler_in(dir.path());
@@ -130,7 +134,7 @@ fn cold_compiles_report_each_missing_cubin_once() {
 /// under each kernel's key), and a warm compile reads the same bytes back for each.
 #[test]
 fn on_one_core_a_program_is_assembled_in_one_run() {
-    let graph = tir_graph::text::parse(
+    let program = program_of(
         "%0 = input \"a\" : f32[1000]\n\
          %1 = input \"b\" : f32[1000]\n\
          %2 = input \"c\" : f16[300]\n\
@@ -140,13 +144,7 @@ fn on_one_core_a_program_is_assembled_in_one_run() {
          output \"r\" = %3\n\
          output \"e\" = %4\n\
          output \"t\" = %5\n",
-    )
-    .unwrap();
-    let tuning = Tuning::default();
-    let target = backend_cuda::gpu_target(&tuning, &backend_cuda::MatmulPolicy::default());
-    let program = compile_graph(&graph, &target, &Default::default())
-        .unwrap()
-        .program;
+    );
     assert_eq!(program.kernels.len(), 3);
     let dir = tempfile::tempdir().unwrap();
     let archs = ["sm_90".to_string()];
