@@ -188,3 +188,87 @@ fn on_one_core_a_program_is_assembled_in_one_run() {
     assert!(progress.take().is_empty());
     assert_eq!(warm, cold);
 }
+
+/// When `tileiras` rejects a batch, its kernels are assembled one by one, so that the error
+/// names the kernel it rejects rather than the batch.
+#[cfg(unix)]
+#[test]
+fn a_rejected_batch_names_the_kernel_tileiras_rejects() {
+    use std::os::unix::fs::PermissionsExt;
+    use tir_lower::tile::TileOp;
+    let program = program_of(
+        "%0 = input \"a\" : f32[1000]\n\
+         %1 = input \"b\" : f32[1000]\n\
+         %2 = input \"c\" : f16[300]\n\
+         %3 = relu %0 : f32[1000]\n\
+         %4 = exp %1 : f32[1000]\n\
+         %5 = tanh %2 : f16[300]\n\
+         output \"r\" = %3\n\
+         output \"e\" = %4\n\
+         output \"t\" = %5\n",
+    );
+    let real = Toolchain::locate().expect("the Tile IR toolchain (see README)");
+    let tanh = program
+        .kernels
+        .iter()
+        .find(|k| {
+            let mut found = false;
+            k.walk(&mut |s| {
+                found |= matches!(
+                    s.op,
+                    TileOp::Unary {
+                        op: tir_graph::UnaryOp::Tanh,
+                        ..
+                    }
+                )
+            });
+            found
+        })
+        .expect("a tanh kernel");
+    let hints = Tuning::default().hints_for(&program, tanh);
+    let (_, abi) = backend_cuda::compile::kernel_bytecode(tanh, &hints, real.bytecode).unwrap();
+    // A tileiras that refuses every module holding the tanh kernel's entry.
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("tileiras");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nfor last; do :; done\n\
+             if grep -q '{}' \"$last\"; then echo 'error: no tanh today' >&2; exit 1; fi\n\
+             exec '{}' \"$@\"\n",
+            abi.entry,
+            real.tileiras.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut compiler = compiler_in(&dir.path().join("cache"));
+    compiler.toolchain = Some(Toolchain {
+        tileiras: script,
+        ..real
+    });
+    let progress = Recorded::default();
+    let one_core = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let err = one_core
+        .install(|| compiler.compile_reporting(&program, &["sm_90".to_string()], &progress))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(&format!(
+            "tileiras rejected kernel {} for sm_90: error: no tanh today",
+            tanh.name
+        )),
+        "{err}"
+    );
+    let events = progress.take();
+    assert_eq!(events.first().map(String::as_str), Some("assembling 3"));
+    assert!(
+        events[1..events.len() - 1]
+            .iter()
+            .all(|e| e.ends_with(" false")),
+        "{events:?}"
+    );
+}
