@@ -2,7 +2,7 @@
 //! bytecode, the target arch and the toolchain version.
 //!
 //! Each entry is one file, `<dir>/<key as 16 lowercase hex digits>.cubin`: a 32-byte header
-//! (magic `TIRCUBN1`, then the key, the payload length and the FNV-1a 64 checksum of the
+//! (magic `TIRCUBN2`, then the key, the payload length and the FNV-1a 64 checksum of the
 //! payload, each a u64 LE) followed by the payload. The payload is a cubin, or a reference to
 //! the entry holding one: [`SHARED`] then that entry's key (u64 LE), written by
 //! [`KernelCache::put_shared`] for the kernels of one cubin (a batch), so that it is on disk
@@ -151,9 +151,10 @@ fn shared_key(payload: &[u8]) -> Option<u64> {
     Some(u64::from_le_bytes(key.try_into().ok()?))
 }
 
-fn checksum(payload: &[u8]) -> u64 {
+/// FNV-1a 64 of `bytes`: entries' and packages' checksums, and kernels' content names.
+pub(crate) fn fnv64(bytes: &[u8]) -> u64 {
     let mut h = fnv::FnvHasher::default();
-    h.write(payload);
+    h.write(bytes);
     h.finish()
 }
 
@@ -417,7 +418,7 @@ fn header(key: u64, payload: &[u8]) -> [u8; HEADER_LEN] {
     h[..8].copy_from_slice(MAGIC);
     h[8..16].copy_from_slice(&key.to_le_bytes());
     h[16..24].copy_from_slice(&(payload.len() as u64).to_le_bytes());
-    h[24..].copy_from_slice(&checksum(payload).to_le_bytes());
+    h[24..].copy_from_slice(&fnv64(payload).to_le_bytes());
     h
 }
 
@@ -471,7 +472,7 @@ pub fn decode_entry(key: u64, bytes: &[u8]) -> Result<&[u8], EntryError> {
         let found = payload.len() as u64;
         return Err(EntryError::Length { declared, found });
     }
-    let (stored, computed) = (u64_at(bytes, 24), checksum(payload));
+    let (stored, computed) = (u64_at(bytes, 24), fnv64(payload));
     if stored != computed {
         return Err(EntryError::Checksum { stored, computed });
     }

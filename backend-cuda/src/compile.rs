@@ -7,7 +7,7 @@
 //! kernels (one module of several entries, one `tileiras` run, one cubin the batch shares), or
 //! read back from the cache after its checksum verified.
 
-use crate::cache::{cache_key, KernelCache, Lookup};
+use crate::cache::{cache_key, fnv64, KernelCache, Lookup};
 use crate::codegen::{generate, generate_entry, rename_entry, KernelAbi, KernelHints};
 use crate::toolchain::{Toolchain, ToolchainError, INSTALL_HINT};
 use crate::tuning::Tuning;
@@ -74,12 +74,6 @@ fn module_bytecode(
 ) -> Result<Vec<u8>, BackendError> {
     cutile_ir::bytecode::write_bytecode_version(module, version)
         .map_err(|e| unsupported(format!("kernel {what}: writing bytecode: {e}")))
-}
-
-fn fnv64(bytes: &[u8]) -> u64 {
-    let mut h = fnv::FnvHasher::default();
-    std::hash::Hasher::write(&mut h, bytes);
-    std::hash::Hasher::finish(&h)
 }
 
 /// What compiling tells as it goes, so that a front end can show progress (`tirc` draws a bar
@@ -252,7 +246,8 @@ fn assemble_batch(
         Ok(cubin) => {
             if let Some(cache) = &compiler.cache {
                 let keys: Vec<u64> = batch.iter().map(|m| m.key).collect();
-                let _ = cache.put_shared(&keys, &cubin); // as above
+                // As for one kernel: a cache that cannot be written only costs time.
+                let _ = cache.put_shared(&keys, &cubin);
             }
             let cubin = Cubin::from(cubin);
             Ok(batch.iter().map(|m| (m.key, cubin.clone())).collect())

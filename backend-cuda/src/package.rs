@@ -18,11 +18,11 @@
 //! reason, without panicking and without allocating more than a small multiple of what the
 //! file holds (up to [`MAX_PAYLOAD_LEN`]); [`Package::cubins_for`] refuses an architecture the package lacks.
 
+use crate::cache::fnv64;
 use crate::codegen::KernelAbi;
 use crate::compile::Cubin;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::hash::Hasher;
 use std::io::Read;
 use std::path::Path;
 use tir_lower::Program;
@@ -196,12 +196,6 @@ mod shared_cubins {
     }
 }
 
-fn checksum(payload: &[u8]) -> u64 {
-    let mut h = fnv::FnvHasher::default();
-    h.write(payload);
-    h.finish()
-}
-
 /// The package's file bytes. Does not validate (see [`write`]); fails only if the payload
 /// does not encode or exceeds [`MAX_PAYLOAD_LEN`].
 pub fn to_bytes(pkg: &Package) -> Result<Vec<u8>, String> {
@@ -217,7 +211,7 @@ pub fn to_bytes(pkg: &Package) -> Result<Vec<u8>, String> {
     bytes.extend_from_slice(&MAGIC);
     bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
     bytes.extend_from_slice(&len.to_le_bytes());
-    bytes.extend_from_slice(&checksum(&payload).to_le_bytes());
+    bytes.extend_from_slice(&fnv64(&payload).to_le_bytes());
     bytes.extend_from_slice(&payload);
     Ok(bytes)
 }
@@ -286,7 +280,7 @@ pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Package, PackageError> {
             have - len
         )));
     }
-    let computed = checksum(payload);
+    let computed = fnv64(payload);
     if computed != stored {
         return Err(corrupt(format!(
             "checksum mismatch (stored {stored:#018x}, computed {computed:#018x})"
@@ -623,7 +617,7 @@ mod tests {
             for value in [0x00, 0x7f, 0xfc, 0xff] {
                 let mut bad = bytes.clone();
                 bad[at] = value;
-                let sum = checksum(&bad[HEADER_LEN..]);
+                let sum = fnv64(&bad[HEADER_LEN..]);
                 bad[20..28].copy_from_slice(&sum.to_le_bytes());
                 let _ = from_bytes(&bad, &p());
             }

@@ -129,22 +129,23 @@ fn cold_compiles_report_each_missing_cubin_once() {
     );
 }
 
+/// Three independent elementwise kernels of three different bytecodes.
+const THREE_KERNELS: &str = "%0 = input \"a\" : f32[1000]\n\
+    %1 = input \"b\" : f32[1000]\n\
+    %2 = input \"c\" : f16[300]\n\
+    %3 = relu %0 : f32[1000]\n\
+    %4 = exp %1 : f32[1000]\n\
+    %5 = tanh %2 : f16[300]\n\
+    output \"r\" = %3\n\
+    output \"e\" = %4\n\
+    output \"t\" = %5\n";
+
 /// On one core a program's missing cubins are assembled by one `tileiras` run: its kernels
 /// share one cubin that holds each one's entry, the cache keeps that cubin once (a reference
 /// under each kernel's key), and a warm compile reads the same bytes back for each.
 #[test]
 fn on_one_core_a_program_is_assembled_in_one_run() {
-    let program = program_of(
-        "%0 = input \"a\" : f32[1000]\n\
-         %1 = input \"b\" : f32[1000]\n\
-         %2 = input \"c\" : f16[300]\n\
-         %3 = relu %0 : f32[1000]\n\
-         %4 = exp %1 : f32[1000]\n\
-         %5 = tanh %2 : f16[300]\n\
-         output \"r\" = %3\n\
-         output \"e\" = %4\n\
-         output \"t\" = %5\n",
-    );
+    let program = program_of(THREE_KERNELS);
     assert_eq!(program.kernels.len(), 3);
     let dir = tempfile::tempdir().unwrap();
     let archs = ["sm_90".to_string()];
@@ -196,17 +197,7 @@ fn on_one_core_a_program_is_assembled_in_one_run() {
 fn a_rejected_batch_names_the_kernel_tileiras_rejects() {
     use std::os::unix::fs::PermissionsExt;
     use tir_lower::tile::TileOp;
-    let program = program_of(
-        "%0 = input \"a\" : f32[1000]\n\
-         %1 = input \"b\" : f32[1000]\n\
-         %2 = input \"c\" : f16[300]\n\
-         %3 = relu %0 : f32[1000]\n\
-         %4 = exp %1 : f32[1000]\n\
-         %5 = tanh %2 : f16[300]\n\
-         output \"r\" = %3\n\
-         output \"e\" = %4\n\
-         output \"t\" = %5\n",
-    );
+    let program = program_of(THREE_KERNELS);
     let real = Toolchain::locate().expect("the Tile IR toolchain (see README)");
     let tanh = program
         .kernels
