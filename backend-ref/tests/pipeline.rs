@@ -315,12 +315,15 @@ fn attention_over_a_kv_cache_splits_its_key_loop_to_fill_the_target() {
     use tir_graph::{shape, GraphBuilder};
     let mut target = RefBackend::checking().target();
     target.tiles.split_programs = 64;
-    // A cache whose length meets the key blocks or not, with positions past `filled` masked
-    // out (`filled = 0`: only the new token is seen); several query rows in the last case.
+    // A cache whose length meets the key blocks (the new token's key is then a step of its
+    // own) or not, with positions past `filled` masked out (`filled = 0`: only the new token
+    // is seen); several query rows in the last cases.
     for (dtype, ctx, filled, rows) in [
         (DType::F16, 256u64, 100.0, 1u64),
+        (DType::BF16, 192, 0.0, 1),
         (DType::BF16, 200, 0.0, 1),
         (DType::F32, 77, 77.0, 3),
+        (DType::F32, 128, 50.0, 3),
     ] {
         let g = GraphBuilder::new();
         let q = g.input("q", dtype, shape![1, 2, rows, 32]).unwrap();

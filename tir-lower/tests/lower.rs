@@ -8,8 +8,12 @@ use tir_lower::{compile_graph, Program, Target};
 use tir_opt::Limits;
 
 fn lower(graph: &Graph) -> Program {
-    let compiled = compile_graph(graph, &Target::default(), &Limits::default())
-        .unwrap_or_else(|e| panic!("{e}"));
+    lower_for(graph, &Target::default())
+}
+
+fn lower_for(graph: &Graph, target: &Target) -> Program {
+    let compiled =
+        compile_graph(graph, target, &Limits::default()).unwrap_or_else(|e| panic!("{e}"));
     compiled.program
 }
 
@@ -391,8 +395,9 @@ fn attention_approximates_exp_only_where_probabilities_round_to_16_bits() {
 }
 
 /// The program of an attention of one query over a concat of a cache of `ctx` positions and a
-/// new token's key, masked to the first positions of the cache and the new token.
-fn attention_over_cache(ctx: u64) -> Program {
+/// new token's key, masked to the first positions of the cache and the new token; for a target
+/// that splits key loops over programs to fill `split_programs`.
+fn attention_over_cache(ctx: u64, split_programs: u64) -> Program {
     use tir_graph::{shape, DType, GraphBuilder};
     let g = GraphBuilder::new();
     let q = g.input("q", DType::F16, shape![1, 2, 1, 32]).unwrap();
@@ -405,7 +410,9 @@ fn attention_over_cache(ctx: u64) -> Program {
     let visible = g.concat(&[&cached, &one], 0).unwrap();
     let y = q.attention_masked(&keys, &keys, Some(&visible)).unwrap();
     g.output("y", &y).unwrap();
-    lower(&g.finish().unwrap())
+    let mut target = Target::default();
+    target.tiles.split_programs = split_programs;
+    lower_for(&g.finish().unwrap(), &target)
 }
 
 /// Per key loop of `program`'s kernels, the selects in its body over a block of scores (a
@@ -433,13 +440,54 @@ fn key_masks(program: &Program, bn: u64) -> Vec<(usize, usize)> {
     loops
 }
 
-/// A key loop over whole blocks of one part of a concat masks no key past the end, and the
-/// values of the block cut short by the end are zero past it as loaded: the cache's loop
-/// selects only with the graph's mask, the new token's also masks its scores past the end,
-/// and neither masks the values.
+/// A key loop over whole blocks of one part of a concat masks no key past the end, and does
+/// not mask the values: the cache's loop selects only with the graph's mask. The part cut
+/// short by the end is the new token's one key, walked without a loop.
 #[test]
 fn key_loops_mask_only_what_can_pass_the_end() {
-    assert_eq!(key_masks(&attention_over_cache(256), 64), [(1, 0), (2, 0)]);
+    assert_eq!(key_masks(&attention_over_cache(256, 0), 64), [(1, 0)]);
+}
+
+/// The new token's key is one step outside any loop, its products elementwise: the kernel's
+/// only products on tensor cores are the cache loop's two. When the key loop is split over
+/// programs, the step is taken only by the program whose share holds the new
+/// token: elsewhere its score and its values are selected away, by two comparisons of the
+/// share's bounds.
+#[test]
+fn a_new_tokens_key_is_one_step_without_a_loop_or_tensor_cores() {
+    let shape_of = |split_programs: u64| {
+        let program = attention_over_cache(256, split_programs);
+        let at = program
+            .kernels
+            .iter()
+            .find(|k| k.name.ends_with("attention"))
+            .expect("an attention kernel");
+        let (mut products, mut in_loops) = (0, 0);
+        at.walk(&mut |s| {
+            if let TileOp::For { body, .. } = &s.op {
+                in_loops += body
+                    .stmts
+                    .iter()
+                    .filter(|st| matches!(st.op, TileOp::Mma { .. }))
+                    .count();
+            }
+            products += usize::from(matches!(s.op, TileOp::Mma { .. }));
+        });
+        let bounds_compared = at
+            .body
+            .stmts
+            .iter()
+            .filter(|st| {
+                matches!(
+                    (&st.op, st.defs.first()),
+                    (TileOp::IndexCmp { .. }, Some((_, Type::Tile { .. })))
+                )
+            })
+            .count();
+        (products, in_loops, bounds_compared)
+    };
+    assert_eq!(shape_of(0), (2, 2, 0));
+    assert_eq!(shape_of(64), (2, 2, 2));
 }
 
 #[test]
@@ -447,7 +495,7 @@ fn attention_over_a_concat_of_keys_reads_each_part_through_views() {
     // Loops, and gathers (indexed loads) in them, of the attention kernel over a cache of `ctx`
     // positions and one new token (key blocks of 64 under the default target).
     let shape_of = |ctx: u64| {
-        let program = attention_over_cache(ctx);
+        let program = attention_over_cache(ctx, 0);
         let at = program
             .kernels
             .iter()
@@ -461,9 +509,9 @@ fn attention_over_a_concat_of_keys_reads_each_part_through_views() {
         });
         (loops, gathers)
     };
-    // The parts meet on a block boundary: the cache's blocks, then the new token's, each
-    // through views.
-    assert_eq!(shape_of(256), (2, 0));
+    // The parts meet on a block boundary: the cache's blocks in a loop, then the new token's
+    // one key, each through views.
+    assert_eq!(shape_of(256), (1, 0));
     // The block that straddles the boundary gathers from both parts.
     let (loops, gathers) = shape_of(200);
     assert_eq!(loops, 2);

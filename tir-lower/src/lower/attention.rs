@@ -24,6 +24,7 @@
 //! be a gather with a select per element; instead the key loop is split at the parts'
 //! boundaries, and inside a loop whose blocks lie in one part of every such concat, each
 //! concat reads that part alone through an affine index (a view load), see [`PinnedKeys`].
+//! A part of one key (the new token's) is one step without a loop, its products elementwise.
 //!
 //! A non-causal attention with too few programs to fill the target (a decode step: one query
 //! row per head) splits its key loop over several programs (flash decoding,
@@ -61,11 +62,18 @@ enum Mask {
 struct KeyWalk<'p> {
     pattern: &'p AttentionPattern,
     out_space: SpaceId,
-    q_tile: ValueId,
+    q: Operand,
     /// The key block and the head dim's tile.
     blocks: (u64, u64),
     /// [`AttentionTiling::scale`].
     scale: Option<f64>,
+}
+
+/// A tile operand of a product: its value, dtype and shape.
+struct Operand {
+    value: ValueId,
+    dtype: DType,
+    shape: Vec<u64>,
 }
 
 /// The running state of the online softmax, carried through the key loop.
@@ -353,7 +361,11 @@ impl KernelLowering<'_> {
         let walk = KeyWalk {
             pattern,
             out_space,
-            q_tile,
+            q: Operand {
+                value: q_tile,
+                dtype: g.ty(q).dtype,
+                shape: self.b.spaces[q_space].tile.clone(),
+            },
             blocks: (t.bn, t.d_tile),
             scale: t.scale,
         };
@@ -380,7 +392,15 @@ impl KernelLowering<'_> {
                     for (blocks, pin) in segments {
                         let (lo, hi) = (self.b.index(blocks.0), self.b.index(blocks.1));
                         let bounds = clamp(&mut self.b, lo, hi);
-                        running = self.key_loop(&walk, bounds, running, Mask::Graph, pin)?;
+                        running = if pin.is_some_and(|(lo, hi)| hi - lo == 1) {
+                            // One key (a decode step's new token): one step, without a loop,
+                            // taken only where the split's range holds it. `tileiras` spends
+                            // longer on a loop of 0 or 1 trips than on the whole step.
+                            let within = range.map(|_| bounds);
+                            self.key_step(&walk, lo, &running, Mask::Graph, pin, within)?
+                        } else {
+                            self.key_loop(&walk, bounds, running, Mask::Graph, pin)?
+                        };
                     }
                     running
                 }
@@ -500,7 +520,7 @@ impl KernelLowering<'_> {
             acc: self.b.fresh(),
         };
         self.b.open_block();
-        let next = self.key_step(walk, step, &carried, mask, pin)?;
+        let next = self.key_step(walk, step, &carried, mask, pin, None)?;
         let body = self.close_block();
         let one = self.b.index(1);
         let done = self.b.emit_multi(
@@ -611,7 +631,8 @@ impl KernelLowering<'_> {
     }
 
     /// One step of the key loop at key block `step`: the scores, the epilogue, and the online
-    /// softmax update of `running`.
+    /// softmax update of `running`. With `within = (start, end)`, a step emitted without its
+    /// loop counts only where `start < end` (elsewhere its keys weigh 0 and its values are 0).
     fn key_step(
         &mut self,
         walk: &KeyWalk,
@@ -619,11 +640,12 @@ impl KernelLowering<'_> {
         running: &Running,
         mask: Mask,
         pin: Option<(u64, u64)>,
+        within: Option<(ValueId, ValueId)>,
     ) -> Res<Running> {
         let KeyWalk {
             pattern,
             out_space,
-            q_tile,
+            ref q,
             blocks: (bn, d_tile),
             scale,
         } = *walk;
@@ -635,12 +657,22 @@ impl KernelLowering<'_> {
         let head = g.ty(kt).shape.dims()[rank - 2].clone();
         let head_out = g.ty(pattern.output).shape.dims()[rank - 1].clone();
         let zero = self.b.index(0);
+        // A step pinned to one key (a decode step's new token) takes it alone, as a block of
+        // one key at position `step · bn`: its products are then a row sum and a broadcast,
+        // which `tileiras` assembles far faster than two padded `[bn, d]` tensor-core products.
+        let (block, key) = match pin {
+            Some((lo, hi)) if hi - lo == 1 => {
+                let bn_v = self.b.index(bn as i64);
+                (1, self.b.arith(IndexOp::Mul, step, bn_v))
+            }
+            _ => (bn, step),
+        };
         // The scores `q @ kt` of this block, as the graph's node.
         let (head_v, keys_v) = (self.b.dim(&head), self.b.dim(&keys));
         let kt_space = self.with_axis(out_space, rank - 2, d_tile, zero, head_v);
-        let kt_space = self.with_axis(kt_space, rank - 1, bn, step, keys_v);
-        let s_space = self.with_axis(out_space, rank - 1, bn, step, keys_v);
-        let v_space = self.with_axis(out_space, rank - 2, bn, step, keys_v);
+        let kt_space = self.with_axis(kt_space, rank - 1, block, key, keys_v);
+        let s_space = self.with_axis(out_space, rank - 1, block, key, keys_v);
+        let v_space = self.with_axis(out_space, rank - 2, block, key, keys_v);
         let dv_tile = self.b.spaces[out_space].tile[rank - 1];
         let head_out_v = self.b.dim(&head_out);
         let v_space = self.with_axis(v_space, rank - 1, dv_tile, zero, head_out_v);
@@ -659,14 +691,12 @@ impl KernelLowering<'_> {
         let acc_dtype = accumulator(scores_ty.dtype);
         let s_acc_ty = Type::tile(acc_dtype, &s_shape);
         let s_zero = self.b.constant(0.0, acc_dtype, &s_shape);
-        let s = self.b.emit(
-            TileOp::Mma {
-                a: q_tile,
-                b: kt_tile,
-                acc: s_zero,
-            },
-            s_acc_ty.clone(),
-        );
+        let kt = Operand {
+            value: kt_tile,
+            dtype: g.ty(kt).dtype,
+            shape: self.b.spaces[kt_space].tile.clone(),
+        };
+        let s = self.product(q, &kt, s_zero, acc_dtype);
         let mut x = match scale {
             // Unscaled and unrounded; the scale is folded into the exponentials.
             Some(_) => match mask {
@@ -690,8 +720,8 @@ impl KernelLowering<'_> {
         // Blocks every query sees whole are complete: only the others can pass the end. So are
         // the blocks of a loop pinned to keys `lo..hi` with `hi` a multiple of the block: only
         // a block cut short by the end of the keys ends between two multiples.
-        let complete = matches!(keys, Dim::Static(n) if n % bn == 0)
-            || pin.is_some_and(|(_, hi)| hi % bn == 0);
+        let complete = matches!(keys, Dim::Static(n) if n % block == 0)
+            || pin.is_some_and(|(_, hi)| hi % block == 0);
         if !complete && mask != Mask::Visible {
             let hi = self.b.dim(&keys);
             let inside = self.b.in_range(&Ix::axis(rank - 1), zero, hi, s_space);
@@ -704,6 +734,16 @@ impl KernelLowering<'_> {
                 },
                 s_acc_ty.clone(),
             );
+        }
+        if let Some(within) = within {
+            let taken = self.step_taken(within, s_space);
+            let masked = self.b.constant(f64::NEG_INFINITY, acc_dtype, &s_shape);
+            let op = TileOp::Select {
+                cond: taken,
+                a: x,
+                b: masked,
+            };
+            x = self.b.emit(op, s_acc_ty.clone());
         }
         // The online softmax.
         let mut row_shape = s_shape.clone();
@@ -740,7 +780,22 @@ impl KernelLowering<'_> {
         let v_tile = if complete || self.b.is_zero_padded_load(v_tile) {
             v_tile
         } else {
-            self.mask_k(v_tile, v_dtype, v_space, rank - 2, &keys, bn)
+            self.mask_k(v_tile, v_dtype, v_space, rank - 2, &keys, block)
+        };
+        // A step not taken reads keys that another program weighs: 0 · inf would be NaN.
+        let v_tile = match within {
+            Some(within) => {
+                let taken = self.step_taken(within, v_space);
+                let v_shape = self.b.spaces[v_space].tile.clone();
+                let zero = self.b.constant(0.0, v_dtype, &v_shape);
+                let op = TileOp::Select {
+                    cond: taken,
+                    a: v_tile,
+                    b: zero,
+                };
+                self.b.emit(op, Type::tile(v_dtype, &v_shape))
+            }
+            None => v_tile,
         };
         let p = self
             .b
@@ -750,16 +805,99 @@ impl KernelLowering<'_> {
             .b
             .emit(TileOp::Broadcast { x: rescale }, acc_ty.clone());
         let kept = self.binary(BinaryOp::Mul, running.acc, rescale_tile, &acc_ty);
-        let acc = self.b.emit(
-            TileOp::Mma {
-                a: p,
-                b: v_tile,
-                acc: kept,
+        let (p, v) = (
+            Operand {
+                value: p,
+                dtype: v_dtype,
+                shape: s_shape,
             },
-            acc_ty,
+            Operand {
+                value: v_tile,
+                dtype: v_dtype,
+                shape: self.b.spaces[v_space].tile.clone(),
+            },
         );
+        let acc = self.product(&p, &v, kept, acc_dtype);
         self.pinned_keys = None;
         Ok(Running { max, sum, acc })
+    }
+
+    /// Whether a step emitted without its loop `start..end` is taken (`start < end`), as a
+    /// bool tile over `space`.
+    fn step_taken(&mut self, (start, end): (ValueId, ValueId), space: SpaceId) -> ValueId {
+        let (start, end) = (self.b.splat(start, space), self.b.splat(end, space));
+        let shape = self.b.spaces[space].tile.clone();
+        let op = TileOp::IndexCmp {
+            op: CmpOp::Lt,
+            a: start,
+            b: end,
+        };
+        self.b.emit(op, Type::tile(DType::Bool, &shape))
+    }
+
+    /// `acc + a @ b` in `dtype`, for `a` and `b` of shapes `[.., m, k]` and `[.., k, n]`: on
+    /// tensor cores, or elementwise when a block of one key makes an operand a vector:
+    /// `k = 1` (an outer product), or `n = 1` (each row of `a` times `b` as a row, summed).
+    fn product(&mut self, a: &Operand, b: &Operand, acc: ValueId, dtype: DType) -> ValueId {
+        let rank = b.shape.len();
+        let (k, n) = (b.shape[rank - 2], b.shape[rank - 1]);
+        let mut out = a.shape.clone();
+        out[rank - 1] = n;
+        let out_ty = Type::tile(dtype, &out);
+        if k != 1 && n != 1 {
+            let op = TileOp::Mma {
+                a: a.value,
+                b: b.value,
+                acc,
+            };
+            return self.b.emit(op, out_ty);
+        }
+        // Both operands widened to `dtype` and broadcast over the terms; `b` as a row when it
+        // is a column (a reshape, since one of its dims is 1).
+        let mut b_row = b.shape.clone();
+        if k != 1 {
+            b_row.swap(rank - 2, rank - 1);
+        }
+        let mut terms_shape = out.clone();
+        terms_shape[rank - 1] = if k == 1 { n } else { k };
+        let (a_wide, b_wide) = (
+            self.widened(a, &a.shape, dtype, &terms_shape),
+            self.widened(b, &b_row, dtype, &terms_shape),
+        );
+        let terms_ty = Type::tile(dtype, &terms_shape);
+        let terms = self.binary(BinaryOp::Mul, a_wide, b_wide, &terms_ty);
+        let terms = if k == 1 {
+            terms
+        } else {
+            let sum = TileOp::Reduce {
+                op: ReduceOp::Sum,
+                x: terms,
+                axis: rank - 1,
+            };
+            self.b.emit(sum, out_ty.clone())
+        };
+        self.binary(BinaryOp::Add, acc, terms, &out_ty)
+    }
+
+    /// `x` in `dtype`, reshaped to `shape` and broadcast to `wide`.
+    fn widened(&mut self, x: &Operand, shape: &[u64], dtype: DType, wide: &[u64]) -> ValueId {
+        let mut v = x.value;
+        if x.dtype != dtype {
+            v = self
+                .b
+                .emit(TileOp::Cast { x: v }, Type::tile(dtype, &x.shape));
+        }
+        if shape != x.shape.as_slice() {
+            v = self
+                .b
+                .emit(TileOp::Reshape { x: v }, Type::tile(dtype, shape));
+        }
+        if shape != wide {
+            v = self
+                .b
+                .emit(TileOp::Broadcast { x: v }, Type::tile(dtype, wide));
+        }
+        v
     }
 
     /// The shift of rows with maximum `max`: a row with nothing seen yet keeps -inf; it is
