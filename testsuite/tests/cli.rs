@@ -88,3 +88,19 @@ fn errors_are_one_line_with_exit_code_1() {
     assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
     assert!(stderr(&o).starts_with("error: "));
 }
+
+/// `--arch` is checked as `tirc compile` checks it, before anything is compiled.
+#[test]
+fn a_bad_architecture_list_is_one_line_naming_the_architecture() {
+    for (archs, why) in [
+        ("sm90", "`sm90` is not a GPU architecture"),
+        ("sm_90,sm_90", "`sm_90` is given twice"),
+        ("sm_90,", "has an empty architecture"),
+    ] {
+        let o = conform(&["--backend", "cuda", "--compile-only", "--arch", archs]);
+        assert_eq!(o.status.code(), Some(1), "{archs}");
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "{archs}: {err}");
+        assert!(err.starts_with("error: ") && err.contains(why), "{archs}: {err}");
+    }
+}

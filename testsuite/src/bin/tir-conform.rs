@@ -30,6 +30,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
+use tirc::compile::{parse_archs, Archs};
 use testsuite::{
     compile_case, corpus, matches_filter, registry, report, run_case, Case, CaseResult, Io, Summary,
 };
@@ -83,14 +84,17 @@ struct Cli {
     /// importing, refused as unsupported, does not go unnoticed).
     #[arg(long, value_name = "N", requires = "onnx_node")]
     min_passed: Option<usize>,
-    /// The GPU architectures to compile for with --compile-only (comma-separated).
-    #[arg(
-        long,
-        value_name = "ARCHS",
-        value_delimiter = ',',
-        requires = "compile_only"
-    )]
-    arch: Vec<String>,
+    /// The GPU architectures to compile for with --compile-only (comma-separated, e.g.
+    /// sm_90,sm_100).
+    #[arg(long, value_name = "ARCHS", value_parser = parse_archs, requires = "compile_only")]
+    arch: Option<Archs>,
+}
+
+impl Cli {
+    /// The architectures of `--arch`, none when it is not given.
+    fn archs(&self) -> &[String] {
+        self.arch.as_ref().map_or(&[], |archs| archs.0.as_slice())
+    }
 }
 
 fn main() -> ExitCode {
@@ -247,7 +251,7 @@ fn run_onnx_node(
     }
     let start = Instant::now();
     let results: Vec<_> = if cli.compile_only {
-        if backend.name() != "cuda" || cli.arch.is_empty() {
+        if backend.name() != "cuda" || cli.archs().is_empty() {
             return Err("--onnx-node --compile-only needs --backend cuda and --arch".into());
         }
         let cuda = cuda_backend(cli)?;
@@ -255,7 +259,7 @@ fn run_onnx_node(
         let target = backend.target();
         tests
             .par_iter()
-            .map(|t| onnx_node::compile_node_test(compiler, &target, t, &cli.arch))
+            .map(|t| onnx_node::compile_node_test(compiler, &target, t, cli.archs()))
             .collect()
     } else if backend.name() == "cuda" {
         // One GPU: tests one after another.
@@ -347,14 +351,14 @@ fn compile_sessions(
     out: &mut impl Write,
 ) -> Result<bool, String> {
     let cuda = cuda_backend(cli)?;
-    if backend.name() != "cuda" || cli.arch.is_empty() {
+    if backend.name() != "cuda" || cli.archs().is_empty() {
         return Err("--sessions --compile-only needs --backend cuda and --arch".into());
     }
     let graphs = testsuite::sessions::graphs()?;
     for graph in &graphs {
         let compiled = tir_lower::compile_graph(graph, &backend.target(), &Default::default())
             .map_err(|e| e.to_string())?;
-        cuda.compile_for(&compiled.program, &cli.arch)
+        cuda.compile_for(&compiled.program, cli.archs())
             .map_err(|e| e.to_string())?;
     }
     let io = |e: std::io::Error| format!("writing to stdout: {e}");
@@ -400,7 +404,7 @@ fn compile_all(
             backend.name()
         ));
     }
-    if cli.arch.is_empty() {
+    if cli.archs().is_empty() {
         return Err("--compile-only needs --arch (e.g. --arch sm_90,sm_100)".into());
     }
     let cuda = cuda_backend(cli)?;
@@ -408,7 +412,7 @@ fn compile_all(
     let target = backend.target();
     let results: Vec<CaseResult> = cases
         .par_iter()
-        .map(|case| compile_case(compiler, &target, case, &cli.arch))
+        .map(|case| compile_case(compiler, &target, case, cli.archs()))
         .collect();
     for result in &results {
         report_line(out, result)?;
