@@ -101,6 +101,9 @@ fn a_bad_architecture_list_is_one_line_naming_the_architecture() {
         assert_eq!(o.status.code(), Some(1), "{archs}");
         let err = stderr(&o);
         assert_eq!(err.lines().count(), 1, "{archs}: {err}");
-        assert!(err.starts_with("error: ") && err.contains(why), "{archs}: {err}");
+        assert!(
+            err.starts_with("error: ") && err.contains(why),
+            "{archs}: {err}"
+        );
     }
 }

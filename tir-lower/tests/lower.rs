@@ -415,6 +415,15 @@ fn attention_over_cache(ctx: u64, split_programs: u64) -> Program {
     lower_for(&g.finish().unwrap(), &target)
 }
 
+/// The attention kernel of `program`.
+fn attention_kernel(program: &Program) -> &tir_lower::tile::TileKernel {
+    program
+        .kernels
+        .iter()
+        .find(|k| k.name.ends_with("attention"))
+        .expect("an attention kernel")
+}
+
 /// Per key loop of `program`'s kernels, the selects in its body over a block of scores (a
 /// last axis of `bn`) and over a block of values (`bn` on the axis before).
 fn key_masks(program: &Program, bn: u64) -> Vec<(usize, usize)> {
@@ -457,11 +466,7 @@ fn key_loops_mask_only_what_can_pass_the_end() {
 fn a_new_tokens_key_is_one_step_without_a_loop_or_tensor_cores() {
     let shape_of = |split_programs: u64| {
         let program = attention_over_cache(256, split_programs);
-        let at = program
-            .kernels
-            .iter()
-            .find(|k| k.name.ends_with("attention"))
-            .expect("an attention kernel");
+        let at = attention_kernel(&program);
         let (mut products, mut in_loops) = (0, 0);
         at.walk(&mut |s| {
             if let TileOp::For { body, .. } = &s.op {
@@ -496,13 +501,8 @@ fn attention_over_a_concat_of_keys_reads_each_part_through_views() {
     // positions and one new token (key blocks of 64 under the default target).
     let shape_of = |ctx: u64| {
         let program = attention_over_cache(ctx, 0);
-        let at = program
-            .kernels
-            .iter()
-            .position(|k| k.name.ends_with("attention"))
-            .expect("an attention kernel");
         let (mut loops, mut gathers) = (0, 0);
-        program.kernels[at].walk(&mut |s| match s.op {
+        attention_kernel(&program).walk(&mut |s| match s.op {
             tir_lower::tile::TileOp::For { .. } => loops += 1,
             tir_lower::tile::TileOp::LoadIndexed { .. } => gathers += 1,
             _ => {}

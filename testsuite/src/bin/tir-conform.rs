@@ -30,10 +30,10 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
-use tirc::compile::{parse_archs, Archs};
 use testsuite::{
     compile_case, corpus, matches_filter, registry, report, run_case, Case, CaseResult, Io, Summary,
 };
+use tirc::compile::{parse_archs, Archs};
 
 #[derive(Parser)]
 #[command(
