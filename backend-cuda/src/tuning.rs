@@ -2,7 +2,9 @@
 //! with.
 //!
 //! The defaults are the choices measured best on an H100 (`bench/RESULTS.md` has the search):
-//! 128x128 matmul tiles with a K step of 32, walked in groups of 8 tile rows by persistent
+//! 128x128 matmul tiles with a K step of 32, or 128x256 by 8 warps (two warpgroups) for a
+//! float product that still has 264 tiles or more at that width (generated 4096³ 0.198 →
+//! 0.180 ms, 8192³ 1.515 → 1.417 ms, cuBLAS's speed), walked in groups of 8 tile rows by persistent
 //! entries of one tile block per SM for grids of [`PERSISTENT_MIN_TILES`] tiles or more that are
 //! not matrix-vector products (4% to 10% faster than one block per tile), and a K step of
 //! 128 for matrix-vector products (the decode step 15% faster than at 32), two of their blocks
@@ -23,7 +25,8 @@
 //! key blocks of 64 were slower).
 //!
 //! `TIR_TUNE` overrides them for a search, as a comma-separated list of `key=value`: a tile
-//! size (`elementwise`, `row_elements`, `matmul_m`, `matmul_n`, `matmul_k`, `matvec_k`,
+//! size (`elementwise`, `row_elements`, `matmul_m`, `matmul_n`, `matmul_k`, `matmul_wide_n`
+//! (0 never widens), `matvec_k`,
 //! `attention_m`, `attention_n`), `split_programs` (any whole number; 0 never splits) or a
 //! hint for every kernel of one kind (`row_reduction.occupancy=4`, `matmul.num_ctas=2`,
 //! `matmul.group_rows=8`, `row_reduction.tma=0`, `matmul.load_latency=4`,
@@ -77,6 +80,7 @@ impl Default for Tuning {
                 matmul_m: 128,
                 matmul_n: 128,
                 matmul_k: 32,
+                matmul_wide_n: 256,
                 matvec_k: 128,
                 int_matmul: 32,
                 attention_m: 128,
@@ -174,8 +178,9 @@ impl Tuning {
             self.tiles.split_programs = value;
             return Ok(());
         }
-        if !value.is_power_of_two() {
-            return Err("tile sizes are powers of two".into());
+        let never_wide = key == "matmul_wide_n" && value == 0;
+        if !(value.is_power_of_two() || never_wide) {
+            return Err("tile sizes are powers of two (matmul_wide_n may be 0)".into());
         }
         let t = &mut self.tiles;
         let slot = match key {
@@ -184,13 +189,14 @@ impl Tuning {
             "matmul_m" => &mut t.matmul_m,
             "matmul_n" => &mut t.matmul_n,
             "matmul_k" => &mut t.matmul_k,
+            "matmul_wide_n" => &mut t.matmul_wide_n,
             "matvec_k" => &mut t.matvec_k,
             "attention_m" => &mut t.attention_m,
             "attention_n" => &mut t.attention_n,
             _ => {
                 return Err(format!(
                     "unknown key `{key}` (elementwise, row_elements, matmul_m, matmul_n, \
-                     matmul_k, matvec_k, attention_m, attention_n, split_programs, \
+                     matmul_k, matmul_wide_n, matvec_k, attention_m, attention_n, split_programs, \
                      KIND.occupancy, KIND.num_ctas, \
                      KIND.group_rows, KIND.tma, KIND.load_latency, KIND.persistent, KIND.warps, \
                      KIND.last_first)"
@@ -224,7 +230,13 @@ impl Tuning {
             let warps = (largest / (32 * LONG_ROW_VALUES_PER_THREAD)).clamp(1, 32);
             hints.warps = hints.warps.or(Some(warps as u8));
         }
-        let rows = mma_rows(kernel);
+        let tile = mma_tile(kernel);
+        let rows = tile.map(|(rows, _)| rows);
+        // A large product's wide tile (`matmul_wide_n`) takes two warpgroups, 64 rows of the
+        // 128x256 accumulator each (128 registers a thread).
+        if kind == "matmul" && tile.is_some_and(|(_, cols)| cols > self.tiles.matmul_n) {
+            hints.warps = hints.warps.or(Some(8));
+        }
         if kind == "attention" && rows.is_some_and(|r| r < self.tiles.attention_m) {
             hints.warps = None;
         }
@@ -254,17 +266,20 @@ fn static_tiles(kernel: &TileKernel) -> Option<i64> {
     Some(extents.iter().product())
 }
 
-/// The rows of the accumulator tile of `kernel`'s first matrix product, if it has one.
-fn mma_rows(kernel: &TileKernel) -> Option<u64> {
-    let mut rows = None;
+/// The rows and columns of the accumulator tile of `kernel`'s first matrix product, if it has
+/// one.
+fn mma_tile(kernel: &TileKernel) -> Option<(u64, u64)> {
+    let mut tile = None;
     kernel.walk(&mut |stmt| {
         if let (TileOp::Mma { .. }, Some((_, Type::Tile { shape, .. }))) =
             (&stmt.op, stmt.defs.first())
         {
-            rows = rows.or(shape.iter().rev().nth(1).copied());
+            let mut last = shape.iter().rev().copied();
+            let (cols, rows) = (last.next().unwrap_or(1), last.next().unwrap_or(1));
+            tile = tile.or(Some((rows, cols)));
         }
     });
-    rows
+    tile
 }
 
 /// The bytes of every tensor `kernel` takes, when all their shapes are static.
@@ -411,6 +426,53 @@ mod tests {
         // Matrix-vector products fit two blocks per SM; larger tiles keep tileiras's choice.
         assert_eq!(matvec.occupancy, Some(2));
         assert_eq!(matmul_hints(&defaults, 4096).occupancy, None);
+    }
+
+    /// The accumulator tile and warps of an `m`x`k` by `k`x`n` f16 product under `tuning`.
+    fn product_tile(
+        tuning: &Tuning,
+        (m, k, n): (u64, u64, u64),
+    ) -> (Option<(u64, u64)>, Option<u8>) {
+        let g = GraphBuilder::new();
+        let a = g.input("a", DType::F16, shape![m, k]).unwrap();
+        let y = a
+            .matmul(&g.input("b", DType::F16, shape![k, n]).unwrap())
+            .unwrap();
+        g.output("y", &y).unwrap();
+        let target = crate::gpu_target(tuning, &crate::MatmulPolicy::default());
+        let compiled =
+            tir_lower::compile_graph(&g.finish().unwrap(), &target, &Default::default()).unwrap();
+        let kernel = &compiled.program.kernels[0];
+        (
+            mma_tile(kernel),
+            tuning.hints_for(&compiled.program, kernel).warps,
+        )
+    }
+
+    #[test]
+    fn large_products_take_the_wide_tile_with_two_warpgroups() {
+        let defaults = Tuning::default();
+        // 4096² outputs: 512 tiles of 128x256.
+        assert_eq!(
+            product_tile(&defaults, (4096, 4096, 4096)),
+            (Some((128, 256)), Some(8))
+        );
+        // 2048 x 4096: 256 tiles of 128x256, under the 264 that fill the target.
+        assert_eq!(
+            product_tile(&defaults, (2048, 512, 4096)),
+            (Some((128, 128)), None)
+        );
+        // Matrix-vector products keep their tile.
+        assert_eq!(
+            product_tile(&defaults, (8, 512, 1 << 20)),
+            (Some((8, 128)), None)
+        );
+        let mut narrow = Tuning::default();
+        narrow.apply("matmul_wide_n=0").unwrap();
+        assert_eq!(
+            product_tile(&narrow, (4096, 4096, 4096)),
+            (Some((128, 128)), None)
+        );
     }
 
     #[test]

@@ -18,6 +18,10 @@ pub struct TileShapes {
     pub matmul_m: u64,
     pub matmul_n: u64,
     pub matmul_k: u64,
+    /// The `n` tile of a float matmul whose output still has [`Self::split_programs`] tiles
+    /// or more at `matmul_m` by this width: a large product, where each program reads its
+    /// `a` tile once for twice the outputs. 0 never widens.
+    pub matmul_wide_n: u64,
     /// The K step of a matmul whose `m` tile is at most [`MATVEC_M`] rows (a matrix-vector
     /// product, say): its operands are nearly all matrix, and a longer step keeps more of it in
     /// flight per program.
@@ -46,6 +50,7 @@ impl Default for TileShapes {
             matmul_m: 64,
             matmul_n: 64,
             matmul_k: 32,
+            matmul_wide_n: 0,
             matvec_k: 32,
             int_matmul: 64,
             attention_m: 64,

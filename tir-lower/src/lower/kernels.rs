@@ -938,6 +938,8 @@ impl MatmulTiling {
                 tiles.matmul_m.min(tiles.int_matmul),
                 tiles.matmul_n.min(tiles.int_matmul),
             )
+        } else if wide_enough(shape.dims(), tiles) {
+            (tiles.matmul_m, tiles.matmul_wide_n)
         } else {
             (tiles.matmul_m, tiles.matmul_n)
         };
@@ -969,6 +971,28 @@ impl MatmulTiling {
             tiles,
         )
     }
+}
+
+/// Whether a float matmul output of `dims` takes [`TileShapes::matmul_wide_n`]: wider than
+/// `matmul_n`, not a matrix-vector product, and still [`TileShapes::split_programs`] tiles or
+/// more at that width (static dims only).
+fn wide_enough(dims: &[Dim], tiles: &TileShapes) -> bool {
+    let rank = dims.len();
+    if rank < 2 || tiles.matmul_wide_n <= tiles.matmul_n {
+        return false;
+    }
+    let mut tile = vec![1u64; rank];
+    tile[rank - 2] = tile_for(&dims[rank - 2], tiles.matmul_m);
+    if tile[rank - 2] <= MATVEC_M {
+        return false;
+    }
+    tile[rank - 1] = tiles.matmul_wide_n;
+    let count = dims
+        .iter()
+        .zip(&tile)
+        .map(|(d, &t)| d.as_static().map(|n| n.div_ceil(t)))
+        .product::<Option<u64>>();
+    count.is_some_and(|c| c >= tiles.split_programs.max(1))
 }
 
 /// The spaces of a split loop's first kernel ([`KernelLowering::split_grid`]): `store` over
