@@ -987,12 +987,15 @@ fn wide_enough(dims: &[Dim], tiles: &TileShapes) -> bool {
         return false;
     }
     tile[rank - 1] = tiles.matmul_wide_n;
-    let count = dims
-        .iter()
-        .zip(&tile)
+    static_programs(dims, &tile).is_some_and(|c| c >= tiles.split_programs.max(1))
+}
+
+/// How many tiles of `tile` cover static `dims` (`None` when a dim is symbolic).
+fn static_programs(dims: &[Dim], tile: &[u64]) -> Option<u64> {
+    dims.iter()
+        .zip(tile)
         .map(|(d, &t)| d.as_static().map(|n| n.div_ceil(t)))
-        .product::<Option<u64>>();
-    count.is_some_and(|c| c >= tiles.split_programs.max(1))
+        .product()
 }
 
 /// The spaces of a split loop's first kernel ([`KernelLowering::split_grid`]): `store` over
@@ -1014,11 +1017,7 @@ pub fn splits_to_fill(
     min_steps: u64,
     tiles: &TileShapes,
 ) -> Option<u64> {
-    let programs = dims
-        .iter()
-        .zip(tile)
-        .map(|(d, &t)| d.as_static().map(|n| n.div_ceil(t)))
-        .product::<Option<u64>>()?;
+    let programs = static_programs(dims, tile)?;
     let mut splits = 1;
     while programs * splits < tiles.split_programs && steps / (2 * splits) >= min_steps {
         splits *= 2;
