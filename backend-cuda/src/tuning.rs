@@ -12,10 +12,13 @@
 //! 4096-element row per tile block at occupancy 4 (a register budget that fits four blocks per
 //! SM: 1.7x to 2.9x faster than two rows per block without the hint), longer rows without it
 //! and with warps enough for 32 values a thread, and all rows loaded without TMA (6% to 30%
-//! faster); attention in blocks of 128 queries and 128 keys by 8 warps (two warpgroups), which `tileiras` does not pick alone (the causal b4
-//! h32 s2048 d128 workload 0.376 ms against 0.53 for its own choice at 64x128 and 0.87 at
-//! 128x128), unless a program has fewer query rows; a decode step's attention (a query row
-//! per program) loads its keys and values without TMA, two blocks per SM (the step 10%
+//! faster); attention in blocks of 128 queries and 128 keys by 8 warps (two warpgroups), which
+//! `tileiras` does not pick alone (the causal b4 h32 s2048 d128 workload 0.376 ms against 0.53
+//! for its own choice at 64x128 and 0.87 at 128x128), unless a program has fewer query rows;
+//! an attention over at most [`tir_lower::SHORT_ATTENTION_KEYS`] keys in blocks of 64 queries
+//! by one warpgroup, two blocks per SM (causal s2048 0.341 → 0.320 ms, full 0.512 → 0.492;
+//! longer walks keep 128: causal s8192 1.000 ms against 1.035 at 64); a decode step's
+//! attention (a query row per program) loads its keys and values without TMA, two blocks per SM (the step 10%
 //! faster). Attention blocks walk the grid from its last tile (the causal s8192 workload 2%
 //! faster: its longest programs start first). Kernels that
 //! move less than [`SMALL_KERNEL_BYTES`] get no TMA either, unless a hint says otherwise. A matmul or
@@ -27,7 +30,7 @@
 //! `TIR_TUNE` overrides them for a search, as a comma-separated list of `key=value`: a tile
 //! size (`elementwise`, `row_elements`, `matmul_m`, `matmul_n`, `matmul_k`, `matmul_wide_n`
 //! (0 never widens), `matvec_k`,
-//! `attention_m`, `attention_n`), `split_programs` (any whole number; 0 never splits) or a
+//! `attention_m`, `attention_n`, `attention_short_m` (0 never shortens)), `split_programs` (any whole number; 0 never splits) or a
 //! hint for every kernel of one kind (`row_reduction.occupancy=4`, `matmul.num_ctas=2`,
 //! `matmul.group_rows=8`, `row_reduction.tma=0`, `matmul.load_latency=4`,
 //! `matmul.persistent=0` for one block per tile, `attention.warps=8` for the warps of a tile
@@ -85,6 +88,7 @@ impl Default for Tuning {
                 int_matmul: 32,
                 attention_m: 128,
                 attention_n: 128,
+                attention_short_m: 64,
                 reduction_out: 64,
                 reduction_chunk: 256,
                 split_programs: 264,
@@ -178,9 +182,12 @@ impl Tuning {
             self.tiles.split_programs = value;
             return Ok(());
         }
-        let never_wide = key == "matmul_wide_n" && value == 0;
-        if !(value.is_power_of_two() || never_wide) {
-            return Err("tile sizes are powers of two (matmul_wide_n may be 0)".into());
+        let never = matches!(key, "matmul_wide_n" | "attention_short_m") && value == 0;
+        if !(value.is_power_of_two() || never) {
+            return Err(
+                "tile sizes are powers of two (matmul_wide_n and attention_short_m may be 0)"
+                    .into(),
+            );
         }
         let t = &mut self.tiles;
         let slot = match key {
@@ -193,11 +200,12 @@ impl Tuning {
             "matvec_k" => &mut t.matvec_k,
             "attention_m" => &mut t.attention_m,
             "attention_n" => &mut t.attention_n,
+            "attention_short_m" => &mut t.attention_short_m,
             _ => {
                 return Err(format!(
                     "unknown key `{key}` (elementwise, row_elements, matmul_m, matmul_n, \
-                     matmul_k, matmul_wide_n, matvec_k, attention_m, attention_n, split_programs, \
-                     KIND.occupancy, KIND.num_ctas, \
+                     matmul_k, matmul_wide_n, matvec_k, attention_m, attention_n, \
+                     attention_short_m, split_programs, KIND.occupancy, KIND.num_ctas, \
                      KIND.group_rows, KIND.tma, KIND.load_latency, KIND.persistent, KIND.warps, \
                      KIND.last_first)"
                 ))
@@ -239,6 +247,12 @@ impl Tuning {
         }
         if kind == "attention" && rows.is_some_and(|r| r < self.tiles.attention_m) {
             hints.warps = None;
+        }
+        // A short walk's query block (64 rows): one warpgroup, two blocks per SM.
+        let short_m = self.tiles.attention_short_m;
+        if kind == "attention" && rows == Some(short_m) && short_m < self.tiles.attention_m {
+            hints.warps = Some(4);
+            hints.occupancy = hints.occupancy.or(Some(2));
         }
         if kind == "attention" && rows.is_some_and(|r| r <= MATVEC_M) {
             hints.allow_tma = hints.allow_tma.or(Some(false));
@@ -368,22 +382,25 @@ mod tests {
     }
 
     #[test]
-    fn attention_with_fewer_query_rows_than_a_block_gets_no_warp_count_and_one_row_no_tma() {
-        let hints = |queries: u64| {
-            hints_of(&Tuning::default(), "attention", |g| {
+    fn attention_blocks_follow_the_queries_and_the_keys_they_walk() {
+        let hints = |tuning: &Tuning, queries: u64, keys: u64| {
+            let h = hints_of(tuning, "attention", |g| {
                 let q = g.input("q", DType::F16, shape![1, 4, queries, 64])?;
-                let kv = g.input("kv", DType::F16, shape![1, 4, 512, 64])?;
+                let kv = g.input("kv", DType::F16, shape![1, 4, keys, 64])?;
                 q.attention(&kv, &kv, false)
-            })
+            });
+            (h.warps, h.occupancy, h.allow_tma)
         };
-        assert_eq!(hints(512).warps, Some(8));
-        assert_eq!(hints(1).warps, None);
-        // A decode step's rows read the cache without TMA.
-        assert_eq!((hints(512).allow_tma, hints(512).occupancy), (None, None));
-        assert_eq!(
-            (hints(1).allow_tma, hints(1).occupancy),
-            (Some(false), Some(2))
-        );
+        let defaults = Tuning::default();
+        // A long walk: 128-query blocks by two warpgroups, one block per SM.
+        assert_eq!(hints(&defaults, 512, 8192), (Some(8), None, None));
+        // A short one: 64-query blocks by one warpgroup, two blocks per SM.
+        assert_eq!(hints(&defaults, 512, 4096), (Some(4), Some(2), None));
+        let mut never_short = Tuning::default();
+        never_short.apply("attention_short_m=0").unwrap();
+        assert_eq!(hints(&never_short, 512, 4096), (Some(8), None, None));
+        // A decode step's one row: `tileiras`'s warps, no TMA, two blocks per SM.
+        assert_eq!(hints(&defaults, 1, 512), (None, Some(2), Some(false)));
     }
 
     #[test]

@@ -355,6 +355,40 @@ fn attention_over_a_kv_cache_splits_its_key_loop_to_fill_the_target() {
 }
 
 #[test]
+fn short_query_blocks_match_the_oracle_under_causal_and_padding_masks() {
+    use tir_graph::{shape, GraphBuilder};
+    // The GPU's geometry at a smaller scale: query blocks half the key block, so that a causal
+    // program's diagonal block is partly visible to every one of its rows.
+    let mut target = RefBackend::checking().target();
+    target.tiles.attention_m = 64;
+    target.tiles.attention_n = 64;
+    target.tiles.attention_short_m = 32;
+    // (dtype, queries, keys, causal): lengths off the blocks, more keys than queries (a causal
+    // offset), and a padding mask over the keys.
+    for (dtype, queries, keys, causal) in [
+        (DType::F16, 100u64, 100u64, true),
+        (DType::BF16, 45, 130, true),
+        (DType::F16, 70, 70, false),
+    ] {
+        let g = GraphBuilder::new();
+        let q = g.input("q", dtype, shape![1, 2, queries, 16]).unwrap();
+        let kv = g.input("kv", dtype, shape![1, 2, keys, 16]).unwrap();
+        let y = if causal {
+            q.attention(&kv, &kv, true).unwrap()
+        } else {
+            let pos = g.scalar(DType::I64, 40.0).unwrap();
+            let visible = g.arange(DType::I64, keys).unwrap().lt(&pos).unwrap();
+            q.attention_masked(&kv, &kv, Some(&visible)).unwrap()
+        };
+        g.output("y", &y).unwrap();
+        let graph = g.finish().unwrap();
+        let srcs = sources(&graph, &BTreeMap::new(), keys, 1.0);
+        let what = format!("{dtype} {queries}x{keys} causal {causal}");
+        check_for(&graph, &srcs, 2e-2, &target).unwrap_or_else(|e| panic!("{what}: {e}"));
+    }
+}
+
+#[test]
 fn a_kv_cache_fills_up_run_by_run() {
     let cfg = DecoderConfig {
         hidden: 16,

@@ -17,7 +17,7 @@ pub use backend::{
     HostTensors, Registry, TensorRef, WeightsBound,
 };
 pub use program::{Buffer, Program, Signature, Storage};
-pub use target::{Target, TileShapes, MATVEC_M};
+pub use target::{Target, TileShapes, MATVEC_M, SHORT_ATTENTION_KEYS};
 pub mod lower;
 
 pub use lower::{KernelOrigin, LowerError};

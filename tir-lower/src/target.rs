@@ -6,6 +6,9 @@ use tir_opt::FusionTarget;
 /// The most rows of a matmul's `m` tile that take [`TileShapes::matvec_k`] as their K step.
 pub const MATVEC_M: u64 = 8;
 
+/// The most keys an attention may walk to take [`TileShapes::attention_short_m`] query blocks.
+pub const SHORT_ATTENTION_KEYS: u64 = 4096;
+
 /// Tile shapes, each a power of two.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TileShapes {
@@ -33,6 +36,11 @@ pub struct TileShapes {
     /// takes.
     pub attention_m: u64,
     pub attention_n: u64,
+    /// The query block of an attention over at most [`SHORT_ATTENTION_KEYS`] keys (known when
+    /// compiling), when smaller than `attention_m`: a short key walk spends more of its time
+    /// outside the loop (loading its queries, storing its output), which another program on
+    /// the same SM can overlap. 0 never shortens.
+    pub attention_short_m: u64,
     /// Output elements per program of a general reduction, and the chunk of its reduced axis.
     pub reduction_out: u64,
     pub reduction_chunk: u64,
@@ -55,6 +63,7 @@ impl Default for TileShapes {
             int_matmul: 64,
             attention_m: 64,
             attention_n: 64,
+            attention_short_m: 0,
             reduction_out: 64,
             reduction_chunk: 256,
             split_programs: 0,

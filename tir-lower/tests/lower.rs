@@ -517,3 +517,60 @@ fn attention_over_a_concat_of_keys_reads_each_part_through_views() {
     assert_eq!(loops, 2);
     assert!(gathers > 0);
 }
+
+#[test]
+fn a_short_key_walk_takes_the_short_query_block() {
+    use tir_graph::{shape, DType, GraphBuilder};
+    // The rows of the attention kernel's score products for `keys` keys.
+    let rows = |keys: u64, short_m: u64| {
+        let g = GraphBuilder::new();
+        let q = g.input("q", DType::F16, shape![1, 2, 512, 32]).unwrap();
+        let kv = g.input("kv", DType::F16, shape![1, 2, keys, 32]).unwrap();
+        g.output("y", &q.attention(&kv, &kv, true).unwrap())
+            .unwrap();
+        let mut target = Target::default();
+        target.tiles.attention_m = 128;
+        target.tiles.attention_short_m = short_m;
+        let program = lower_for(&g.finish().unwrap(), &target);
+        let mut rows = std::collections::BTreeSet::new();
+        attention_kernel(&program).walk(&mut |s| {
+            if let (TileOp::Mma { .. }, Some((_, Type::Tile { shape, .. }))) =
+                (&s.op, s.defs.first())
+            {
+                rows.insert(shape[shape.len() - 2]);
+            }
+        });
+        rows.into_iter().collect::<Vec<_>>()
+    };
+    assert_eq!(rows(4096, 64), [64]);
+    assert_eq!(rows(4097, 64), [128]);
+    assert_eq!(rows(4096, 0), [128]);
+}
+
+#[test]
+fn a_16_bit_attention_divides_once_per_row() {
+    use tir_graph::{shape, BinaryOp, DType, GraphBuilder};
+    // The last axis of each division's result in the attention kernel.
+    let divisions = |dtype: DType| {
+        let g = GraphBuilder::new();
+        let q = g.input("q", dtype, shape![1, 2, 100, 32]).unwrap();
+        g.output("y", &q.attention(&q, &q, true).unwrap()).unwrap();
+        let program = lower(&g.finish().unwrap());
+        let mut widths = Vec::new();
+        attention_kernel(&program).walk(&mut |s| {
+            if let (
+                TileOp::Binary {
+                    op: BinaryOp::Div, ..
+                },
+                Some((_, Type::Tile { shape, .. })),
+            ) = (&s.op, s.defs.first())
+            {
+                widths.push(shape[shape.len() - 1]);
+            }
+        });
+        widths
+    };
+    assert_eq!(divisions(DType::F16), [1]);
+    assert_eq!(divisions(DType::BF16), [1]);
+    assert_eq!(divisions(DType::F32), [32]);
+}

@@ -39,7 +39,7 @@ use super::builder::{ceil_pow2, Ix, SpaceId};
 use super::emit::{broadcast_ix, KernelLowering, PinnedKeys};
 use super::kernels::{accumulator, operand_ix, splits_to_fill, tile_for};
 use super::LowerError;
-use crate::target::TileShapes;
+use crate::target::{TileShapes, SHORT_ATTENTION_KEYS};
 use crate::tile::{CmpOp, IndexOp, TileOp, Type, ValueId};
 use std::collections::BTreeSet;
 use tir_graph::{BinaryOp, ConstData, DType, Dim, Graph, NodeId, Op, ReduceOp, UnaryOp};
@@ -118,7 +118,7 @@ impl AttentionTiling {
         let head = &g.ty(q).shape.dims()[rank - 1];
         let keys = &g.ty(pattern.scores).shape.dims()[rank - 1];
         let mut tile = vec![1u64; rank];
-        tile[rank - 2] = tile_for(&out_shape.dims()[rank - 2], tiles.attention_m);
+        tile[rank - 2] = tile_for(&out_shape.dims()[rank - 2], query_block(keys, tiles));
         tile[rank - 1] = pow2_of(&out_shape.dims()[rank - 1]);
         let causal = causal_offset(g, &pattern);
         let v = g.operands(pattern.output)[1];
@@ -171,11 +171,7 @@ impl KernelLowering<'_> {
         let out_shape = self.g.ty(t.pattern.output).shape.clone();
         let out_space = self.grid_space(out_shape.dims(), &t.tile);
         let done = self.attention_walk(&t, out_space, None)?;
-        let acc_ty = Type::tile(self.attention_dtype(&t), &t.tile);
-        let sum = self
-            .b
-            .emit(TileOp::Broadcast { x: done.sum }, acc_ty.clone());
-        let normalized = self.binary(BinaryOp::Div, done.acc, sum, &acc_ty);
+        let normalized = self.normalized(&t, done.acc, done.sum);
         self.store_attention(&t, normalized, out_space, (root, out))
     }
 
@@ -293,9 +289,31 @@ impl KernelLowering<'_> {
         let (Some(sum), Some(acc)) = (sum, acc) else {
             return Err(self.unsupported("a key loop split over no programs".into()));
         };
-        let sum = self.b.emit(TileOp::Broadcast { x: sum }, acc_ty.clone());
-        let normalized = self.binary(BinaryOp::Div, acc, sum, &acc_ty);
+        let normalized = self.normalized(&t, acc, sum);
         self.store_attention(&t, normalized, out_space, (root, out))
+    }
+
+    /// `acc / sum`, `sum` a tile of the rows of `acc`. Where the output is 16-bit (the
+    /// probabilities approximate `exp`), each row's reciprocal is taken once and multiplied
+    /// in: a correctly rounded f32 division per element costs a reciprocal, five `fma` and a
+    /// branch to a slow path, and the product's extra ulp vanishes in the rounding to 16 bits.
+    /// A row of zero sum still gives NaN (`0 · inf`), as `0 / 0` does.
+    fn normalized(&mut self, t: &AttentionTiling, acc: ValueId, sum: ValueId) -> ValueId {
+        let dtype = self.attention_dtype(t);
+        let acc_ty = Type::tile(dtype, &t.tile);
+        if !approximates_exp(self.g.ty(t.pattern.output).dtype) {
+            let sum = self.b.emit(TileOp::Broadcast { x: sum }, acc_ty.clone());
+            return self.binary(BinaryOp::Div, acc, sum, &acc_ty);
+        }
+        let mut row = t.tile.clone();
+        row[t.tile.len() - 1] = 1;
+        let row_ty = Type::tile(dtype, &row);
+        let one = self.b.constant(1.0, dtype, &row);
+        let reciprocal = self.binary(BinaryOp::Div, one, sum, &row_ty);
+        let reciprocal = self
+            .b
+            .emit(TileOp::Broadcast { x: reciprocal }, acc_ty.clone());
+        self.binary(BinaryOp::Mul, acc, reciprocal, &acc_ty)
     }
 
     /// The softmax's dtype: f32 for 16-bit outputs.
@@ -948,6 +966,18 @@ impl KernelLowering<'_> {
             },
             ty.clone(),
         )
+    }
+}
+
+/// The query block of an attention over `keys`: [`TileShapes::attention_short_m`] for a short
+/// walk (at most [`SHORT_ATTENTION_KEYS`] keys), else [`TileShapes::attention_m`].
+fn query_block(keys: &Dim, tiles: &TileShapes) -> u64 {
+    let short = (1..tiles.attention_m).contains(&tiles.attention_short_m)
+        && keys.as_static().is_some_and(|k| k <= SHORT_ATTENTION_KEYS);
+    if short {
+        tiles.attention_short_m
+    } else {
+        tiles.attention_m
     }
 }
 
