@@ -18,9 +18,11 @@
 //! an attention over at most [`tir_lower::SHORT_ATTENTION_KEYS`] keys in blocks of 64 queries
 //! by one warpgroup, two blocks per SM (causal s2048 0.341 → 0.320 ms, full 0.512 → 0.492;
 //! longer walks keep 128: causal s8192 1.000 ms against 1.035 at 64); a decode step's
-//! attention (a query row per program) loads its keys and values without TMA, two blocks per SM (the step 10%
-//! faster). Attention blocks walk the grid from its last tile (the causal s8192 workload 2%
-//! faster: its longest programs start first). Kernels that
+//! attention (a query row per program) loads its keys and values without TMA, two blocks per
+//! SM (the step 10% faster). f32 and f64 products and attention (on the vector units) take
+//! 32x64 tiles and blocks, attention by 8 warps (f32 all-MiniLM at batch 32 x 128: 10.0 → 5.1
+//! ms; their 128x128 tiles spilled). Attention blocks walk the grid from its last tile (the
+//! causal s8192 workload 2% faster: its longest programs start first). Kernels that
 //! move less than [`SMALL_KERNEL_BYTES`] get no TMA either, unless a hint says otherwise. A matmul or
 //! attention of fewer than 264 programs (two per SM) splits its K or key loop over more (the
 //! decode step 0.261 → 0.216 ms: its output projection 0.048 → 0.028 ms, its attention over
@@ -30,7 +32,8 @@
 //! `TIR_TUNE` overrides them for a search, as a comma-separated list of `key=value`: a tile
 //! size (`elementwise`, `row_elements`, `matmul_m`, `matmul_n`, `matmul_k`, `matmul_wide_n`
 //! (0 never widens), `matvec_k`,
-//! `attention_m`, `attention_n`, `attention_short_m` (0 never shortens)), `split_programs` (any whole number; 0 never splits) or a
+//! `attention_m`, `attention_n`, `attention_short_m` (0 never shortens), `vector_matmul_m`,
+//! `vector_matmul_n`), `split_programs` (any whole number; 0 never splits) or a
 //! hint for every kernel of one kind (`row_reduction.occupancy=4`, `matmul.num_ctas=2`,
 //! `matmul.group_rows=8`, `row_reduction.tma=0`, `matmul.load_latency=4`,
 //! `matmul.persistent=0` for one block per tile, `attention.warps=8` for the warps of a tile
@@ -39,6 +42,8 @@
 
 use crate::codegen::{kernel_kind, KernelHints};
 use std::collections::BTreeMap;
+use tir_graph::DType;
+use tir_lower::lower::kernels::on_vector_units;
 use tir_lower::plan::buffer_bytes;
 use tir_lower::tile::{TileKernel, TileOp, Type};
 use tir_lower::{Program, TileShapes, MATVEC_M};
@@ -86,6 +91,8 @@ impl Default for Tuning {
                 matmul_wide_n: 256,
                 matvec_k: 128,
                 int_matmul: 32,
+                vector_matmul_m: 32,
+                vector_matmul_n: 64,
                 attention_m: 128,
                 attention_n: 128,
                 attention_short_m: 64,
@@ -201,11 +208,14 @@ impl Tuning {
             "attention_m" => &mut t.attention_m,
             "attention_n" => &mut t.attention_n,
             "attention_short_m" => &mut t.attention_short_m,
+            "vector_matmul_m" => &mut t.vector_matmul_m,
+            "vector_matmul_n" => &mut t.vector_matmul_n,
             _ => {
                 return Err(format!(
                     "unknown key `{key}` (elementwise, row_elements, matmul_m, matmul_n, \
                      matmul_k, matmul_wide_n, matvec_k, attention_m, attention_n, \
-                     attention_short_m, split_programs, KIND.occupancy, KIND.num_ctas, \
+                     attention_short_m, vector_matmul_m, vector_matmul_n, split_programs, \
+                     KIND.occupancy, KIND.num_ctas, \
                      KIND.group_rows, KIND.tma, KIND.load_latency, KIND.persistent, KIND.warps, \
                      KIND.last_first)"
                 ))
@@ -238,14 +248,19 @@ impl Tuning {
             let warps = (largest / (32 * LONG_ROW_VALUES_PER_THREAD)).clamp(1, 32);
             hints.warps = hints.warps.or(Some(warps as u8));
         }
-        let tile = mma_tile(kernel);
+        let mma = first_mma(kernel);
+        let tile = mma.map(|(rows, cols, _)| (rows, cols));
         let rows = tile.map(|(rows, _)| rows);
+        let vector_units = mma.is_some_and(|(.., dtype)| on_vector_units(dtype));
         // A large product's wide tile (`matmul_wide_n`) takes two warpgroups, 64 rows of the
         // 128x256 accumulator each (128 registers a thread).
         if kind == "matmul" && tile.is_some_and(|(_, cols)| cols > self.tiles.matmul_n) {
             hints.warps = hints.warps.or(Some(8));
         }
-        if kind == "attention" && rows.is_some_and(|r| r < self.tiles.attention_m) {
+        // Fewer query rows than a block (a short sequence, a decode step): `tileiras`'s warps,
+        // except on the vector units (f32 BERT's 32-query blocks took 0.236 ms at 8 warps).
+        if kind == "attention" && rows.is_some_and(|r| r < self.tiles.attention_m) && !vector_units
+        {
             hints.warps = None;
         }
         // A short walk's query block (64 rows): one warpgroup, two blocks per SM.
@@ -280,20 +295,27 @@ fn static_tiles(kernel: &TileKernel) -> Option<i64> {
     Some(extents.iter().product())
 }
 
-/// The rows and columns of the accumulator tile of `kernel`'s first matrix product, if it has
-/// one.
-fn mma_tile(kernel: &TileKernel) -> Option<(u64, u64)> {
-    let mut tile = None;
+/// The accumulator's rows and columns and the operands' dtype of `kernel`'s first matrix
+/// product, if it has one.
+fn first_mma(kernel: &TileKernel) -> Option<(u64, u64, DType)> {
+    let mut dtypes = BTreeMap::new();
+    let mut first = None;
     kernel.walk(&mut |stmt| {
-        if let (TileOp::Mma { .. }, Some((_, Type::Tile { shape, .. }))) =
+        for (value, ty) in &stmt.defs {
+            if let Type::Tile { dtype, .. } = ty {
+                dtypes.insert(*value, *dtype);
+            }
+        }
+        if let (TileOp::Mma { a, .. }, Some((_, Type::Tile { shape, .. }))) =
             (&stmt.op, stmt.defs.first())
         {
             let mut last = shape.iter().rev().copied();
             let (cols, rows) = (last.next().unwrap_or(1), last.next().unwrap_or(1));
-            tile = tile.or(Some((rows, cols)));
+            first = first.or(Some((rows, cols, *a)));
         }
     });
-    tile
+    let (rows, cols, a) = first?;
+    Some((rows, cols, *dtypes.get(&a)?))
 }
 
 /// The bytes of every tensor `kernel` takes, when all their shapes are static.
@@ -404,6 +426,54 @@ mod tests {
     }
 
     #[test]
+    fn f32_products_and_attention_take_vector_unit_tiles() {
+        let defaults = Tuning::default();
+        let tile_and_warps = |kind: &str, build: &dyn Fn(&GraphBuilder) -> Tensor| {
+            let g = GraphBuilder::new();
+            g.output("y", &build(&g)).unwrap();
+            let target = crate::gpu_target(&defaults, &crate::MatmulPolicy::default());
+            let compiled =
+                tir_lower::compile_graph(&g.finish().unwrap(), &target, &Default::default())
+                    .unwrap();
+            let kernel = &compiled.program.kernels[0];
+            assert_eq!(kernel_kind(&kernel.name), kind);
+            let tile = first_mma(kernel).map(|(rows, cols, _)| (rows, cols));
+            (tile, defaults.hints_for(&compiled.program, kernel).warps)
+        };
+        // A product whose `a` is a head merge (no library call) and an attention, in f32.
+        let merged = |g: &GraphBuilder, dtype: DType| {
+            let a = g.input("a", dtype, shape![4, 256, 64]).unwrap();
+            let a = a
+                .permute(&[1, 0, 2])
+                .unwrap()
+                .reshape_to(&shape![256, 256])
+                .unwrap();
+            a.matmul(&g.input("w", dtype, shape![256, 256]).unwrap())
+                .unwrap()
+        };
+        let attention = |g: &GraphBuilder, dtype: DType| {
+            let q = g.input("q", dtype, shape![1, 4, 512, 32]).unwrap();
+            q.attention(&q, &q, false).unwrap()
+        };
+        assert_eq!(
+            tile_and_warps("matmul", &|g| merged(g, DType::F32)),
+            (Some((32, 64)), None)
+        );
+        assert_eq!(
+            tile_and_warps("matmul", &|g| merged(g, DType::F16)).0,
+            Some((128, 128))
+        );
+        assert_eq!(
+            tile_and_warps("attention", &|g| attention(g, DType::F32)),
+            (Some((32, 64)), Some(8))
+        );
+        assert_eq!(
+            tile_and_warps("attention", &|g| attention(g, DType::F16)),
+            (Some((64, 128)), Some(4))
+        );
+    }
+
+    #[test]
     fn rows_longer_than_the_budget_get_warps_and_no_occupancy_hint() {
         assert_eq!(softmax_hints(4096).occupancy, Some(4));
         assert_eq!(softmax_hints(4096).warps, None);
@@ -461,7 +531,7 @@ mod tests {
             tir_lower::compile_graph(&g.finish().unwrap(), &target, &Default::default()).unwrap();
         let kernel = &compiled.program.kernels[0];
         (
-            mma_tile(kernel),
+            first_mma(kernel).map(|(rows, cols, _)| (rows, cols)),
             tuning.hints_for(&compiled.program, kernel).warps,
         )
     }

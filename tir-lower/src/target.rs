@@ -32,6 +32,11 @@ pub struct TileShapes {
     /// The largest `m` and `n` of an integer matmul tile (integers have no tensor-core path
     /// wide enough for their `i64` accumulator, so their tiles are smaller).
     pub int_matmul: u64,
+    /// The largest `m` and `n` of an f32 or f64 matmul tile, and the query and key blocks of an
+    /// f32 or f64 attention: their products have no tensor-core path that keeps their
+    /// precision, so they run on the vector units, each accumulator a register of its own.
+    pub vector_matmul_m: u64,
+    pub vector_matmul_n: u64,
     /// An attention program's block of queries, and the block of keys each step of its loop
     /// takes.
     pub attention_m: u64,
@@ -61,6 +66,8 @@ impl Default for TileShapes {
             matmul_wide_n: 0,
             matvec_k: 32,
             int_matmul: 64,
+            vector_matmul_m: 64,
+            vector_matmul_n: 64,
             attention_m: 64,
             attention_n: 64,
             attention_short_m: 0,

@@ -37,7 +37,7 @@
 
 use super::builder::{ceil_pow2, Ix, SpaceId};
 use super::emit::{broadcast_ix, KernelLowering, PinnedKeys};
-use super::kernels::{accumulator, operand_ix, splits_to_fill, tile_for};
+use super::kernels::{accumulator, on_vector_units, operand_ix, splits_to_fill, tile_for};
 use super::LowerError;
 use crate::target::{TileShapes, SHORT_ATTENTION_KEYS};
 use crate::tile::{CmpOp, IndexOp, TileOp, Type, ValueId};
@@ -118,7 +118,12 @@ impl AttentionTiling {
         let head = &g.ty(q).shape.dims()[rank - 1];
         let keys = &g.ty(pattern.scores).shape.dims()[rank - 1];
         let mut tile = vec![1u64; rank];
-        tile[rank - 2] = tile_for(&out_shape.dims()[rank - 2], query_block(keys, tiles));
+        let vector = on_vector_units(g.ty(pattern.output).dtype);
+        let (mut bm, mut bn) = (query_block(keys, tiles), tiles.attention_n);
+        if vector {
+            (bm, bn) = (bm.min(tiles.vector_matmul_m), bn.min(tiles.vector_matmul_n));
+        }
+        tile[rank - 2] = tile_for(&out_shape.dims()[rank - 2], bm);
         tile[rank - 1] = pow2_of(&out_shape.dims()[rank - 1]);
         let causal = causal_offset(g, &pattern);
         let v = g.operands(pattern.output)[1];
@@ -128,7 +133,7 @@ impl AttentionTiling {
             None
         };
         Some(AttentionTiling {
-            bn: tile_for(keys, tiles.attention_n),
+            bn: tile_for(keys, bn),
             d_tile: pow2_of(head),
             causal,
             scale,

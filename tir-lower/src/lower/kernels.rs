@@ -933,10 +933,16 @@ impl MatmulTiling {
         let rank = shape.rank();
         let a = g.operands(mm)[0];
         let k = g.ty(a).shape.dims()[g.ty(a).rank() - 1].clone();
-        let (tm, tn) = if g.ty(mm).dtype.is_int() {
+        let dtype = g.ty(mm).dtype;
+        let (tm, tn) = if dtype.is_int() {
             (
                 tiles.matmul_m.min(tiles.int_matmul),
                 tiles.matmul_n.min(tiles.int_matmul),
+            )
+        } else if on_vector_units(dtype) {
+            (
+                tiles.matmul_m.min(tiles.vector_matmul_m),
+                tiles.matmul_n.min(tiles.vector_matmul_n),
             )
         } else if wide_enough(shape.dims(), tiles) {
             (tiles.matmul_m, tiles.matmul_wide_n)
@@ -971,6 +977,12 @@ impl MatmulTiling {
             tiles,
         )
     }
+}
+
+/// Whether a float product of `dtype` runs on the vector units (f32, f64): the tensor cores'
+/// paths for them would round its operands.
+pub fn on_vector_units(dtype: DType) -> bool {
+    matches!(dtype, DType::F32 | DType::F64)
 }
 
 /// Whether a float matmul output of `dims` takes [`TileShapes::matmul_wide_n`]: wider than
