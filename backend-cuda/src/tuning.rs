@@ -20,9 +20,10 @@
 //! longer walks keep 128: causal s8192 1.000 ms against 1.035 at 64); a decode step's
 //! attention (a query row per program) loads its keys and values without TMA, two blocks per
 //! SM (the step 10% faster). f32 and f64 products and attention (on the vector units) take
-//! 32x64 tiles and blocks, attention by 8 warps (f32 all-MiniLM at batch 32 x 128: 10.0 → 5.1
-//! ms; their 128x128 tiles spilled). Attention blocks walk the grid from its last tile (the
-//! causal s8192 workload 2% faster: its longest programs start first). Kernels that
+//! 64x32 tiles and blocks, attention by one warpgroup at two blocks per SM (f32 all-MiniLM at
+//! batch 32 x 128: 10.0 → 4.5 ms; their 128x128 tiles spilled; 32x64 gave 5.1 ms, 32x32 5.4,
+//! 16x64 5.3, 32x128 5.7). Attention blocks walk the grid from its last tile (the causal
+//! s8192 workload 2% faster: its longest programs start first). Kernels that
 //! move less than [`SMALL_KERNEL_BYTES`] get no TMA either, unless a hint says otherwise. A matmul or
 //! attention of fewer than 264 programs (two per SM) splits its K or key loop over more (the
 //! decode step 0.261 → 0.216 ms: its output projection 0.048 → 0.028 ms, its attention over
@@ -42,8 +43,6 @@
 
 use crate::codegen::{kernel_kind, KernelHints};
 use std::collections::BTreeMap;
-use tir_graph::DType;
-use tir_lower::lower::kernels::on_vector_units;
 use tir_lower::plan::buffer_bytes;
 use tir_lower::tile::{TileKernel, TileOp, Type};
 use tir_lower::{Program, TileShapes, MATVEC_M};
@@ -91,8 +90,8 @@ impl Default for Tuning {
                 matmul_wide_n: 256,
                 matvec_k: 128,
                 int_matmul: 32,
-                vector_matmul_m: 32,
-                vector_matmul_n: 64,
+                vector_matmul_m: 64,
+                vector_matmul_n: 32,
                 attention_m: 128,
                 attention_n: 128,
                 attention_short_m: 64,
@@ -248,22 +247,18 @@ impl Tuning {
             let warps = (largest / (32 * LONG_ROW_VALUES_PER_THREAD)).clamp(1, 32);
             hints.warps = hints.warps.or(Some(warps as u8));
         }
-        let mma = first_mma(kernel);
-        let tile = mma.map(|(rows, cols, _)| (rows, cols));
+        let tile = mma_tile(kernel);
         let rows = tile.map(|(rows, _)| rows);
-        let vector_units = mma.is_some_and(|(.., dtype)| on_vector_units(dtype));
         // A large product's wide tile (`matmul_wide_n`) takes two warpgroups, 64 rows of the
         // 128x256 accumulator each (128 registers a thread).
         if kind == "matmul" && tile.is_some_and(|(_, cols)| cols > self.tiles.matmul_n) {
             hints.warps = hints.warps.or(Some(8));
         }
-        // Fewer query rows than a block (a short sequence, a decode step): `tileiras`'s warps,
-        // except on the vector units (f32 BERT's 32-query blocks took 0.236 ms at 8 warps).
-        if kind == "attention" && rows.is_some_and(|r| r < self.tiles.attention_m) && !vector_units
-        {
+        if kind == "attention" && rows.is_some_and(|r| r < self.tiles.attention_m) {
             hints.warps = None;
         }
-        // A short walk's query block (64 rows): one warpgroup, two blocks per SM.
+        // A block of `attention_short_m` queries (64: a short walk's, or an f32 attention's):
+        // one warpgroup, two blocks per SM.
         let short_m = self.tiles.attention_short_m;
         if kind == "attention" && rows == Some(short_m) && short_m < self.tiles.attention_m {
             hints.warps = Some(4);
@@ -295,27 +290,20 @@ fn static_tiles(kernel: &TileKernel) -> Option<i64> {
     Some(extents.iter().product())
 }
 
-/// The accumulator's rows and columns and the operands' dtype of `kernel`'s first matrix
-/// product, if it has one.
-fn first_mma(kernel: &TileKernel) -> Option<(u64, u64, DType)> {
-    let mut dtypes = BTreeMap::new();
-    let mut first = None;
+/// The rows and columns of the accumulator tile of `kernel`'s first matrix product, if it has
+/// one.
+fn mma_tile(kernel: &TileKernel) -> Option<(u64, u64)> {
+    let mut tile = None;
     kernel.walk(&mut |stmt| {
-        for (value, ty) in &stmt.defs {
-            if let Type::Tile { dtype, .. } = ty {
-                dtypes.insert(*value, *dtype);
-            }
-        }
-        if let (TileOp::Mma { a, .. }, Some((_, Type::Tile { shape, .. }))) =
+        if let (TileOp::Mma { .. }, Some((_, Type::Tile { shape, .. }))) =
             (&stmt.op, stmt.defs.first())
         {
             let mut last = shape.iter().rev().copied();
             let (cols, rows) = (last.next().unwrap_or(1), last.next().unwrap_or(1));
-            first = first.or(Some((rows, cols, *a)));
+            tile = tile.or(Some((rows, cols)));
         }
     });
-    let (rows, cols, a) = first?;
-    Some((rows, cols, *dtypes.get(&a)?))
+    tile
 }
 
 /// The bytes of every tensor `kernel` takes, when all their shapes are static.
@@ -437,7 +425,7 @@ mod tests {
                     .unwrap();
             let kernel = &compiled.program.kernels[0];
             assert_eq!(kernel_kind(&kernel.name), kind);
-            let tile = first_mma(kernel).map(|(rows, cols, _)| (rows, cols));
+            let tile = mma_tile(kernel);
             (tile, defaults.hints_for(&compiled.program, kernel).warps)
         };
         // A product whose `a` is a head merge (no library call) and an attention, in f32.
@@ -457,7 +445,7 @@ mod tests {
         };
         assert_eq!(
             tile_and_warps("matmul", &|g| merged(g, DType::F32)),
-            (Some((32, 64)), None)
+            (Some((64, 32)), None)
         );
         assert_eq!(
             tile_and_warps("matmul", &|g| merged(g, DType::F16)).0,
@@ -465,7 +453,7 @@ mod tests {
         );
         assert_eq!(
             tile_and_warps("attention", &|g| attention(g, DType::F32)),
-            (Some((32, 64)), Some(8))
+            (Some((64, 32)), Some(4))
         );
         assert_eq!(
             tile_and_warps("attention", &|g| attention(g, DType::F16)),
@@ -531,7 +519,7 @@ mod tests {
             tir_lower::compile_graph(&g.finish().unwrap(), &target, &Default::default()).unwrap();
         let kernel = &compiled.program.kernels[0];
         (
-            first_mma(kernel).map(|(rows, cols, _)| (rows, cols)),
+            mma_tile(kernel),
             tuning.hints_for(&compiled.program, kernel).warps,
         )
     }

@@ -981,7 +981,7 @@ impl MatmulTiling {
 
 /// Whether a float product of `dtype` runs on the vector units (f32, f64): the tensor cores'
 /// paths for them would round its operands.
-pub fn on_vector_units(dtype: DType) -> bool {
+pub(super) fn on_vector_units(dtype: DType) -> bool {
     matches!(dtype, DType::F32 | DType::F64)
 }
 
