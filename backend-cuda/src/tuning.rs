@@ -357,12 +357,13 @@ mod tests {
 
     use tir_graph::{shape, DType, GraphBuilder, Tensor};
 
-    /// The hints of the single kernel of the graph `build` makes, of kind `kind`.
-    fn hints_of(
+    /// The accumulator tile (of its first product, if any) and the hints of the single kernel
+    /// of the graph `build` makes, of kind `kind`.
+    fn tile_and_hints_of(
         tuning: &Tuning,
         kind: &str,
         build: impl FnOnce(&GraphBuilder) -> Result<Tensor, tir_graph::GraphError>,
-    ) -> KernelHints {
+    ) -> (Option<(u64, u64)>, KernelHints) {
         let g = GraphBuilder::new();
         let y = build(&g).unwrap();
         g.output("y", &y).unwrap();
@@ -373,7 +374,19 @@ mod tests {
             tir_lower::compile_graph(&graph, &target, &tir_opt::Limits::default()).unwrap();
         let kernel = &compiled.program.kernels[0];
         assert_eq!(kernel_kind(&kernel.name), kind);
-        tuning.hints_for(&compiled.program, kernel)
+        (
+            mma_tile(kernel),
+            tuning.hints_for(&compiled.program, kernel),
+        )
+    }
+
+    /// The hints of the single kernel of the graph `build` makes, of kind `kind`.
+    fn hints_of(
+        tuning: &Tuning,
+        kind: &str,
+        build: impl FnOnce(&GraphBuilder) -> Result<Tensor, tir_graph::GraphError>,
+    ) -> KernelHints {
+        tile_and_hints_of(tuning, kind, build).1
     }
 
     /// The hints of the row kernel of a softmax over 8 rows of `cols` f16 elements.
@@ -416,47 +429,29 @@ mod tests {
     #[test]
     fn f32_products_and_attention_take_vector_unit_tiles() {
         let defaults = Tuning::default();
-        let tile_and_warps = |kind: &str, build: &dyn Fn(&GraphBuilder) -> Tensor| {
-            let g = GraphBuilder::new();
-            g.output("y", &build(&g)).unwrap();
-            let target = crate::gpu_target(&defaults, &crate::MatmulPolicy::default());
-            let compiled =
-                tir_lower::compile_graph(&g.finish().unwrap(), &target, &Default::default())
-                    .unwrap();
-            let kernel = &compiled.program.kernels[0];
-            assert_eq!(kernel_kind(&kernel.name), kind);
-            let tile = mma_tile(kernel);
-            (tile, defaults.hints_for(&compiled.program, kernel).warps)
+        let tile_and_warps = |kind: &str, dtype: DType| {
+            let (tile, hints) = tile_and_hints_of(&defaults, kind, |g| match kind {
+                // A product whose `a` is a head merge (no library call).
+                "matmul" => {
+                    let a = g.input("a", dtype, shape![4, 256, 64])?;
+                    let a = a.permute(&[1, 0, 2])?.reshape_to(&shape![256, 256])?;
+                    a.matmul(&g.input("w", dtype, shape![256, 256])?)
+                }
+                _ => {
+                    let q = g.input("q", dtype, shape![1, 4, 512, 32])?;
+                    q.attention(&q, &q, false)
+                }
+            });
+            (tile, hints.warps)
         };
-        // A product whose `a` is a head merge (no library call) and an attention, in f32.
-        let merged = |g: &GraphBuilder, dtype: DType| {
-            let a = g.input("a", dtype, shape![4, 256, 64]).unwrap();
-            let a = a
-                .permute(&[1, 0, 2])
-                .unwrap()
-                .reshape_to(&shape![256, 256])
-                .unwrap();
-            a.matmul(&g.input("w", dtype, shape![256, 256]).unwrap())
-                .unwrap()
-        };
-        let attention = |g: &GraphBuilder, dtype: DType| {
-            let q = g.input("q", dtype, shape![1, 4, 512, 32]).unwrap();
-            q.attention(&q, &q, false).unwrap()
-        };
+        assert_eq!(tile_and_warps("matmul", DType::F32), (Some((64, 32)), None));
+        assert_eq!(tile_and_warps("matmul", DType::F16).0, Some((128, 128)));
         assert_eq!(
-            tile_and_warps("matmul", &|g| merged(g, DType::F32)),
-            (Some((64, 32)), None)
-        );
-        assert_eq!(
-            tile_and_warps("matmul", &|g| merged(g, DType::F16)).0,
-            Some((128, 128))
-        );
-        assert_eq!(
-            tile_and_warps("attention", &|g| attention(g, DType::F32)),
+            tile_and_warps("attention", DType::F32),
             (Some((64, 32)), Some(4))
         );
         assert_eq!(
-            tile_and_warps("attention", &|g| attention(g, DType::F16)),
+            tile_and_warps("attention", DType::F16),
             (Some((64, 128)), Some(4))
         );
     }
@@ -508,20 +503,11 @@ mod tests {
         tuning: &Tuning,
         (m, k, n): (u64, u64, u64),
     ) -> (Option<(u64, u64)>, Option<u8>) {
-        let g = GraphBuilder::new();
-        let a = g.input("a", DType::F16, shape![m, k]).unwrap();
-        let y = a
-            .matmul(&g.input("b", DType::F16, shape![k, n]).unwrap())
-            .unwrap();
-        g.output("y", &y).unwrap();
-        let target = crate::gpu_target(tuning, &crate::MatmulPolicy::default());
-        let compiled =
-            tir_lower::compile_graph(&g.finish().unwrap(), &target, &Default::default()).unwrap();
-        let kernel = &compiled.program.kernels[0];
-        (
-            mma_tile(kernel),
-            tuning.hints_for(&compiled.program, kernel).warps,
-        )
+        let (tile, hints) = tile_and_hints_of(tuning, "matmul", |g| {
+            let a = g.input("a", DType::F16, shape![m, k])?;
+            a.matmul(&g.input("b", DType::F16, shape![k, n])?)
+        });
+        (tile, hints.warps)
     }
 
     #[test]

@@ -118,9 +118,8 @@ impl AttentionTiling {
         let head = &g.ty(q).shape.dims()[rank - 1];
         let keys = &g.ty(pattern.scores).shape.dims()[rank - 1];
         let mut tile = vec![1u64; rank];
-        let vector = on_vector_units(g.ty(pattern.output).dtype);
         let (mut bm, mut bn) = (query_block(keys, tiles), tiles.attention_n);
-        if vector {
+        if on_vector_units(g.ty(pattern.output).dtype) {
             (bm, bn) = (bm.min(tiles.vector_matmul_m), bn.min(tiles.vector_matmul_n));
         }
         tile[rank - 2] = tile_for(&out_shape.dims()[rank - 2], bm);
