@@ -10,9 +10,11 @@
 //! 128 for matrix-vector products (the decode step 15% faster than at 32), two of their blocks
 //! per SM (their split kernels 12% faster); row reductions one
 //! 4096-element row per tile block at occupancy 4 (a register budget that fits four blocks per
-//! SM: 1.7x to 2.9x faster than two rows per block without the hint), longer rows without it
-//! and with warps enough for 32 values a thread, and all rows loaded without TMA (6% to 30%
-//! faster); attention in blocks of 128 queries and 128 keys by 8 warps (two warpgroups), which
+//! SM: 1.7x to 2.9x faster than two rows per block without the hint) and loaded without TMA
+//! (6% to 30% faster); longer rows (their own hints kind, [`LONG_ROW`]) with warps enough for
+//! 32 values a thread, in persistent blocks (one per SM) that load by TMA, so a block's next
+//! row arrives while it reduces this one (softmax 4096x32768 0.2115 → 0.193-0.198 ms; short
+//! rows got slower so); attention in blocks of 128 queries and 128 keys by 8 warps (two warpgroups), which
 //! `tileiras` does not pick alone (the causal b4 h32 s2048 d128 workload 0.376 ms against 0.53
 //! for its own choice at 64x128 and 0.87 at 128x128), unless a program has fewer query rows;
 //! an attention over at most [`tir_lower::SHORT_ATTENTION_KEYS`] keys in blocks of 64 queries
@@ -37,7 +39,7 @@
 //! `vector_matmul_n`), `split_programs` (any whole number; 0 never splits) or a
 //! hint for every kernel of one kind (`row_reduction.occupancy=4`, `matmul.num_ctas=2`,
 //! `matmul.group_rows=8`, `row_reduction.tma=0`, `matmul.load_latency=4`,
-//! `matmul.persistent=0` for one block per tile, `attention.warps=8` for the warps of a tile
+//! `matmul.persistent=0` for one block per tile, `long_row.warps=16`, `attention.warps=8` for the warps of a tile
 //! block, `attention.last_first=0` to walk the grid from its first tile). Hints change speed,
 //! never results.
 
@@ -67,6 +69,10 @@ pub const PERSISTENT_MIN_TILES: i64 = 264;
 /// `tileiras` picks. The 4096x32768 softmax went 0.2274 → 0.2115 ms on an H100 at 32 warps (8
 /// warps 0.2218, 16 warps 0.2190).
 pub const LONG_ROW_VALUES_PER_THREAD: u64 = 32;
+
+/// The hints kind of a row reduction over rows longer than the row budget
+/// ([`TileShapes::row_elements`]): its own, since what suits 4096-element rows does not.
+pub const LONG_ROW: &str = "long_row";
 
 /// The environment variable that overrides the defaults.
 pub const TUNE_ENV: &str = "TIR_TUNE";
@@ -104,6 +110,13 @@ impl Default for Tuning {
                     "matmul".to_string(),
                     KernelHints {
                         group_rows: Some(8),
+                        persistent: Some(1),
+                        ..KernelHints::default()
+                    },
+                ),
+                (
+                    LONG_ROW.to_string(),
+                    KernelHints {
                         persistent: Some(1),
                         ..KernelHints::default()
                     },
@@ -225,9 +238,10 @@ impl Tuning {
     }
 
     /// The hints `kernel` of `program` is compiled with: those of its kind, except that a row
-    /// reduction whose rows exceed the row budget gets no occupancy hint (a budget of registers
-    /// made for 4096-element rows spills longer ones: 1184 bytes a thread for 32768) and the
-    /// warps that hold [`LONG_ROW_VALUES_PER_THREAD`] of a tile's values each, a grid
+    /// reduction whose rows exceed the row budget takes [`LONG_ROW`]'s (row reductions'
+    /// occupancy, a budget of registers made for 4096-element rows, spills longer ones: 1184
+    /// bytes a thread for 32768), the warps that hold [`LONG_ROW_VALUES_PER_THREAD`] of a
+    /// tile's values each and TMA loads when it is persistent, a grid
     /// below [`PERSISTENT_MIN_TILES`] gets no persistent entry, a matrix-vector product (at
     /// most [`MATVEC_M`] rows) two blocks per SM unless its hints say otherwise (the decode
     /// step's split output projection 0.0242 → 0.0213 ms on an H100, the step 0.2026 →
@@ -240,10 +254,11 @@ impl Tuning {
     /// the step 0.185 → 0.175 ms, then 0.1665 ms at occupancy 2).
     pub fn hints_for(&self, program: &Program, kernel: &TileKernel) -> KernelHints {
         let kind = kernel_kind(&kernel.name);
-        let mut hints = self.hints.get(kind).copied().unwrap_or_default();
         let largest = largest_tile(kernel);
-        if kind == "row_reduction" && largest > self.tiles.row_elements {
-            hints.occupancy = None;
+        let long_row = kind == "row_reduction" && largest > self.tiles.row_elements;
+        let hints_kind = if long_row { LONG_ROW } else { kind };
+        let mut hints = self.hints.get(hints_kind).copied().unwrap_or_default();
+        if long_row {
             let warps = (largest / (32 * LONG_ROW_VALUES_PER_THREAD)).clamp(1, 32);
             hints.warps = hints.warps.or(Some(warps as u8));
         }
@@ -275,6 +290,10 @@ impl Tuning {
         }
         if kind == "matmul" && matvec {
             hints.occupancy = hints.occupancy.or(Some(2));
+        }
+        // A long row's TMA loads pay only where a persistent block prefetches its next row.
+        if long_row {
+            hints.allow_tma = hints.allow_tma.or(Some(hints.persistent.is_some()));
         }
         let small = kernel_bytes(program, kernel).is_some_and(|b| b < SMALL_KERNEL_BYTES);
         if hints.allow_tma.is_none() && small {
@@ -390,9 +409,10 @@ mod tests {
     }
 
     /// The hints of the row kernel of a softmax over 8 rows of `cols` f16 elements.
-    fn softmax_hints(cols: u64) -> KernelHints {
-        hints_of(&Tuning::default(), "row_reduction", |g| {
-            g.input("x", DType::F16, shape![8, cols])?.softmax(1)
+    /// The hints of a softmax over `rows` f16 rows of `cols` under `tuning`.
+    fn softmax_hints(tuning: &Tuning, rows: u64, cols: u64) -> KernelHints {
+        hints_of(tuning, "row_reduction", |g| {
+            g.input("x", DType::F16, shape![rows, cols])?.softmax(1)
         })
     }
 
@@ -458,11 +478,35 @@ mod tests {
 
     #[test]
     fn rows_longer_than_the_budget_get_warps_and_no_occupancy_hint() {
-        assert_eq!(softmax_hints(4096).occupancy, Some(4));
-        assert_eq!(softmax_hints(4096).warps, None);
-        assert_eq!(softmax_hints(32768).occupancy, None);
-        assert_eq!(softmax_hints(32768).warps, Some(32));
-        assert_eq!(softmax_hints(8192).warps, Some(8));
+        let defaults = Tuning::default();
+        assert_eq!(softmax_hints(&defaults, 8, 4096).occupancy, Some(4));
+        assert_eq!(softmax_hints(&defaults, 8, 4096).warps, None);
+        assert_eq!(softmax_hints(&defaults, 8, 32768).occupancy, None);
+        assert_eq!(softmax_hints(&defaults, 8, 32768).warps, Some(32));
+        assert_eq!(softmax_hints(&defaults, 8, 8192).warps, Some(8));
+    }
+
+    #[test]
+    fn long_rows_in_large_grids_are_persistent_and_load_by_tma() {
+        let defaults = Tuning::default();
+        let long = softmax_hints(&defaults, 4096, 32768);
+        assert_eq!((long.persistent, long.allow_tma), (Some(1), Some(true)));
+        // Too few rows for a persistent entry: no TMA either.
+        let few = softmax_hints(&defaults, 8, 32768);
+        assert_eq!((few.persistent, few.allow_tma), (None, Some(false)));
+        // Short rows keep one block per row, loaded without TMA.
+        let short = softmax_hints(&defaults, 4096, 4096);
+        assert_eq!((short.persistent, short.allow_tma), (None, Some(false)));
+        // Long rows have their own hints kind.
+        let mut tuned = Tuning::default();
+        tuned
+            .apply("long_row.persistent=0,long_row.warps=16")
+            .unwrap();
+        let tuned = softmax_hints(&tuned, 4096, 32768);
+        assert_eq!(
+            (tuned.persistent, tuned.allow_tma, tuned.warps),
+            (None, Some(false), Some(16))
+        );
     }
 
     #[test]

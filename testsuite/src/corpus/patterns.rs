@@ -231,18 +231,25 @@ fn row_ops(c: &mut Corpus) -> Result<()> {
             Tolerance::composite(300),
         );
     }
-    // Rows of 32768: the widest a row kernel takes (a handful, the slowest cases).
-    let long: [(&str, RowOp, DType); 3] = [
-        ("softmax", softmax_op, DType::F16),
-        ("softmax", softmax_op, DType::F32),
-        ("layer_norm", layer_norm_op, DType::F32),
+    // Rows of 32768: the widest a row kernel takes (a handful, the slowest cases); and enough
+    // long rows (300) that the GPU walks them in persistent blocks, several rows a block, not
+    // the same number each.
+    let long: [(&str, RowOp, DType, u64, u64); 5] = [
+        ("softmax", softmax_op, DType::F16, 2, 32768),
+        ("softmax", softmax_op, DType::F32, 2, 32768),
+        ("layer_norm", layer_norm_op, DType::F32, 2, 32768),
+        ("softmax", softmax_op, DType::F16, 300, 8192),
+        ("layer_norm", layer_norm_op, DType::F32, 300, 8192),
     ];
-    for (op_name, op, d) in long {
+    for (op_name, op, d, rows, len) in long {
         let g = GraphBuilder::new();
-        let len = 32768;
-        let x = g.input("x", d, shape![2, len])?;
+        let x = g.input("x", d, shape![rows, len])?;
         g.output("y", &op(&x, &g, d, len)?)?;
-        let name = format!("pattern/{op_name}/{d}/row{len}");
+        let name = if rows == 2 {
+            format!("pattern/{op_name}/{d}/row{len}")
+        } else {
+            format!("pattern/{op_name}/{d}/{rows}rows{len}")
+        };
         c.add_static(
             name,
             g.finish()?,
