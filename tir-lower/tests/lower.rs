@@ -548,6 +548,37 @@ fn a_short_key_walk_takes_the_short_query_block() {
 }
 
 #[test]
+fn a_causal_walk_takes_its_diagonal_in_half_key_blocks_when_queries_are_fewer() {
+    use tir_graph::{shape, DType, GraphBuilder};
+    // The last axis of each product in the attention kernel (head dim 16).
+    let widths = |keys: u64, causal: bool| {
+        let g = GraphBuilder::new();
+        let q = g.input("q", DType::F16, shape![1, 2, 512, 16]).unwrap();
+        let kv = g.input("kv", DType::F16, shape![1, 2, keys, 16]).unwrap();
+        g.output("y", &q.attention(&kv, &kv, causal).unwrap())
+            .unwrap();
+        let mut target = Target::default();
+        (target.tiles.attention_m, target.tiles.attention_n) = (128, 128);
+        target.tiles.attention_short_m = 64;
+        let program = lower_for(&g.finish().unwrap(), &target);
+        let mut widths = std::collections::BTreeSet::new();
+        attention_kernel(&program).walk(&mut |s| {
+            if let (TileOp::Mma { .. }, Some((_, Type::Tile { shape, .. }))) =
+                (&s.op, s.defs.first())
+            {
+                widths.insert(shape[shape.len() - 1]);
+            }
+        });
+        widths.into_iter().collect::<Vec<_>>()
+    };
+    // 64-query blocks against 128-key blocks: scores of 128 keys, then of 64 on the diagonal.
+    assert_eq!(widths(4096, true), [16, 64, 128]);
+    // 128-query blocks, and walks without a diagonal, take whole key blocks only.
+    assert_eq!(widths(4097, true), [16, 128]);
+    assert_eq!(widths(4096, false), [16, 128]);
+}
+
+#[test]
 fn a_16_bit_attention_divides_once_per_row() {
     use tir_graph::{shape, BinaryOp, DType, GraphBuilder};
     // The last axis of each division's result in the attention kernel.

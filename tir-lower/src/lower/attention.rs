@@ -70,6 +70,7 @@ struct KeyWalk<'p> {
 }
 
 /// A tile operand of a product: its value, dtype and shape.
+#[derive(Clone)]
 struct Operand {
     value: ValueId,
     dtype: DType,
@@ -97,6 +98,9 @@ pub struct AttentionTiling {
     /// ([`TileOp::ApproxExp`]), its running maximum counting unscaled scores.
     pub scale: Option<f64>,
 }
+
+/// The fewest keys of a causal walk's diagonal blocks when they take half a key block.
+const MIN_DIAGONAL_KEYS: u64 = 16;
 
 /// The fewest key blocks each program of a split key loop takes.
 pub const MIN_SPLIT_BLOCKS: u64 = 2;
@@ -404,9 +408,31 @@ impl KernelLowering<'_> {
                 // The blocks every query of the program sees whole need no mask; then the
                 // blocks on the diagonal, up to the last key the last query sees.
                 let (bm, bn) = (t.tile[rank - 2], t.bn);
-                let (visible, steps) = self.causal_steps(out_space, (bm, bn), delta, &keys);
+                let (visible, end) = self.causal_steps(out_space, (bm, bn), delta, &keys);
                 let seen = self.key_loop(&walk, (zero, visible), init, Mask::Visible, None)?;
-                self.key_loop(&walk, (visible, steps), seen, Mask::Causal(delta), None)?
+                let half = bn / 2;
+                if bm < bn && half >= MIN_DIAGONAL_KEYS {
+                    // A query block shorter than the key block ends every other program's
+                    // walk halfway through a key block: the keys past the last whole block
+                    // go in blocks of half as many, so no step weighs a half block of zeros.
+                    let bn_v = self.b.index(bn as i64);
+                    let whole = self.b.arith(IndexOp::Div, end, bn_v);
+                    let diagonal = Mask::Causal(delta);
+                    let masked = self.key_loop(&walk, (visible, whole), seen, diagonal, None)?;
+                    let two = self.b.index(2);
+                    let first_half = self.b.arith(IndexOp::Mul, whole, two);
+                    let halves = self.b.ceil_div(end, half);
+                    let half_walk = KeyWalk {
+                        blocks: (half, t.d_tile),
+                        q: walk.q.clone(),
+                        ..walk
+                    };
+                    let bounds = (first_half, halves);
+                    self.key_loop(&half_walk, bounds, masked, diagonal, None)?
+                } else {
+                    let steps = self.b.ceil_div(end, bn);
+                    self.key_loop(&walk, (visible, steps), seen, Mask::Causal(delta), None)?
+                }
             }
             None => match self.key_segments(&keys, t.bn) {
                 Some(segments) => {
@@ -437,7 +463,7 @@ impl KernelLowering<'_> {
     }
 
     /// With a causal offset `delta`: the number of leading key blocks every query of the
-    /// program sees whole, and the number of blocks up to the last key its last query sees.
+    /// program sees whole, and the keys up to the last one its last query sees.
     fn causal_steps(
         &mut self,
         out_space: SpaceId,
@@ -466,7 +492,7 @@ impl KernelLowering<'_> {
         let end = self.b.arith(IndexOp::Max, end, zero);
         let steps = self.b.ceil_div(end, bn);
         let visible = self.b.arith(IndexOp::Min, visible, steps);
-        (visible, steps)
+        (visible, end)
     }
 
     /// With static keys split by concats along them (members whose extent on their axis is
