@@ -518,28 +518,34 @@ fn attention_over_a_concat_of_keys_reads_each_part_through_views() {
     assert!(gathers > 0);
 }
 
+/// `(rows, columns)` of each product in the attention kernel of 512 queries over `keys` keys
+/// (f16, head dim 16), lowered with 128-query and 128-key blocks and `short_m`-query blocks for
+/// short walks.
+fn attention_products(keys: u64, causal: bool, short_m: u64) -> Vec<(u64, u64)> {
+    use tir_graph::{shape, DType, GraphBuilder};
+    let g = GraphBuilder::new();
+    let q = g.input("q", DType::F16, shape![1, 2, 512, 16]).unwrap();
+    let kv = g.input("kv", DType::F16, shape![1, 2, keys, 16]).unwrap();
+    g.output("y", &q.attention(&kv, &kv, causal).unwrap())
+        .unwrap();
+    let mut target = Target::default();
+    (target.tiles.attention_m, target.tiles.attention_n) = (128, 128);
+    target.tiles.attention_short_m = short_m;
+    let program = lower_for(&g.finish().unwrap(), &target);
+    let mut products = std::collections::BTreeSet::new();
+    attention_kernel(&program).walk(&mut |s| {
+        if let (TileOp::Mma { .. }, Some((_, Type::Tile { shape, .. }))) = (&s.op, s.defs.first()) {
+            products.insert((shape[shape.len() - 2], shape[shape.len() - 1]));
+        }
+    });
+    products.into_iter().collect()
+}
+
 #[test]
 fn a_short_key_walk_takes_the_short_query_block() {
-    use tir_graph::{shape, DType, GraphBuilder};
-    // The rows of the attention kernel's score products for `keys` keys.
     let rows = |keys: u64, short_m: u64| {
-        let g = GraphBuilder::new();
-        let q = g.input("q", DType::F16, shape![1, 2, 512, 32]).unwrap();
-        let kv = g.input("kv", DType::F16, shape![1, 2, keys, 32]).unwrap();
-        g.output("y", &q.attention(&kv, &kv, true).unwrap())
-            .unwrap();
-        let mut target = Target::default();
-        target.tiles.attention_m = 128;
-        target.tiles.attention_short_m = short_m;
-        let program = lower_for(&g.finish().unwrap(), &target);
-        let mut rows = std::collections::BTreeSet::new();
-        attention_kernel(&program).walk(&mut |s| {
-            if let (TileOp::Mma { .. }, Some((_, Type::Tile { shape, .. }))) =
-                (&s.op, s.defs.first())
-            {
-                rows.insert(shape[shape.len() - 2]);
-            }
-        });
+        let products = attention_products(keys, true, short_m);
+        let rows: std::collections::BTreeSet<u64> = products.iter().map(|p| p.0).collect();
         rows.into_iter().collect::<Vec<_>>()
     };
     assert_eq!(rows(4096, 64), [64]);
@@ -549,33 +555,15 @@ fn a_short_key_walk_takes_the_short_query_block() {
 
 #[test]
 fn a_causal_walk_takes_its_diagonal_in_half_key_blocks_when_queries_are_fewer() {
-    use tir_graph::{shape, DType, GraphBuilder};
-    // The last axis of each product in the attention kernel (head dim 16).
-    let widths = |keys: u64, causal: bool| {
-        let g = GraphBuilder::new();
-        let q = g.input("q", DType::F16, shape![1, 2, 512, 16]).unwrap();
-        let kv = g.input("kv", DType::F16, shape![1, 2, keys, 16]).unwrap();
-        g.output("y", &q.attention(&kv, &kv, causal).unwrap())
-            .unwrap();
-        let mut target = Target::default();
-        (target.tiles.attention_m, target.tiles.attention_n) = (128, 128);
-        target.tiles.attention_short_m = 64;
-        let program = lower_for(&g.finish().unwrap(), &target);
-        let mut widths = std::collections::BTreeSet::new();
-        attention_kernel(&program).walk(&mut |s| {
-            if let (TileOp::Mma { .. }, Some((_, Type::Tile { shape, .. }))) =
-                (&s.op, s.defs.first())
-            {
-                widths.insert(shape[shape.len() - 1]);
-            }
-        });
-        widths.into_iter().collect::<Vec<_>>()
-    };
-    // 64-query blocks against 128-key blocks: scores of 128 keys, then of 64 on the diagonal.
-    assert_eq!(widths(4096, true), [16, 64, 128]);
+    // 64-query blocks against 128-key blocks: scores of 128 keys, then of 64 on the diagonal
+    // (and the products with the values, 16 columns).
+    assert_eq!(
+        attention_products(4096, true, 64),
+        [(64, 16), (64, 64), (64, 128)]
+    );
     // 128-query blocks, and walks without a diagonal, take whole key blocks only.
-    assert_eq!(widths(4097, true), [16, 128]);
-    assert_eq!(widths(4096, false), [16, 128]);
+    assert_eq!(attention_products(4097, true, 64), [(128, 16), (128, 128)]);
+    assert_eq!(attention_products(4096, false, 64), [(64, 16), (64, 128)]);
 }
 
 #[test]
