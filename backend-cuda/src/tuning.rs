@@ -13,9 +13,9 @@
 //! SM: 1.7x to 2.9x faster than two rows per block without the hint) and loaded without TMA
 //! (6% to 30% faster); longer rows (their own hints kind, [`LONG_ROW`]) with warps enough for
 //! 32 values a thread, in persistent blocks (one per SM) that load by TMA, so a block's next
-//! row arrives while it reduces this one (softmax 4096x32768 0.2115 → 0.193-0.198 ms; short
-//! rows got slower so); attention in blocks of 128 queries and 128 keys by 8 warps (two warpgroups), which
-//! `tileiras` does not pick alone (the causal b4 h32 s2048 d128 workload 0.376 ms against 0.53
+//! row's load is in flight while it reduces this one (softmax 4096x32768 0.2115 → 0.193-0.198
+//! ms; short rows got slower so); attention in blocks of 128 queries and 128 keys by 8 warps
+//! (two warpgroups), which `tileiras` does not pick alone (the causal b4 h32 s2048 d128 workload 0.376 ms against 0.53
 //! for its own choice at 64x128 and 0.87 at 128x128), unless a program has fewer query rows;
 //! an attention over at most [`tir_lower::SHORT_ATTENTION_KEYS`] keys in blocks of 64 queries
 //! by one warpgroup, two blocks per SM (causal s2048 0.341 → 0.320 ms, full 0.512 → 0.492;
@@ -39,9 +39,9 @@
 //! `vector_matmul_n`), `split_programs` (any whole number; 0 never splits) or a
 //! hint for every kernel of one kind (`row_reduction.occupancy=4`, `matmul.num_ctas=2`,
 //! `matmul.group_rows=8`, `row_reduction.tma=0`, `matmul.load_latency=4`,
-//! `matmul.persistent=0` for one block per tile, `long_row.warps=16`, `attention.warps=8` for the warps of a tile
-//! block, `attention.last_first=0` to walk the grid from its first tile). Hints change speed,
-//! never results.
+//! `matmul.persistent=0` for one block per tile, `long_row.warps=16` for the warps of a row
+//! reduction over rows longer than the row budget, `attention.warps=8`, `attention.last_first=0`
+//! to walk the grid from its first tile). Hints change speed, never results.
 
 use crate::codegen::{kernel_kind, KernelHints};
 use std::collections::BTreeMap;
@@ -408,7 +408,6 @@ mod tests {
         tile_and_hints_of(tuning, kind, build).1
     }
 
-    /// The hints of the row kernel of a softmax over 8 rows of `cols` f16 elements.
     /// The hints of a softmax over `rows` f16 rows of `cols` under `tuning`.
     fn softmax_hints(tuning: &Tuning, rows: u64, cols: u64) -> KernelHints {
         hints_of(tuning, "row_reduction", |g| {

@@ -18,7 +18,9 @@
 //! `0 / 0 = NaN`, as the graph's softmax of a row of `-inf` gives. When the mask is causal
 //! (the graph's `select(col <= row + δ, x, -inf)` on two position ranges, as the `attention`
 //! composite builds it), each program stops at the last key block its queries can see:
-//! a block it skips would only add zeros.
+//! a block it skips would only add zeros. Where the query block is shorter than the key
+//! block, the keys past the last whole key block go in blocks of half the keys, for the same
+//! reason.
 //!
 //! Keys that are a concat (a KV cache and the new token's key, and the mask over both) would
 //! be a gather with a select per element; instead the key loop is split at the parts'
@@ -404,36 +406,7 @@ impl KernelLowering<'_> {
             ),
         };
         Ok(match t.causal {
-            Some(delta) => {
-                // The blocks every query of the program sees whole need no mask; then the
-                // blocks on the diagonal, up to the last key the last query sees.
-                let (bm, bn) = (t.tile[rank - 2], t.bn);
-                let (visible, end) = self.causal_steps(out_space, (bm, bn), delta, &keys);
-                let seen = self.key_loop(&walk, (zero, visible), init, Mask::Visible, None)?;
-                let half = bn / 2;
-                if bm < bn && half >= MIN_DIAGONAL_KEYS {
-                    // A query block shorter than the key block ends every other program's
-                    // walk halfway through a key block: the keys past the last whole block
-                    // go in blocks of half as many, so no step weighs a half block of zeros.
-                    let bn_v = self.b.index(bn as i64);
-                    let whole = self.b.arith(IndexOp::Div, end, bn_v);
-                    let diagonal = Mask::Causal(delta);
-                    let masked = self.key_loop(&walk, (visible, whole), seen, diagonal, None)?;
-                    let two = self.b.index(2);
-                    let first_half = self.b.arith(IndexOp::Mul, whole, two);
-                    let halves = self.b.ceil_div(end, half);
-                    let half_walk = KeyWalk {
-                        blocks: (half, t.d_tile),
-                        q: walk.q.clone(),
-                        ..walk
-                    };
-                    let bounds = (first_half, halves);
-                    self.key_loop(&half_walk, bounds, masked, diagonal, None)?
-                } else {
-                    let steps = self.b.ceil_div(end, bn);
-                    self.key_loop(&walk, (visible, steps), seen, Mask::Causal(delta), None)?
-                }
-            }
+            Some(delta) => self.causal_walk(&walk, t.tile[rank - 2], delta, init)?,
             None => match self.key_segments(&keys, t.bn) {
                 Some(segments) => {
                     let mut running = init;
@@ -460,6 +433,38 @@ impl KernelLowering<'_> {
                 }
             },
         })
+    }
+
+    /// The key loops of a causal walk with offset `delta` and query block `bm`: the blocks
+    /// every query of the program sees whole, without a mask; then the blocks on the diagonal,
+    /// up to the last key the last query sees. A query block shorter than the key block ends
+    /// every other program's walk halfway through a key block: there the keys past the last
+    /// whole block go in blocks of half as many, so that no step weighs half a block of zeros.
+    fn causal_walk(&mut self, walk: &KeyWalk, bm: u64, delta: i64, init: Running) -> Res<Running> {
+        let (bn, d_tile) = walk.blocks;
+        let rank = self.b.spaces[walk.out_space].tile.len();
+        let keys = self.g.ty(walk.pattern.scores).shape.dims()[rank - 1].clone();
+        let (visible, end) = self.causal_steps(walk.out_space, (bm, bn), delta, &keys);
+        let zero = self.b.index(0);
+        let seen = self.key_loop(walk, (zero, visible), init, Mask::Visible, None)?;
+        let diagonal = Mask::Causal(delta);
+        let half = bn / 2;
+        if bm >= bn || half < MIN_DIAGONAL_KEYS {
+            let steps = self.b.ceil_div(end, bn);
+            return self.key_loop(walk, (visible, steps), seen, diagonal, None);
+        }
+        let bn_v = self.b.index(bn as i64);
+        let whole = self.b.arith(IndexOp::Div, end, bn_v);
+        let masked = self.key_loop(walk, (visible, whole), seen, diagonal, None)?;
+        let two = self.b.index(2);
+        let first_half = self.b.arith(IndexOp::Mul, whole, two);
+        let halves = self.b.ceil_div(end, half);
+        let half_walk = KeyWalk {
+            blocks: (half, d_tile),
+            q: walk.q.clone(),
+            ..*walk
+        };
+        self.key_loop(&half_walk, (first_half, halves), masked, diagonal, None)
     }
 
     /// With a causal offset `delta`: the number of leading key blocks every query of the
