@@ -15,8 +15,9 @@
 //! 32 values a thread, in persistent blocks (one per SM) that load by TMA, so a block's next
 //! row's load is in flight while it reduces this one (softmax 4096x32768 0.2115 → 0.193-0.198
 //! ms; short rows got slower so); attention in blocks of 128 queries and 128 keys by 8 warps
-//! (two warpgroups), which `tileiras` does not pick alone (the causal b4 h32 s2048 d128 workload 0.376 ms against 0.53
-//! for its own choice at 64x128 and 0.87 at 128x128), unless a program has fewer query rows;
+//! (two warpgroups), which `tileiras` does not pick alone (the causal b4 h32 s2048 d128
+//! workload 0.376 ms against 0.53 for its own choice at 64x128 and 0.87 at 128x128), unless a
+//! program has fewer query rows;
 //! an attention over at most [`tir_lower::SHORT_ATTENTION_KEYS`] keys in blocks of 64 queries
 //! by one warpgroup, two blocks per SM (causal s2048 0.341 → 0.320 ms, full 0.512 → 0.492;
 //! longer walks keep 128: causal s8192 1.000 ms against 1.035 at 64); a decode step's

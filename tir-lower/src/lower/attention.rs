@@ -444,13 +444,12 @@ impl KernelLowering<'_> {
         let (bn, d_tile) = walk.blocks;
         let rank = self.b.spaces[walk.out_space].tile.len();
         let keys = self.g.ty(walk.pattern.scores).shape.dims()[rank - 1].clone();
-        let (visible, end) = self.causal_steps(walk.out_space, (bm, bn), delta, &keys);
+        let (visible, end, steps) = self.causal_steps(walk.out_space, (bm, bn), delta, &keys);
         let zero = self.b.index(0);
         let seen = self.key_loop(walk, (zero, visible), init, Mask::Visible, None)?;
         let diagonal = Mask::Causal(delta);
         let half = bn / 2;
         if bm >= bn || half < MIN_DIAGONAL_KEYS {
-            let steps = self.b.ceil_div(end, bn);
             return self.key_loop(walk, (visible, steps), seen, diagonal, None);
         }
         let bn_v = self.b.index(bn as i64);
@@ -468,14 +467,15 @@ impl KernelLowering<'_> {
     }
 
     /// With a causal offset `delta`: the number of leading key blocks every query of the
-    /// program sees whole, and the keys up to the last one its last query sees.
+    /// program sees whole, the keys up to the last one its last query sees, and the key
+    /// blocks that hold them.
     fn causal_steps(
         &mut self,
         out_space: SpaceId,
         (bm, bn): (u64, u64),
         delta: i64,
         keys: &Dim,
-    ) -> (ValueId, ValueId) {
+    ) -> (ValueId, ValueId, ValueId) {
         let rank = self.b.spaces[out_space].tile.len();
         let keys = self.b.dim(keys);
         let zero = self.b.index(0);
@@ -497,7 +497,7 @@ impl KernelLowering<'_> {
         let end = self.b.arith(IndexOp::Max, end, zero);
         let steps = self.b.ceil_div(end, bn);
         let visible = self.b.arith(IndexOp::Min, visible, steps);
-        (visible, end)
+        (visible, end, steps)
     }
 
     /// With static keys split by concats along them (members whose extent on their axis is
