@@ -389,6 +389,40 @@ fn short_query_blocks_match_the_oracle_under_causal_and_padding_masks() {
 }
 
 #[test]
+fn a_head_merge_read_by_a_row_reduction_compiles_over_a_symbolic_sequence() {
+    use tir_graph::{shape, Dim, GraphBuilder, Shape};
+    // The attention's heads merged back ([1, 2, seq, 16] -> [1, seq, 32]) and read by a softmax,
+    // which takes no permute: over a symbolic sequence the merge is no strided store of the
+    // attention kernel (its batch stride, seq · 32, is not static), so it is not fused there.
+    for seq in [Dim::Symbolic("seq".into()), Dim::Static(70)] {
+        let g = GraphBuilder::new();
+        let q_dims = vec![Dim::Static(1), Dim::Static(2), seq.clone(), Dim::Static(16)];
+        let q = g
+            .input("q", DType::F16, Shape::new(q_dims).unwrap())
+            .unwrap();
+        let kv = g.input("kv", DType::F16, shape![1, 2, 70, 16]).unwrap();
+        let heads = q.attention(&kv, &kv, false).unwrap();
+        let merged = Shape::new(vec![Dim::Static(1), seq.clone(), Dim::Static(32)]).unwrap();
+        let merged = heads
+            .permute(&[0, 2, 1, 3])
+            .unwrap()
+            .reshape_to(&merged)
+            .unwrap();
+        g.output("y", &merged.softmax(2).unwrap()).unwrap();
+        let graph = g.finish().unwrap();
+        let lengths: &[u64] = if seq.as_static().is_some() {
+            &[70]
+        } else {
+            &[5, 70]
+        };
+        for &length in lengths {
+            let srcs = sources(&graph, &dims(&[("seq", length)]), length, 1.0);
+            check(&graph, &srcs, 2e-2).unwrap_or_else(|e| panic!("seq {seq:?} at {length}: {e}"));
+        }
+    }
+}
+
+#[test]
 fn a_kv_cache_fills_up_run_by_run() {
     let cfg = DecoderConfig {
         hidden: 16,

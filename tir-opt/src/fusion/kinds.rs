@@ -374,7 +374,8 @@ fn score_epilogue(g: &Graph, logits: NodeId) -> Option<(NodeId, BTreeSet<NodeId>
 
 /// An attention kernel: an [`AttentionPattern`] whose nodes are all members; the other members
 /// are the layout and elementwise producers of its operands (none depending on the scores) and
-/// a chain of bijective layout ops from the output product up to the root.
+/// a chain of bijective layout ops from the output product up to the root that composes into a
+/// strided store.
 fn attention_fits(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId) -> bool {
     let chain = store_chain(g, members, root);
     let top = chain.last().map_or(root, |&c| g.operands(c)[0]);
@@ -382,7 +383,11 @@ fn attention_fits(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId) -> bool {
         return false;
     };
     let core = pattern.nodes();
-    if !core.is_subset(members) {
+    // The chain must compose into a strided store (a head merge over a symbolic sequence does
+    // not: its batch stride is not static), as a matmul's must.
+    if !core.is_subset(members)
+        || !(chain.is_empty() || crate::layout::store_view(g, &chain).is_some())
+    {
         return false;
     }
     // A member outside the pattern and the chain may not depend on the pattern: it would need
