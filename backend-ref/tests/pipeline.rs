@@ -389,11 +389,12 @@ fn short_query_blocks_match_the_oracle_under_causal_and_padding_masks() {
 }
 
 #[test]
-fn a_head_merge_read_by_a_row_reduction_compiles_over_a_symbolic_sequence() {
+fn a_head_merge_over_a_symbolic_sequence_is_the_attention_kernels_store() {
     use tir_graph::{shape, Dim, GraphBuilder, Shape};
-    // The attention's heads merged back ([1, 2, seq, 16] -> [1, seq, 32]) and read by a softmax,
-    // which takes no permute: over a symbolic sequence the merge is no strided store of the
-    // attention kernel (its batch stride, seq · 32, is not static), so it is not fused there.
+    // The attention's heads merged back ([1, 2, seq, 16] -> [1, seq, 32]) and read by a softmax
+    // (which takes no permute): the attention kernel stores the merge, through a view whose
+    // batch stride is `seq · 32`, at sequence lengths off the query block.
+    let target = RefBackend::checking().target();
     for seq in [Dim::Symbolic("seq".into()), Dim::Static(70)] {
         let g = GraphBuilder::new();
         let q_dims = vec![Dim::Static(1), Dim::Static(2), seq.clone(), Dim::Static(16)];
@@ -417,7 +418,11 @@ fn a_head_merge_read_by_a_row_reduction_compiles_over_a_symbolic_sequence() {
         };
         for &length in lengths {
             let srcs = sources(&graph, &dims(&[("seq", length)]), length, 1.0);
-            check(&graph, &srcs, 2e-2).unwrap_or_else(|e| panic!("seq {seq:?} at {length}: {e}"));
+            let what = format!("seq {seq:?} at {length}");
+            let kernels =
+                check_for(&graph, &srcs, 2e-2, &target).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(kernels.len(), 2, "{what}: {kernels:?}");
+            assert!(kernels[0].ends_with("attention"), "{what}: {kernels:?}");
         }
     }
 }

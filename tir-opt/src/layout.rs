@@ -1,29 +1,78 @@
 //! Strided views: where the elements of a layout op's result lie in a contiguous row-major
-//! buffer, when that is an affine map with static strides. Fusion uses this to decide whether a
-//! chain of bijective layout ops after a matmul can be a store's index map; lowering uses it to
-//! build that store's view.
+//! buffer, when that is an affine map. A stride is a static count times a product of symbolic
+//! dims ([`Stride`]): the batch stride of a head merge over a symbolic sequence is `seq · 384`.
+//! Fusion uses this to decide whether a chain of bijective layout ops after a matmul or an
+//! attention can be a store's index map; lowering uses it to build that store's view.
 
 use tir_graph::{Dim, Op, Shape};
+
+/// A stride in elements: `coeff` times the product of the symbolic dims `dims` (sorted, so that
+/// equal strides compare equal; empty for a static stride, and for 0).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stride {
+    pub coeff: i64,
+    pub dims: Vec<String>,
+}
+
+impl Stride {
+    pub fn constant(coeff: i64) -> Stride {
+        Stride {
+            coeff,
+            dims: Vec::new(),
+        }
+    }
+
+    /// This stride times the extent of `dim`; `None` on overflow.
+    pub fn times(&self, dim: &Dim) -> Option<Stride> {
+        match dim {
+            Dim::Static(n) => {
+                let coeff = self.coeff.checked_mul(i64::try_from(*n).ok()?)?;
+                Some(if coeff == 0 {
+                    Stride::constant(0)
+                } else {
+                    Stride {
+                        coeff,
+                        dims: self.dims.clone(),
+                    }
+                })
+            }
+            Dim::Symbolic(name) if self.coeff != 0 => {
+                let mut dims = self.dims.clone();
+                dims.push(name.clone());
+                dims.sort();
+                Some(Stride {
+                    coeff: self.coeff,
+                    dims,
+                })
+            }
+            Dim::Symbolic(_) => Some(Stride::constant(0)),
+        }
+    }
+
+    /// The stride as a number, when it depends on no symbolic dim.
+    pub fn as_static(&self) -> Option<i64> {
+        self.dims.is_empty().then_some(self.coeff)
+    }
+}
 
 /// Element `i` of the view is element `offset + Σ i[k] * strides[k]` of the buffer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StridedView {
     pub shape: Vec<Dim>,
-    pub strides: Vec<i64>,
+    pub strides: Vec<Stride>,
     pub offset: i64,
 }
 
 impl StridedView {
-    /// The row-major view of a buffer of `shape`; `None` if a stride would depend on a
-    /// symbolic dim (a symbolic dim right of another dim).
+    /// The row-major view of a buffer of `shape`; `None` if a stride overflows.
     pub fn contiguous(shape: &Shape) -> Option<StridedView> {
         let dims = shape.dims();
-        let mut strides = vec![0i64; dims.len()];
-        let mut stride: i64 = 1;
+        let mut strides = vec![Stride::constant(0); dims.len()];
+        let mut stride = Stride::constant(1);
         for k in (0..dims.len()).rev() {
-            strides[k] = stride;
+            strides[k] = stride.clone();
             if k > 0 {
-                stride = stride.checked_mul(i64::try_from(dims[k].as_static()?).ok()?)?;
+                stride = stride.times(&dims[k])?;
             }
         }
         Some(StridedView {
@@ -33,11 +82,16 @@ impl StridedView {
         })
     }
 
+    /// The strides as numbers, when none depends on a symbolic dim.
+    pub fn static_strides(&self) -> Option<Vec<i64>> {
+        self.strides.iter().map(Stride::as_static).collect()
+    }
+
     /// Result dim `i` is dim `perm[i]`.
     pub fn permute(&self, perm: &[usize]) -> StridedView {
         StridedView {
             shape: perm.iter().map(|&p| self.shape[p].clone()).collect(),
-            strides: perm.iter().map(|&p| self.strides[p]).collect(),
+            strides: perm.iter().map(|&p| self.strides[p].clone()).collect(),
             offset: self.offset,
         }
     }
@@ -46,11 +100,11 @@ impl StridedView {
     /// strided view (dims that merge must be laid out one after another).
     pub fn reshape(&self, to: &[Dim]) -> Option<StridedView> {
         // Size-1 dims carry no elements: drop them, then insert them back with stride 0.
-        let from: Vec<(Dim, i64)> = self
+        let from: Vec<(Dim, Stride)> = self
             .shape
             .iter()
             .cloned()
-            .zip(self.strides.iter().copied())
+            .zip(self.strides.iter().cloned())
             .filter(|(d, _)| *d != Dim::Static(1))
             .collect();
         let target: Vec<Dim> = to
@@ -65,18 +119,15 @@ impl StridedView {
             // The source dims of the group must form one run: stride[k] = stride[k+1] * dim[k+1].
             let source = &from[i..i + group.0];
             for w in source.windows(2) {
-                let next = i64::try_from(w[1].0.as_static()?).ok()?;
-                if w[0].1 != w[1].1.checked_mul(next)? {
+                if w[0].1 != w[1].1.times(&w[1].0)? {
                     return None;
                 }
             }
-            let mut stride = source.last()?.1;
+            let mut stride = source.last()?.1.clone();
             let mut group_strides = Vec::with_capacity(group.1);
             for d in target[j..j + group.1].iter().rev() {
-                group_strides.push(stride);
-                if let Some(n) = d.as_static() {
-                    stride = stride.checked_mul(i64::try_from(n).ok()?)?;
-                }
+                group_strides.push(stride.clone());
+                stride = stride.times(d)?;
             }
             group_strides.reverse();
             strides.extend(group_strides);
@@ -88,12 +139,12 @@ impl StridedView {
             .iter()
             .map(|d| {
                 if *d == Dim::Static(1) {
-                    Some(0)
+                    Some(Stride::constant(0))
                 } else {
                     it.next()
                 }
             })
-            .collect::<Option<Vec<i64>>>()?;
+            .collect::<Option<Vec<Stride>>>()?;
         Some(StridedView {
             shape: to.to_vec(),
             strides,
@@ -129,7 +180,7 @@ pub fn store_view(g: &tir_graph::Graph, chain: &[tir_graph::NodeId]) -> Option<S
 
 /// The next pair of groups (source dims, target dims) with equal element counts, at least one
 /// dim each; a symbolic dim must stand alone on both sides with the same name.
-fn next_group(from: &[(Dim, i64)], to: &[Dim]) -> Option<(usize, usize)> {
+fn next_group(from: &[(Dim, Stride)], to: &[Dim]) -> Option<(usize, usize)> {
     match (from.first()?, to.first()?) {
         ((Dim::Symbolic(a), _), Dim::Symbolic(b)) => (a == b).then_some((1, 1)),
         ((Dim::Symbolic(_), _), _) | (_, Dim::Symbolic(_)) => None,
@@ -156,11 +207,21 @@ mod tests {
     use super::*;
     use tir_graph::shape;
 
+    fn numbers(v: &StridedView) -> Vec<i64> {
+        v.static_strides().unwrap()
+    }
+
     #[test]
-    fn contiguous_strides_need_static_trailing_dims() {
+    fn contiguous_strides_multiply_static_and_symbolic_dims() {
         let v = StridedView::contiguous(&shape!["batch", 4, 8]).unwrap();
-        assert_eq!(v.strides, [32, 8, 1]);
-        assert!(StridedView::contiguous(&shape![4, "n"]).is_none());
+        assert_eq!(numbers(&v), [32, 8, 1]);
+        let v = StridedView::contiguous(&shape!["b", "n", 4]).unwrap();
+        let n4 = Stride {
+            coeff: 4,
+            dims: vec!["n".into()],
+        };
+        assert_eq!(v.strides, [n4, Stride::constant(4), Stride::constant(1)]);
+        assert!(v.static_strides().is_none());
     }
 
     #[test]
@@ -174,14 +235,31 @@ mod tests {
             .unwrap()
             .permute(&[0, 2, 1, 3]);
         let merged = decode.reshape(&[2.into(), 1.into(), 32.into()]).unwrap();
-        assert_eq!(merged.strides, [32, 0, 1]);
+        assert_eq!(numbers(&merged), [32, 0, 1]);
+    }
+
+    #[test]
+    fn a_head_merge_over_a_symbolic_sequence_is_a_view_with_a_symbolic_batch_stride() {
+        // The merge's result [b, s, 32] contiguous, seen from the heads [b, 2, s, 16]: undo the
+        // reshape (32 -> 2 x 16), then the permute.
+        let merged = StridedView::contiguous(&shape!["b", "s", 32]).unwrap();
+        let heads = merged
+            .reshape(&["b".into(), "s".into(), 2.into(), 16.into()])
+            .unwrap()
+            .permute(&[0, 2, 1, 3]);
+        let batch = Stride {
+            coeff: 32,
+            dims: vec!["s".into()],
+        };
+        let rest = [16, 32, 1].map(Stride::constant);
+        assert_eq!(heads.strides, [vec![batch], rest.to_vec()].concat());
     }
 
     #[test]
     fn reshape_splits_and_merges_contiguous_runs() {
         let v = StridedView::contiguous(&shape!["n", 6, 4]).unwrap();
         let r = v.reshape(&["n".into(), 3.into(), 8.into()]).unwrap();
-        assert_eq!(r.strides, [24, 8, 1]);
+        assert_eq!(numbers(&r), [24, 8, 1]);
         let t = v.permute(&[0, 2, 1]);
         assert!(t.reshape(&["n".into(), 24.into()]).is_none());
         assert!(v.reshape(&["m".into(), 24.into()]).is_none());

@@ -207,6 +207,16 @@ impl KernelBuilder {
     }
 
     /// Row-major strides (in elements) of `dims`, as scalars.
+    /// The value of a view stride: its static count times its symbolic dims.
+    pub fn stride(&mut self, stride: &tir_opt::layout::Stride) -> ValueId {
+        let mut value = self.index(stride.coeff);
+        for name in &stride.dims {
+            let d = self.dim(&Dim::Symbolic(name.clone()));
+            value = self.arith(IndexOp::Mul, value, d);
+        }
+        value
+    }
+
     pub fn contiguous_strides(&mut self, dims: &[Dim]) -> Vec<ValueId> {
         let mut strides = vec![self.index(1); dims.len()];
         for k in (0..dims.len().saturating_sub(1)).rev() {

@@ -354,7 +354,9 @@ impl KernelLowering<'_> {
             })
             .collect::<Option<_>>()?;
         let shifted = lins.iter().any(|(_, _, s)| s.is_some());
-        if let Some(buffer_strides) = StridedView::contiguous(shape).map(|v| v.strides) {
+        if let Some(buffer_strides) =
+            StridedView::contiguous(shape).and_then(|v| v.static_strides())
+        {
             let mut strides = vec![0i64; rank];
             let mut offset = 0i64;
             for ((terms, o, _), &bs) in lins.iter().zip(&buffer_strides) {

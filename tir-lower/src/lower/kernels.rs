@@ -7,17 +7,18 @@ use crate::target::{TileShapes, MATVEC_M};
 use crate::tile::{
     Access, CmpOp, IndexOp, LibraryCall, Region, SliceStart, TileOp, Type, ValueId, WriteRegion,
 };
-use std::collections::BTreeSet;
 use tir_graph::{BinaryOp, DType, Dim, Graph, NodeId, Op, ReduceOp, Shape, UnaryOp};
-use tir_opt::fusion::kinds::{residual_add, store_chain};
-use tir_opt::layout::{store_view, StridedView};
+use tir_opt::fusion::kinds::{
+    is_library_matmul, residual_add, store_chain, transposed_source, unchained,
+};
+use tir_opt::layout::{store_view, Stride, StridedView};
 
 type Res<T> = Result<T, LowerError>;
 
 /// How a kernel's output tile reaches memory.
 pub enum StoreView {
-    /// Static strides and offset, in elements.
-    Static { strides: Vec<i64>, offset: i64 },
+    /// Strides (static, or static times symbolic dims) and a static offset, in elements.
+    Strided { strides: Vec<Stride>, offset: i64 },
     /// Row-major strides of `dims` (which may be symbolic).
     Rows { dims: Vec<Dim> },
 }
@@ -59,9 +60,9 @@ impl KernelLowering<'_> {
     ) {
         let extents = self.b.spaces[space].extents.clone();
         let strides: Vec<ValueId> = match view {
-            StoreView::Static { strides, offset: o } => {
+            StoreView::Strided { strides, offset: o } => {
                 debug_assert_eq!(o, 0, "static offsets are folded into `offset`");
-                strides.iter().map(|&s| self.b.index(s)).collect()
+                strides.iter().map(|s| self.b.stride(s)).collect()
             }
             StoreView::Rows { dims } => self.b.contiguous_strides(&dims),
         };
@@ -91,12 +92,12 @@ impl KernelLowering<'_> {
         let dtype = self.buffers[out].ty.dtype;
         let param = self.b.writes(out, dtype, Region::Whole);
         let offset = match &view {
-            StoreView::Static { offset, .. } => *offset,
+            StoreView::Strided { offset, .. } => *offset,
             StoreView::Rows { .. } => 0,
         };
         let offset = self.b.index(offset);
         let view = match view {
-            StoreView::Static { strides, .. } => StoreView::Static { strides, offset: 0 },
+            StoreView::Strided { strides, .. } => StoreView::Strided { strides, offset: 0 },
             rows => rows,
         };
         self.store(param, space, value, view, offset);
@@ -105,10 +106,10 @@ impl KernelLowering<'_> {
     /// The row-major store view of a buffer of `shape` over a space of `space_rank` axes: the
     /// buffer's axes first, extra trailing axes of size 1 (stride 0).
     pub(super) fn row_major(&self, shape: &Shape, space_rank: usize) -> StoreView {
-        if let Some(v) = StridedView::contiguous(shape) {
-            let mut strides = v.strides;
+        if let Some(mut strides) = StridedView::contiguous(shape).and_then(|v| v.static_strides()) {
             strides.resize(space_rank, 0);
-            return StoreView::Static { strides, offset: 0 };
+            let strides = strides.into_iter().map(Stride::constant).collect();
+            return StoreView::Strided { strides, offset: 0 };
         }
         let mut dims = shape.dims().to_vec();
         dims.resize(space_rank, Dim::Static(1));
@@ -392,7 +393,7 @@ impl KernelLowering<'_> {
             let v = store_view(g, &chain).ok_or_else(|| {
                 self.unsupported("a store chain that is not a strided view".into())
             })?;
-            StoreView::Static {
+            StoreView::Strided {
                 strides: v.strides,
                 offset: v.offset,
             }
@@ -901,8 +902,8 @@ impl KernelLowering<'_> {
             _ => self.b.index(0),
         };
         let view = if state_ty.rank() == 0 {
-            StoreView::Static {
-                strides: vec![0],
+            StoreView::Strided {
+                strides: vec![Stride::constant(0)],
                 offset: 0,
             }
         } else {
@@ -1085,74 +1086,4 @@ pub(super) fn operand_ix(shape: &Shape, rank: usize) -> Vec<Ix> {
             }
         })
         .collect()
-}
-
-/// The node whose transpose `b` is, when `b` is a member of the kernel that swaps the last
-/// two axes of a non-member (a value in a buffer): the weight of `x @ wᵀ`.
-fn transposed_source(g: &Graph, members: &BTreeSet<NodeId>, b: NodeId) -> Option<NodeId> {
-    let Op::Permute { perm } = &g.node(b).op else {
-        return None;
-    };
-    let r = perm.len();
-    let swaps_last_two = r >= 2
-        && perm[..r - 2].iter().enumerate().all(|(i, &p)| i == p)
-        && perm[r - 2] == r - 1
-        && perm[r - 1] == r - 2;
-    let source = g.operands(b)[0];
-    (members.contains(&b) && !members.contains(&source) && swaps_last_two).then_some(source)
-}
-
-/// Whether a kernel of `members` computes what a library matmul call does: `mm` alone (its A
-/// operand perhaps read through layout ops that move nothing, its B operand perhaps transposed
-/// by an index map) or plus a [`residual_add`], stored through a row-major chain, on floats,
-/// with `a` having the output's batch dims and `b` them or none.
-pub fn is_library_matmul(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId, mm: NodeId) -> bool {
-    let chain = store_chain(g, members, root);
-    let top = unchained(g, root, &chain);
-    let a_chain = store_chain(g, members, g.operands(mm)[0]);
-    let a_in_place = stores_row_major(g, &a_chain)
-        && !members.contains(&unchained(g, g.operands(mm)[0], &a_chain));
-    let b_transposed = transposed_source(g, members, g.operands(mm)[1]);
-    let residual = residual_add(g, members, mm).map(|(add, _)| add);
-    let operands =
-        1 + a_chain.len() + usize::from(b_transposed.is_some()) + usize::from(residual.is_some());
-    let only_mm =
-        a_in_place && members.len() == operands + chain.len() && top == residual.unwrap_or(mm);
-    let (a, b) = (g.operands(mm)[0], g.operands(mm)[1]);
-    let (sa, sb, sc) = (&g.ty(a).shape, &g.ty(b).shape, &g.ty(mm).shape);
-    let rank = sc.rank();
-    let batch = &sc.dims()[..rank - 2];
-    let b_batched = sb.rank() == rank && rank > 2;
-    only_mm
-        && (chain.is_empty() || stores_row_major(g, &chain))
-        && g.ty(mm).dtype.is_float()
-        && sa.rank() == rank
-        && &sa.dims()[..rank - 2] == batch
-        && (b_batched && &sb.dims()[..rank - 2] == batch || sb.rank() == 2)
-}
-
-/// The value a `chain` of layout ops (from `node` down, as [`store_chain`] gives) starts from.
-fn unchained(g: &Graph, node: NodeId, chain: &[NodeId]) -> NodeId {
-    chain.last().map_or(node, |&c| g.operands(c)[0])
-}
-
-/// Whether the store `chain` of layout ops puts every element of its top operand where a
-/// row-major copy of that operand would go: offset 0 and row-major strides on every axis longer
-/// than 1 (split-heads at one token, say), so the chain moves nothing in memory.
-fn stores_row_major(g: &Graph, chain: &[NodeId]) -> bool {
-    let Some(top) = chain.last().map(|&c| g.operands(c)[0]) else {
-        return true;
-    };
-    let (Some(view), Some(rows)) = (
-        store_view(g, chain),
-        StridedView::contiguous(&g.ty(top).shape),
-    ) else {
-        return false;
-    };
-    let moved = view
-        .shape
-        .iter()
-        .zip(view.strides.iter().zip(&rows.strides))
-        .any(|(dim, (s, r))| dim.as_static() != Some(1) && s != r);
-    view.offset == 0 && !moved
 }

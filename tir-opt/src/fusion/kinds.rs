@@ -431,6 +431,76 @@ pub fn store_chain(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId) -> Vec<N
     chain
 }
 
+/// The node whose transpose `b` is, when `b` is a member of the kernel that swaps the last
+/// two axes of a non-member (a value in a buffer): the weight of `x @ wᵀ`.
+pub fn transposed_source(g: &Graph, members: &BTreeSet<NodeId>, b: NodeId) -> Option<NodeId> {
+    let Op::Permute { perm } = &g.node(b).op else {
+        return None;
+    };
+    let r = perm.len();
+    let swaps_last_two = r >= 2
+        && perm[..r - 2].iter().enumerate().all(|(i, &p)| i == p)
+        && perm[r - 2] == r - 1
+        && perm[r - 1] == r - 2;
+    let source = g.operands(b)[0];
+    (members.contains(&b) && !members.contains(&source) && swaps_last_two).then_some(source)
+}
+
+/// Whether a kernel of `members` computes what a library matmul call does: `mm` alone (its A
+/// operand perhaps read through layout ops that move nothing, its B operand perhaps transposed
+/// by an index map) or plus a [`residual_add`], stored through a row-major chain, on floats,
+/// with `a` having the output's batch dims and `b` them or none.
+pub fn is_library_matmul(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId, mm: NodeId) -> bool {
+    let chain = store_chain(g, members, root);
+    let top = unchained(g, root, &chain);
+    let a_chain = store_chain(g, members, g.operands(mm)[0]);
+    let a_in_place = stores_row_major(g, &a_chain)
+        && !members.contains(&unchained(g, g.operands(mm)[0], &a_chain));
+    let b_transposed = transposed_source(g, members, g.operands(mm)[1]);
+    let residual = residual_add(g, members, mm).map(|(add, _)| add);
+    let operands =
+        1 + a_chain.len() + usize::from(b_transposed.is_some()) + usize::from(residual.is_some());
+    let only_mm =
+        a_in_place && members.len() == operands + chain.len() && top == residual.unwrap_or(mm);
+    let (a, b) = (g.operands(mm)[0], g.operands(mm)[1]);
+    let (sa, sb, sc) = (&g.ty(a).shape, &g.ty(b).shape, &g.ty(mm).shape);
+    let rank = sc.rank();
+    let batch = &sc.dims()[..rank - 2];
+    let b_batched = sb.rank() == rank && rank > 2;
+    only_mm
+        && (chain.is_empty() || stores_row_major(g, &chain))
+        && g.ty(mm).dtype.is_float()
+        && sa.rank() == rank
+        && &sa.dims()[..rank - 2] == batch
+        && (b_batched && &sb.dims()[..rank - 2] == batch || sb.rank() == 2)
+}
+
+/// The value a `chain` of layout ops (from `node` down, as [`store_chain`] gives) starts from.
+pub fn unchained(g: &Graph, node: NodeId, chain: &[NodeId]) -> NodeId {
+    chain.last().map_or(node, |&c| g.operands(c)[0])
+}
+
+/// Whether the store `chain` of layout ops puts every element of its top operand where a
+/// row-major copy of that operand would go: offset 0 and row-major strides on every axis longer
+/// than 1 (split-heads at one token, say), so the chain moves nothing in memory.
+fn stores_row_major(g: &Graph, chain: &[NodeId]) -> bool {
+    let Some(top) = chain.last().map(|&c| g.operands(c)[0]) else {
+        return true;
+    };
+    let (Some(view), Some(rows)) = (
+        crate::layout::store_view(g, chain),
+        crate::layout::StridedView::contiguous(&g.ty(top).shape),
+    ) else {
+        return false;
+    };
+    let moved = view
+        .shape
+        .iter()
+        .zip(view.strides.iter().zip(&rows.strides))
+        .any(|(dim, (s, r))| dim.as_static() != Some(1) && s != r);
+    view.offset == 0 && !moved
+}
+
 /// The members the matmul depends on.
 fn operand_side(g: &Graph, members: &BTreeSet<NodeId>, mm: NodeId) -> BTreeSet<NodeId> {
     let mut seen = BTreeSet::new();

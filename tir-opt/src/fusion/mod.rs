@@ -332,6 +332,33 @@ struct FusionCost<'a> {
     values: std::collections::HashMap<Id, (f64, Vec<NodeId>)>,
 }
 
+/// What a float product kernel that no library call can run adds to its cost, on a target that
+/// runs plain float products on a library: a byte, so that of two extractions moving the same
+/// bytes the one whose product the library runs wins (an attention kernel that stores its head
+/// merge, rather than an output projection that reads through it). Only a tie-breaker: a
+/// product still reads through a layout op where storing it would cost a kernel more.
+const OFF_LIBRARY_BYTES: f64 = 1.0;
+
+impl FusionCost<'_> {
+    /// [`OFF_LIBRARY_BYTES`] for a float matmul kernel that is no library call
+    /// ([`kinds::is_library_matmul`]) on a target that runs those on a library, else 0.
+    fn off_library(&self, kind: KernelKind, members: &[NodeId], root: NodeId) -> f64 {
+        let g = self.graph;
+        if kind != KernelKind::MatMul || self.target.fuse_matmul_epilogue {
+            return 0.0;
+        }
+        let Some(&mm) = members.iter().find(|&&m| g.node(m).op == Op::MatMul) else {
+            return 0.0;
+        };
+        let members: BTreeSet<NodeId> = members.iter().copied().collect();
+        if g.ty(mm).dtype.is_float() && !kinds::is_library_matmul(g, &members, root, mm) {
+            OFF_LIBRARY_BYTES
+        } else {
+            0.0
+        }
+    }
+}
+
 impl CostFunction<FusionNode> for FusionCost<'_> {
     type Cost = f64;
     fn cost<C: FnMut(Id) -> f64>(&mut self, enode: &FusionNode, mut costs: C) -> f64 {
@@ -340,21 +367,22 @@ impl CostFunction<FusionNode> for FusionCost<'_> {
             FusionNode::Value { .. } => f64::INFINITY,
             FusionNode::Kernel {
                 root,
+                kind,
                 members,
                 inputs,
-                ..
             } => {
                 let written = self.target.bytes(self.graph.ty(*root)) as f64;
-                inputs
-                    .iter()
-                    .fold(self.target.launch_cost_bytes + written, |sum, &i| {
-                        let Some((bytes, users)) = self.values.get(&i) else {
-                            return sum + costs(i);
-                        };
-                        // This kernel and, at most, one other kernel per user outside it read `i`.
-                        let outside = users.iter().filter(|u| members.binary_search(u).is_err());
-                        sum + bytes + costs(i) / (1 + outside.count()) as f64
-                    })
+                let own = self.target.launch_cost_bytes
+                    + written
+                    + self.off_library(*kind, members, *root);
+                inputs.iter().fold(own, |sum, &i| {
+                    let Some((bytes, users)) = self.values.get(&i) else {
+                        return sum + costs(i);
+                    };
+                    // This kernel and, at most, one other kernel per user outside it read `i`.
+                    let outside = users.iter().filter(|u| members.binary_search(u).is_err());
+                    sum + bytes + costs(i) / (1 + outside.count()) as f64
+                })
             }
         }
     }
