@@ -206,7 +206,6 @@ impl KernelBuilder {
         self.arith(IndexOp::Div, sum, b)
     }
 
-    /// Row-major strides (in elements) of `dims`, as scalars.
     /// The value of a view stride: its static count times its symbolic dims.
     pub fn stride(&mut self, stride: &tir_opt::layout::Stride) -> ValueId {
         let mut value = self.index(stride.coeff);
@@ -217,6 +216,7 @@ impl KernelBuilder {
         value
     }
 
+    /// Row-major strides (in elements) of `dims`, as scalars.
     pub fn contiguous_strides(&mut self, dims: &[Dim]) -> Vec<ValueId> {
         let mut strides = vec![self.index(1); dims.len()];
         for k in (0..dims.len().saturating_sub(1)).rev() {

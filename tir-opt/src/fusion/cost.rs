@@ -3,7 +3,10 @@
 //! A kernel costs the bytes it moves through device memory plus a fixed cost per launch, counted
 //! in bytes too ([`FusionTarget::launch_cost_bytes`]: about what the GPU streams in the time a
 //! launch takes). A kernel reads each input once and writes its root once; values computed inside
-//! it cost nothing. A symbolic dim counts as [`FusionTarget::symbolic_dim_estimate`].
+//! it cost nothing. A symbolic dim counts as [`FusionTarget::symbolic_dim_estimate`]. On a target
+//! that runs plain float products on a library, a product kernel no library call can run costs a
+//! byte more, which breaks ties toward the library (see `OFF_LIBRARY_BYTES` in the fusion
+//! module).
 //!
 //! Extraction charges each kernel its own cost plus, for each input, the cost of the kernel that
 //! produces it divided by the number of kernels that may read it (this one, and one per user
