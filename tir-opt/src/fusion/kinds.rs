@@ -383,8 +383,8 @@ fn attention_fits(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId) -> bool {
         return false;
     };
     let core = pattern.nodes();
-    // The chain must compose into a strided store (a head merge over a symbolic sequence does
-    // not: its batch stride is not static), as a matmul's must.
+    // The chain must compose into a strided store, as a matmul's must (a gather-like reshape
+    // of a permuted value does not).
     if !core.is_subset(members)
         || !(chain.is_empty() || crate::layout::store_view(g, &chain).is_some())
     {
