@@ -383,8 +383,8 @@ fn attention_fits(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId) -> bool {
         return false;
     };
     let core = pattern.nodes();
-    // The chain must compose into a strided store, as a matmul's must (a gather-like reshape
-    // of a permuted value does not).
+    // The chain must compose into a strided store, as a matmul's must (a reshape that merges
+    // dims a permute moved apart does not).
     if !core.is_subset(members)
         || !(chain.is_empty() || crate::layout::store_view(g, &chain).is_some())
     {
