@@ -9,8 +9,10 @@
 #   bash scripts/gpu-conform.sh run [RUN..]  # there: unpack, then tir-conform --backend cuda
 #                                            # per RUN: MODE (sync, graph, async), MODE:device
 #                                            # (tensors on the device, --io device) or
-#                                            # cublaslt:MODE / generated:MODE (every plain
-#                                            # matmul on that path, --matmul) or
+#                                            # cublaslt:MODE (every plain matmul on cuBLASLt,
+#                                            # --matmul) or cudnn:MODE (every fused
+#                                            # attention on cuDNN, --attention) or
+#                                            # generated:MODE (both on the generated kernel) or
 #                                            # sessions:MODE (--sessions) or onnx:MODE
 #                                            # (ONNX's node tests and the test models that
 #                                            # import, --onnx-node) or profile (`tirc run
@@ -18,7 +20,8 @@
 #                                            # package, the trace checked, and a trace onto
 #                                            # an output refused); default: all of
 #                                            # sync graph async sync:device graph:device
-#                                            # cublaslt:sync generated:sync sessions:sync
+#                                            # cublaslt:sync cudnn:sync cudnn:graph
+#                                            # generated:sync sessions:sync
 #                                            # sessions:graph onnx:sync onnx:graph profile
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,7 +65,7 @@ run)
     # No toolchain there, so doctor reports it missing (and exits 1); the cache stands in.
     .device/conform/tirc doctor || true
     status=0
-    runs="${*:-sync graph async sync:device graph:device cublaslt:sync generated:sync sessions:sync sessions:graph onnx:sync onnx:graph profile}"
+    runs="${*:-sync graph async sync:device graph:device cublaslt:sync cudnn:sync cudnn:graph generated:sync sessions:sync sessions:graph onnx:sync onnx:graph profile}"
     for run in $runs; do
         if [ "$run" = profile ]; then
             echo "== tirc run --profile --trace (decoder block package)"
@@ -91,7 +94,9 @@ run)
         sessions:*) args=(--mode "${run#sessions:}" --sessions) ;;
         onnx:*) args=(--mode "${run#onnx:}" --onnx-node .device/conform/onnx) ;;
         *:device) args=(--mode "${run%:device}" --io device) ;;
-        cublaslt:* | generated:*) args=(--mode "${run#*:}" --matmul "${run%%:*}") ;;
+        cublaslt:*) args=(--mode "${run#*:}" --matmul cublaslt) ;;
+        cudnn:*) args=(--mode "${run#*:}" --attention cudnn) ;;
+        generated:*) args=(--mode "${run#*:}" --matmul generated --attention generated) ;;
         *) args=(--mode "$run") ;;
         esac
         echo "== tir-conform --backend cuda ${args[*]}"

@@ -13,8 +13,8 @@ pub mod tuning;
 
 pub use compile::{CacheUse, CompileProgress, CompiledKernels, KernelCompiler};
 pub use runtime::{
-    block_on, CudaExecutable, ExecMode, Gpu, KernelWork, MatmulPath, MatmulPolicy, RunFuture,
-    RunTrace, Span, SpanKind,
+    block_on, AttentionPath, AttentionPolicy, CudaExecutable, ExecMode, Gpu, KernelWork,
+    MatmulPath, MatmulPolicy, RunFuture, RunTrace, Span, SpanKind,
 };
 pub use toolchain::{Toolchain, ToolchainError};
 
@@ -44,8 +44,8 @@ pub fn gpu_target(tuning: &Tuning, matmul: &MatmulPolicy) -> Target {
 /// The CUDA backend (`"cuda"`): compiles kernels for one GPU of this machine (through the
 /// kernel cache) and runs them there.
 ///
-/// Its settings are read once, when it is made: the tuning (`$TIR_TUNE` over the defaults) and
-/// the matmul paths (`$TIR_MATMUL`); a setting that cannot be read is reported by `compile`,
+/// Its settings are read once, when it is made: the tuning (`$TIR_TUNE` over the defaults), the
+/// matmul paths (`$TIR_MATMUL`) and the attention paths (`$TIR_ATTENTION`); a setting that cannot be read is reported by `compile`,
 /// and lowering meanwhile aims at the defaults. The GPU and the toolchain are looked for on
 /// first use, so making the backend never fails; a missing driver, GPU or toolchain makes
 /// `compile` report the backend unavailable, with the reason.
@@ -54,6 +54,7 @@ pub struct CudaBackend {
     ordinal: u32,
     tuning: Result<Tuning, String>,
     matmul: Result<MatmulPolicy, String>,
+    attention: Result<AttentionPolicy, String>,
     poison: bool,
     gpu: OnceCell<Result<Rc<Gpu>, String>>,
     compiler: OnceCell<Result<KernelCompiler, String>>,
@@ -67,6 +68,7 @@ impl Default for CudaBackend {
             ordinal: 0,
             tuning: Tuning::from_env(),
             matmul: MatmulPolicy::from_env(),
+            attention: AttentionPolicy::from_env(),
             poison: false,
             gpu: OnceCell::new(),
             compiler: OnceCell::new(),
@@ -116,6 +118,12 @@ impl CudaBackend {
         self
     }
 
+    /// A backend whose executables run fused attentions by `policy`.
+    pub fn with_attention(mut self, policy: AttentionPolicy) -> CudaBackend {
+        self.attention = Ok(policy);
+        self
+    }
+
     /// A backend that lowers and compiles with `tuning`.
     pub fn with_tuning(mut self, tuning: Tuning) -> CudaBackend {
         self.tuning = Ok(tuning);
@@ -140,6 +148,13 @@ impl CudaBackend {
     /// The matmul paths: those set with `with_matmul`, else the environment's.
     pub fn matmul_policy(&self) -> Result<&MatmulPolicy, BackendError> {
         self.matmul
+            .as_ref()
+            .map_err(|e| BackendError::BadInput(e.clone()))
+    }
+
+    /// The attention paths: those set with `with_attention`, else the environment's.
+    pub fn attention_policy(&self) -> Result<&AttentionPolicy, BackendError> {
+        self.attention
             .as_ref()
             .map_err(|e| BackendError::BadInput(e.clone()))
     }
@@ -211,6 +226,7 @@ impl CudaBackend {
         })?;
         exe.set_mode(self.mode);
         exe.set_matmul_policy(self.matmul_policy()?.clone());
+        exe.set_attention_policy(self.attention_policy()?.clone());
         exe.set_poison(self.poison);
         Ok(exe)
     }
@@ -242,6 +258,7 @@ impl Backend for CudaBackend {
 
     fn compile(&self, program: &Program) -> Result<Box<dyn Executable>, BackendError> {
         self.matmul_policy()?;
+        self.attention_policy()?;
         Ok(Box::new(self.compile_cuda(program)?))
     }
 }

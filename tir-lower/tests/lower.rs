@@ -593,3 +593,89 @@ fn a_16_bit_attention_divides_once_per_row() {
     assert_eq!(divisions(DType::BF16), [1]);
     assert_eq!(divisions(DType::F32), [32]);
 }
+
+/// An attention over heads split from `[b, s, h·d]` inputs and merged back, of `dtype`.
+fn split_head_attention(dtype: tir_graph::DType, causal: bool) -> Program {
+    use tir_graph::shape;
+    let g = tir_graph::GraphBuilder::new();
+    let heads = shape!["b", 100, 4, 16];
+    let split = |n: &str| {
+        g.input(n, dtype, shape!["b", 100, 64])
+            .and_then(|x| x.reshape_to(&heads))
+            .and_then(|x| x.permute(&[0, 2, 1, 3]))
+            .unwrap()
+    };
+    let (q, k, v) = (split("q"), split("k"), split("v"));
+    let o = q.attention(&k, &v, causal).unwrap();
+    let merged = o
+        .permute(&[0, 2, 1, 3])
+        .and_then(|o| o.reshape_to(&shape!["b", 100, 64]))
+        .unwrap();
+    g.output("o", &merged).unwrap();
+    lower(&g.finish().unwrap())
+}
+
+#[test]
+fn a_16_bit_attention_over_split_heads_carries_a_library_call_with_its_strides() {
+    use tir_graph::{DType, Dim};
+    use tir_lower::tile::{DimPolynomial, LibraryCall};
+    for causal in [false, true] {
+        let program = split_head_attention(DType::BF16, causal);
+        let kernel = attention_kernel(&program);
+        let Some(LibraryCall::Attention(call)) = &kernel.library else {
+            panic!("no library call: {:?}", kernel.library)
+        };
+        let tir_lower::tile::LibraryAttention {
+            q,
+            k,
+            v,
+            o,
+            dtype,
+            dims,
+            d,
+            d_v,
+            scale,
+            causal: masked,
+        } = call.as_ref();
+        assert_eq!((*dtype, *d, *d_v, *masked), (DType::BF16, 16, 16, causal));
+        assert_eq!(scale.0, 0.25, "1/sqrt(16)");
+        let b = Dim::Symbolic("b".into());
+        assert_eq!(dims, &[b.clone(), 4.into(), 100.into(), 100.into()]);
+        // [b, h, s, d] seen in a [b, s, h·d] buffer: strides [s·h·d, d, h·d, 1].
+        let stride = |factor: u64, dims: Vec<Dim>| DimPolynomial {
+            terms: vec![(factor, dims)],
+        };
+        let heads = [
+            stride(6400, vec![]),
+            stride(16, vec![]),
+            stride(64, vec![]),
+            stride(1, vec![]),
+        ];
+        for (name, operand) in [("q", q), ("k", k), ("v", v), ("output \"o\"", o)] {
+            assert_eq!(operand.strides, heads, "{name}");
+            let buffer = &program.buffers[kernel.params[operand.param].buffer];
+            assert_eq!(buffer.name, name);
+        }
+    }
+}
+
+#[test]
+fn attention_in_f32_or_with_a_mask_tensor_carries_no_library_call() {
+    let program = split_head_attention(tir_graph::DType::F32, true);
+    assert!(attention_kernel(&program).library.is_none());
+    let g = tir_graph::GraphBuilder::new();
+    let f16 = tir_graph::DType::F16;
+    let qkv = |n: &str| g.input(n, f16, tir_graph::shape![1, 2, 40, 16]).unwrap();
+    let (q, k, v) = (qkv("q"), qkv("k"), qkv("v"));
+    let keep = g
+        .input(
+            "keep",
+            tir_graph::DType::Bool,
+            tir_graph::shape![1, 1, 40, 40],
+        )
+        .unwrap();
+    g.output("o", &q.attention_masked(&k, &v, Some(&keep)).unwrap())
+        .unwrap();
+    let program = lower(&g.finish().unwrap());
+    assert!(attention_kernel(&program).library.is_none());
+}

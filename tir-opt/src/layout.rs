@@ -178,6 +178,25 @@ pub fn store_view(g: &tir_graph::Graph, chain: &[tir_graph::NodeId]) -> Option<S
     Some(view)
 }
 
+/// The view, over the shape of `chain`'s first node, through which a kernel loads it from the
+/// contiguous buffer of the value `chain` starts from: `chain` lists bijective layout ops from
+/// the loaded value down (as a store chain does), and each is applied in turn from the buffer
+/// up. `None` if some step is not a strided view.
+pub fn load_view(g: &tir_graph::Graph, chain: &[tir_graph::NodeId]) -> Option<StridedView> {
+    let source = g.operands(*chain.last()?)[0];
+    let mut view = StridedView::contiguous(&g.ty(source).shape)?;
+    for &node in chain.iter().rev() {
+        view = match &g.node(node).op {
+            Op::Permute { perm } => view.permute(perm),
+            Op::Reshape { .. } | Op::Squeeze { .. } | Op::Unsqueeze { .. } => {
+                view.reshape(g.ty(node).shape.dims())?
+            }
+            _ => return None,
+        };
+    }
+    Some(view)
+}
+
 /// The next pair of groups (source dims, target dims) with equal element counts, at least one
 /// dim each; a symbolic dim must stand alone on both sides with the same name.
 fn next_group(from: &[(Dim, Stride)], to: &[Dim]) -> Option<(usize, usize)> {

@@ -26,13 +26,14 @@
 //! work joins back into the GPU's stream 0, which orders runs of every executable on the GPU.
 
 use super::blas::{Blas, MatmulOperands, MatmulShape};
+use super::dnn::{AttentionOperands, AttentionShape, Dnn};
 use super::driver::{
     self, DeviceMemory, Event, Gpu, Graph, GraphBuilder, Kernel, Library, Node, PinnedMemory,
     Stream,
 };
 use super::future::{block_on, RunFuture};
 use super::memory::{pinned_tensor, Fill, TensorMemory};
-use super::policy::{ExecMode, MatmulPath, MatmulPolicy};
+use super::policy::{AttentionPath, AttentionPolicy, ExecMode, MatmulPath, MatmulPolicy};
 use super::staging::{self, Source};
 use super::timing::ColdTimer;
 use super::trace::{SpanKind, Tracer};
@@ -63,16 +64,36 @@ pub(super) enum Launch {
         shape: MatmulShape,
         buffers: MatmulOperands,
     },
+    /// cuDNN's fused attention on the addresses of its operands.
+    Dnn {
+        shape: AttentionShape,
+        buffers: AttentionOperands,
+    },
 }
 
 impl Launch {
-    /// How it runs: `tiles xN` (the generated kernel on N tile blocks) or `cublaslt`.
+    /// How it runs: `tiles xN` (the generated kernel on N tile blocks), `cublaslt` or `cudnn`.
     pub(super) fn how(&self) -> String {
         match self {
             Launch::Tiles { blocks, .. } => format!("tiles x{blocks}"),
             Launch::Blas { .. } => "cublaslt".to_string(),
+            Launch::Dnn { .. } => "cudnn".to_string(),
         }
     }
+}
+
+/// The shape of a library call, which auto's choice is made for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum LibraryShape {
+    Matmul(MatmulShape),
+    Attention(AttentionShape),
+}
+
+/// Whether a library call runs: never, always, or when it measures faster.
+enum LibraryUse {
+    Never,
+    Always,
+    Timed,
 }
 
 /// Where a parameter's value is.
@@ -160,12 +181,14 @@ pub struct CudaExecutable {
     /// Captured graphs by the addresses of their run, most recently used last.
     graphs: Vec<(Vec<u64>, Graph)>,
     matmul: MatmulPolicy,
+    attention: AttentionPolicy,
     /// Fill the arena and outputs with all-ones bytes (NaN in floats) before each run, so that
     /// an element no kernel writes cannot pass a comparison.
     poison: bool,
     blas: Option<Blas>,
-    /// Auto's choices: whether cuBLASLt was faster for a kernel at a shape.
-    chosen: HashMap<(usize, MatmulShape), bool>,
+    dnn: Option<Dnn>,
+    /// Auto's choices: whether the library was faster for a kernel at a shape.
+    chosen: HashMap<(usize, LibraryShape), bool>,
     /// The events of a traced run ([`CudaExecutable::trace_run`]) while it is enqueued.
     pub(super) tracer: RefCell<Option<Tracer>>,
     /// Last: fields drop in order, and everything above needs the GPU's context.
@@ -179,54 +202,107 @@ fn kernel_error(kernel: &TileKernel, reason: String) -> BackendError {
     }
 }
 
-/// The shape and buffers of kernel's library matmul under `dims`, with buffer `addresses`.
-fn library_shape(
+/// The library launch of `kernel` under `dims`, with buffer `addresses`, if it has a library
+/// call.
+fn library_launch(
     kernel: &TileKernel,
     dims: &BTreeMap<String, u64>,
     addresses: &[u64],
-) -> Option<(MatmulShape, MatmulOperands)> {
-    let Some(LibraryCall::MatMul {
-        a,
-        b,
-        c,
-        residual,
-        dtype,
-        batch,
-        m,
-        k,
-        n,
-        b_batched,
-        b_transposed,
-    }) = &kernel.library
-    else {
-        return None;
-    };
+) -> Option<Launch> {
     let value = |d: &tir_graph::Dim| run::dim_value(d, dims).ok();
-    let mut count = 1u64;
-    for d in batch {
-        count = count.checked_mul(value(d)?)?;
-    }
     let address = |p: &usize| kernel.params.get(*p).map(|tp| addresses[tp.buffer]);
-    Some((
-        MatmulShape {
-            dtype: *dtype,
-            batch: count,
-            m: value(m)?,
-            k: value(k)?,
-            n: value(n)?,
-            b_batched: *b_batched,
-            b_transposed: *b_transposed,
-        },
-        MatmulOperands {
-            a: address(a)?,
-            b: address(b)?,
-            c: address(c)?,
-            residual: match residual {
-                Some(r) => Some(address(r)?),
-                None => None,
-            },
-        },
-    ))
+    match kernel.library.as_ref()? {
+        LibraryCall::MatMul {
+            a,
+            b,
+            c,
+            residual,
+            dtype,
+            batch,
+            m,
+            k,
+            n,
+            b_batched,
+            b_transposed,
+        } => {
+            let mut count = 1u64;
+            for d in batch {
+                count = count.checked_mul(value(d)?)?;
+            }
+            Some(Launch::Blas {
+                shape: MatmulShape {
+                    dtype: *dtype,
+                    batch: count,
+                    m: value(m)?,
+                    k: value(k)?,
+                    n: value(n)?,
+                    b_batched: *b_batched,
+                    b_transposed: *b_transposed,
+                },
+                buffers: MatmulOperands {
+                    a: address(a)?,
+                    b: address(b)?,
+                    c: address(c)?,
+                    residual: match residual {
+                        Some(r) => Some(address(r)?),
+                        None => None,
+                    },
+                },
+            })
+        }
+        LibraryCall::Attention(call) => {
+            let tir_lower::tile::LibraryAttention {
+                q,
+                k,
+                v,
+                o,
+                dtype,
+                dims: extents,
+                d,
+                d_v,
+                scale,
+                causal,
+            } = call.as_ref();
+            let [b, h, sq, sk] = extents;
+            let extents = [value(b)?, value(h)?, value(sq)?, value(sk)?];
+            let strides = |op: &tir_lower::tile::AttentionOperand, seq: u64, head: u64| {
+                let mut s = [0u64; 4];
+                for (i, p) in op.strides.iter().enumerate() {
+                    s[i] = p.value(dims).ok()?;
+                }
+                // A dim of extent 1 may have any stride: give it the row-major one.
+                let shape = [extents[0], extents[1], seq, head];
+                for i in (0..3).rev() {
+                    if shape[i] == 1 {
+                        s[i] = s[i + 1].checked_mul(shape[i + 1])?;
+                    }
+                }
+                Some(s)
+            };
+            Some(Launch::Dnn {
+                shape: AttentionShape {
+                    dtype: *dtype,
+                    dims: extents,
+                    d: *d,
+                    d_v: *d_v,
+                    strides: [
+                        strides(q, extents[2], *d)?,
+                        strides(k, extents[3], *d)?,
+                        strides(v, extents[3], *d_v)?,
+                        strides(o, extents[2], *d_v)?,
+                    ],
+                    causal: *causal,
+                    scale: (scale.0 as f32).to_bits(),
+                },
+                buffers: AttentionOperands {
+                    q: address(&q.param)?,
+                    k: address(&k.param)?,
+                    v: address(&v.param)?,
+                    o: address(&o.param)?,
+                },
+            })
+        }
+    }
 }
 
 /// Makes sure `slot` holds at least `bytes`, reallocating (and so moving) when it does not.
@@ -307,8 +383,10 @@ impl CudaExecutable {
             mode: ExecMode::Sync,
             graphs: Vec::new(),
             matmul: MatmulPolicy::default(),
+            attention: AttentionPolicy::default(),
             poison: false,
             blas: None,
+            dnn: None,
             chosen: HashMap::new(),
             tracer: RefCell::new(None),
             gpu,
@@ -331,6 +409,13 @@ impl CudaExecutable {
     /// Sets the matmul paths; the choices and graphs made under the old ones are forgotten.
     pub fn set_matmul_policy(&mut self, policy: MatmulPolicy) {
         self.matmul = policy;
+        self.chosen.clear();
+        self.graphs.clear();
+    }
+
+    /// Sets the attention paths; the choices and graphs made under the old ones are forgotten.
+    pub fn set_attention_policy(&mut self, policy: AttentionPolicy) {
+        self.attention = policy;
         self.chosen.clear();
         self.graphs.clear();
     }
@@ -713,14 +798,13 @@ impl CudaExecutable {
                 blocks: *blocks,
                 args,
             };
-            let launch = match library_shape(kernel, &shaped.dims, addresses) {
-                Some((shape, buffers)) => {
-                    let blas = Launch::Blas { shape, buffers };
-                    let use_blas = self
-                        .use_blas(k, &tiles, &blas, &mut timer)
+            let launch = match library_launch(kernel, &shaped.dims, addresses) {
+                Some(library) => {
+                    let use_library = self
+                        .use_library(k, &tiles, &library, &mut timer)
                         .map_err(|e| kernel_error(&self.program.kernels[k], e))?;
-                    if use_blas {
-                        blas
+                    if use_library {
+                        library
                     } else {
                         tiles
                     }
@@ -732,38 +816,59 @@ impl CudaExecutable {
         Ok(launches)
     }
 
-    /// Whether kernel `k` runs on cuBLASLt (`blas`) rather than as `tiles`, by the policy;
-    /// `Auto` times both once per shape, from a cold L2 (`timer`, made on first use).
-    fn use_blas(
+    /// Whether kernel `k` runs as `library` (cuBLASLt or cuDNN) rather than as `tiles`, by
+    /// the policies; `Auto` times both once per shape, from a cold L2 (`timer`, made on first
+    /// use).
+    fn use_library(
         &mut self,
         k: usize,
         tiles: &Launch,
-        blas: &Launch,
+        library: &Launch,
         timer: &mut Option<ColdTimer>,
     ) -> Result<bool, String> {
-        let Launch::Blas { shape, .. } = blas else {
-            return Ok(false);
+        let name = &self.program.kernels[k].name;
+        let (shape, by_policy) = match library {
+            Launch::Tiles { .. } => return Ok(false),
+            Launch::Blas { shape, .. } => (
+                LibraryShape::Matmul(*shape),
+                match self.matmul.of(name) {
+                    MatmulPath::Generated => LibraryUse::Never,
+                    MatmulPath::Cublas => LibraryUse::Always,
+                    MatmulPath::Auto => LibraryUse::Timed,
+                },
+            ),
+            Launch::Dnn { shape, .. } => (
+                LibraryShape::Attention(*shape),
+                match self.attention.of(name) {
+                    AttentionPath::Generated => LibraryUse::Never,
+                    AttentionPath::Cudnn => LibraryUse::Always,
+                    AttentionPath::Auto => LibraryUse::Timed,
+                },
+            ),
         };
-        match self.matmul.of(&self.program.kernels[k].name) {
-            MatmulPath::Generated => Ok(false),
-            MatmulPath::Cublas => {
-                self.blas()?.prepare(*shape)?;
+        match by_policy {
+            LibraryUse::Never => Ok(false),
+            LibraryUse::Always => {
+                match shape {
+                    LibraryShape::Matmul(s) => self.blas()?.prepare(s)?,
+                    LibraryShape::Attention(s) => self.dnn()?.prepare(s)?,
+                }
                 Ok(true)
             }
-            MatmulPath::Auto => {
-                if let Some(&choice) = self.chosen.get(&(k, *shape)) {
+            LibraryUse::Timed => {
+                if let Some(&choice) = self.chosen.get(&(k, shape)) {
                     return Ok(choice);
                 }
                 let timer = match timer {
                     Some(timer) => timer,
                     None => timer.insert(ColdTimer::new()?),
                 };
-                let choice = match (self.time(k, tiles, timer), self.time(k, blas, timer)) {
-                    (Ok(t), Ok(b)) => b < t,
+                let choice = match (self.time(k, tiles, timer), self.time(k, library, timer)) {
+                    (Ok(t), Ok(l)) => l < t,
                     (Ok(_), Err(_)) => false,
                     (Err(e), _) => return Err(e),
                 };
-                self.chosen.insert((k, *shape), choice);
+                self.chosen.insert((k, shape), choice);
                 Ok(choice)
             }
         }
@@ -803,6 +908,9 @@ impl CudaExecutable {
             Launch::Blas { shape, buffers } => self
                 .blas()
                 .and_then(|blas| blas.matmul(*shape, *buffers, stream, lane)),
+            Launch::Dnn { shape, buffers } => self
+                .dnn()
+                .and_then(|dnn| dnn.attention(*shape, *buffers, stream, lane)),
         };
         done.map_err(|e| format!("kernel {}: {e}", self.program.kernels[k].name))
     }
@@ -815,6 +923,16 @@ impl CudaExecutable {
         self.blas
             .as_mut()
             .ok_or_else(|| "cuBLASLt is not loaded".to_string())
+    }
+
+    /// cuDNN, loaded on first use.
+    fn dnn(&mut self) -> Result<&mut Dnn, String> {
+        if self.dnn.is_none() {
+            self.dnn = Some(Dnn::new()?);
+        }
+        self.dnn
+            .as_mut()
+            .ok_or_else(|| "cuDNN is not loaded".to_string())
     }
 
     /// Enqueues `launches`, spread over the streams by wave (see the module doc); everything
@@ -927,9 +1045,12 @@ impl CudaExecutable {
     fn build_graph(&mut self, launches: &[Launch]) -> Result<Graph, String> {
         let gpu = self.gpu.clone();
         let lanes = self.program.schedule.waves.iter().map(Vec::len).max();
+        // Allocated now: the capture of a library call may not allocate.
         if let (Some(blas), Some(lanes)) = (self.blas.as_mut(), lanes) {
-            // Allocated now: the capture of a library call may not allocate.
             blas.reserve_lanes(lanes.min(driver::MAX_STREAMS))?;
+        }
+        if let (Some(dnn), Some(lanes)) = (self.dnn.as_mut(), lanes) {
+            dnn.reserve_lanes(lanes.min(driver::MAX_STREAMS))?;
         }
         let stream = &gpu.streams()[0];
         let mut builder = GraphBuilder::new()?;
@@ -954,6 +1075,16 @@ impl CudaExecutable {
                         Node::Captured {
                             stream,
                             record: Box::new(move || blas.matmul(*shape, *buffers, stream, lane)),
+                        }
+                    }
+                    Launch::Dnn { shape, buffers } => {
+                        let dnn = self
+                            .dnn
+                            .as_mut()
+                            .ok_or_else(|| "cuDNN is not loaded".to_string())?;
+                        Node::Captured {
+                            stream,
+                            record: Box::new(move || dnn.attention(*shape, *buffers, stream, lane)),
                         }
                     }
                 };

@@ -3,6 +3,7 @@
 //! GPU.
 
 mod blas;
+mod dnn;
 mod driver;
 mod exec;
 mod future;
@@ -16,6 +17,6 @@ pub use driver::Gpu;
 pub(crate) use exec::CudaExecutable as Loaded;
 pub use exec::CudaExecutable;
 pub use future::{block_on, RunFuture};
-pub use policy::{ExecMode, MatmulPath, MatmulPolicy};
+pub use policy::{AttentionPath, AttentionPolicy, ExecMode, MatmulPath, MatmulPolicy};
 pub use timing::KernelTimes;
 pub use trace::{KernelWork, RunTrace, Span, SpanKind};

@@ -1,4 +1,5 @@
-//! How an executable runs: the execution mode, and which path each plain matmul takes.
+//! How an executable runs: the execution mode, and which path each kernel that a library can
+//! run takes (plain matmuls: cuBLASLt; fused attention: cuDNN).
 
 use std::collections::BTreeMap;
 
@@ -17,6 +18,8 @@ pub enum ExecMode {
 }
 
 /// How a kernel that is a plain matmul ([`LibraryCall::MatMul`]) runs.
+///
+/// [`LibraryCall::MatMul`]: tir_lower::tile::LibraryCall::MatMul
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MatmulPath {
     /// The generated Tile IR kernel.
@@ -29,27 +32,77 @@ pub enum MatmulPath {
     Auto,
 }
 
-/// The matmul path of every kernel, and of named kernels (`k3_matmul`, as `tirc explain
-/// --tile` names them).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct MatmulPolicy {
-    pub default: MatmulPath,
-    pub per_kernel: BTreeMap<String, MatmulPath>,
+/// How a kernel that is a fused attention ([`LibraryCall::Attention`]) runs.
+///
+/// [`LibraryCall::Attention`]: tir_lower::tile::LibraryCall::Attention
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AttentionPath {
+    /// The generated Tile IR kernel.
+    Generated,
+    /// cuDNN's fused attention.
+    Cudnn,
+    /// Whichever measures faster for the shape, timed on the GPU at the first run that binds
+    /// it (the generated kernel where cuDNN is missing or has no engine for it).
+    #[default]
+    Auto,
 }
 
-impl MatmulPolicy {
-    /// `auto`, `generated` or `cublaslt`, then optionally `KERNEL=PATH` items, comma-separated
-    /// (`generated,k3_matmul=cublaslt`).
-    pub fn parse(text: &str) -> Result<MatmulPolicy, String> {
-        let path = |word: &str| match word.trim() {
-            "auto" => Ok(MatmulPath::Auto),
-            "generated" => Ok(MatmulPath::Generated),
-            "cublaslt" => Ok(MatmulPath::Cublas),
-            other => Err(format!(
-                "unknown matmul path `{other}` (expected auto, generated or cublaslt)"
-            )),
+/// The paths one library can take: the words that name them and the variable that sets them.
+pub trait LibraryPath: Copy + Default + 'static {
+    /// The environment variable read by [`Policy::from_env`].
+    const VARIABLE: &'static str;
+    /// The words, each with its path.
+    const WORDS: &'static [(&'static str, Self)];
+}
+
+impl LibraryPath for MatmulPath {
+    const VARIABLE: &'static str = "TIR_MATMUL";
+    const WORDS: &'static [(&'static str, Self)] = &[
+        ("auto", MatmulPath::Auto),
+        ("generated", MatmulPath::Generated),
+        ("cublaslt", MatmulPath::Cublas),
+    ];
+}
+
+impl LibraryPath for AttentionPath {
+    const VARIABLE: &'static str = "TIR_ATTENTION";
+    const WORDS: &'static [(&'static str, Self)] = &[
+        ("auto", AttentionPath::Auto),
+        ("generated", AttentionPath::Generated),
+        ("cudnn", AttentionPath::Cudnn),
+    ];
+}
+
+/// The path of every kernel, and of named kernels (`k3_matmul`, as `tirc explain --tile`
+/// names them).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Policy<P> {
+    pub default: P,
+    pub per_kernel: BTreeMap<String, P>,
+}
+
+/// The paths of plain matmuls (`$TIR_MATMUL`).
+pub type MatmulPolicy = Policy<MatmulPath>;
+
+/// The paths of fused attentions (`$TIR_ATTENTION`).
+pub type AttentionPolicy = Policy<AttentionPath>;
+
+impl<P: LibraryPath> Policy<P> {
+    /// A path's word (`auto`, `generated` or the library's), then optionally `KERNEL=PATH`
+    /// items, comma-separated (`generated,k3_matmul=cublaslt`).
+    pub fn parse(text: &str) -> Result<Policy<P>, String> {
+        let path = |word: &str| {
+            let word = word.trim();
+            P::WORDS
+                .iter()
+                .find(|(w, _)| *w == word)
+                .map(|(_, p)| *p)
+                .ok_or_else(|| {
+                    let words: Vec<&str> = P::WORDS.iter().map(|(w, _)| *w).collect();
+                    format!("unknown path `{word}` (expected {})", words.join(", "))
+                })
         };
-        let mut policy = MatmulPolicy::default();
+        let mut policy = Policy::<P>::default();
         for item in text.split(',').filter(|i| !i.trim().is_empty()) {
             match item.split_once('=') {
                 Some((kernel, p)) => {
@@ -63,15 +116,15 @@ impl MatmulPolicy {
         Ok(policy)
     }
 
-    /// `$TIR_MATMUL` parsed, or the default (auto) when it is unset.
-    pub fn from_env() -> Result<MatmulPolicy, String> {
-        match std::env::var("TIR_MATMUL") {
-            Ok(text) => MatmulPolicy::parse(&text).map_err(|e| format!("TIR_MATMUL: {e}")),
-            Err(_) => Ok(MatmulPolicy::default()),
+    /// The library's variable parsed, or the default (auto) when it is unset.
+    pub fn from_env() -> Result<Policy<P>, String> {
+        match std::env::var(P::VARIABLE) {
+            Ok(text) => Policy::parse(&text).map_err(|e| format!("{}: {e}", P::VARIABLE)),
+            Err(_) => Ok(Policy::default()),
         }
     }
 
-    pub(crate) fn of(&self, kernel: &str) -> MatmulPath {
+    pub(crate) fn of(&self, kernel: &str) -> P {
         self.per_kernel.get(kernel).copied().unwrap_or(self.default)
     }
 }
@@ -89,6 +142,11 @@ mod tests {
         assert_eq!(p.of("k0_matmul"), MatmulPath::Generated);
         assert_eq!(MatmulPolicy::parse("").unwrap(), MatmulPolicy::default());
         let e = MatmulPolicy::parse("k1=fast").unwrap_err();
-        assert!(e.contains("`fast`"), "{e}");
+        assert!(e.contains("`fast`") && e.contains("cublaslt"), "{e}");
+        let p = AttentionPolicy::parse("cudnn,k2_attention=generated").unwrap();
+        assert_eq!(p.of("k0_attention"), AttentionPath::Cudnn);
+        assert_eq!(p.of("k2_attention"), AttentionPath::Generated);
+        let e = AttentionPolicy::parse("cublaslt").unwrap_err();
+        assert!(e.contains("expected auto, generated, cudnn"), "{e}");
     }
 }

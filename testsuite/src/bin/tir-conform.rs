@@ -67,6 +67,10 @@ struct Cli {
     /// (default: $TIR_MATMUL, else auto).
     #[arg(long, value_name = "POLICY")]
     matmul: Option<String>,
+    /// The cuda backend's attention paths: auto, generated or cudnn, then KERNEL=PATH items
+    /// (default: $TIR_ATTENTION, else auto).
+    #[arg(long, value_name = "POLICY")]
+    attention: Option<String>,
     /// Where the tensors of a run are: host (host tensors in and out) or device (parameters and
     /// inputs copied to the device first, outputs left there).
     #[arg(long, value_name = "WHERE", value_parser = ["host", "device"], default_value = "host")]
@@ -173,11 +177,11 @@ fn run(cli: &Cli) -> Result<bool, String> {
 
     let backend = backend.ok_or("--backend NAME is required")?;
     let configured;
-    let backend = if cli.mode.is_none() && cli.matmul.is_none() {
+    let backend = if cli.mode.is_none() && cli.matmul.is_none() && cli.attention.is_none() {
         backend
     } else if backend.name() != "cuda" {
         return Err(format!(
-            "--mode and --matmul apply to the cuda backend, not `{}`",
+            "--mode, --matmul and --attention apply to the cuda backend, not `{}`",
             backend.name()
         ));
     } else {
@@ -366,7 +370,7 @@ fn compile_sessions(
     Ok(true)
 }
 
-/// The cuda backend with `--mode` and `--matmul`.
+/// The cuda backend with `--mode`, `--matmul` and `--attention`.
 fn cuda_backend(cli: &Cli) -> Result<backend_cuda::CudaBackend, String> {
     let mode = match cli.mode.as_deref() {
         Some("graph") => backend_cuda::ExecMode::Graph,
@@ -378,6 +382,11 @@ fn cuda_backend(cli: &Cli) -> Result<backend_cuda::CudaBackend, String> {
         let policy =
             backend_cuda::MatmulPolicy::parse(text).map_err(|e| format!("--matmul: {e}"))?;
         backend = backend.with_matmul(policy);
+    }
+    if let Some(text) = &cli.attention {
+        let policy =
+            backend_cuda::AttentionPolicy::parse(text).map_err(|e| format!("--attention: {e}"))?;
+        backend = backend.with_attention(policy);
     }
     Ok(backend)
 }

@@ -18,6 +18,7 @@ pub(super) fn add(c: &mut Corpus) -> Result<()> {
     epilogues(c)?;
     attention(c)?;
     long_attention(c)?;
+    split_head_attention(c)?;
     attention_past_fold_limit(c)?;
     kv_cache_attention(c)?;
     states(c)?;
@@ -470,6 +471,46 @@ fn long_attention(c: &mut Corpus) -> Result<()> {
                 Tolerance::composite(s_k),
             );
         }
+    }
+    Ok(())
+}
+
+/// Attention over heads split from `[batch, seq, heads · 64]` projections and merged back, as
+/// transformers lay it out (a CUDA backend may run it on a library through strided views),
+/// with a symbolic batch and a sequence of 77 (no multiple of any block), and a square causal
+/// one of 150 over `[batch, heads, seq, 64]`.
+fn split_head_attention(c: &mut Corpus) -> Result<()> {
+    for d in [DType::F16, DType::BF16] {
+        for causal in [false, true] {
+            let g = GraphBuilder::new();
+            let heads = shape!["b", 77, 4, 64];
+            let split = |name: &str| -> Result<Tensor> {
+                Ok(g.input(name, d, shape!["b", 77, 256])?
+                    .reshape_to(&heads)?
+                    .permute(&[0, 2, 1, 3])?)
+            };
+            let (q, k, v) = (split("q")?, split("k")?, split("v")?);
+            let y = q.attention(&k, &v, causal)?.permute(&[0, 2, 1, 3])?;
+            g.output("y", &y.reshape_to(&shape!["b", 77, 256])?)?;
+            let mask = if causal { "causal" } else { "no_mask" };
+            c.add(
+                format!("pattern/attention_split_heads/{d}/{mask}"),
+                g.finish()?,
+                &[vec![("b", 1)], vec![("b", 2)]],
+                &|_| Values::Default,
+                Tolerance::composite(77),
+            );
+        }
+        let g = GraphBuilder::new();
+        let qkv = |name: &str| g.input(name, d, shape![2, 3, 150, 64]);
+        let (q, k, v) = (qkv("q")?, qkv("k")?, qkv("v")?);
+        g.output("y", &q.attention(&k, &v, true)?)?;
+        c.add_static(
+            format!("pattern/attention_square/{d}/causal"),
+            g.finish()?,
+            Values::Default,
+            Tolerance::composite(150),
+        );
     }
     Ok(())
 }

@@ -16,7 +16,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use tir_graph::{BinaryOp, DType, ReduceOp, UnaryOp};
+use tir_graph::{BinaryOp, DType, ExactF64, ReduceOp, UnaryOp};
 
 /// An SSA value of a kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -314,6 +314,39 @@ pub enum LibraryCall {
         b_batched: bool,
         b_transposed: bool,
     },
+    /// Fused attention ([`LibraryAttention`]).
+    Attention(Box<LibraryAttention>),
+}
+
+/// Fused attention `o = softmax(scale · q @ kᵀ) @ v` of 16-bit floats, under the causal mask
+/// (key `j` visible to query `i` when `j <= i`) when `causal`, with the scores and the softmax
+/// in `f32` and the probabilities rounded to `v`'s dtype for the second product, as the
+/// kernel's body computes them (the two may differ by roundings). Each operand is a strided
+/// view of a parameter: `q: [b, h, s_q, d]`, `k: [b, h, s_kv, d]`, `v: [b, h, s_kv, d_v]`,
+/// `o: [b, h, s_q, d_v]`, with its head dim contiguous.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LibraryAttention {
+    pub q: AttentionOperand,
+    pub k: AttentionOperand,
+    pub v: AttentionOperand,
+    pub o: AttentionOperand,
+    pub dtype: DType,
+    /// `[b, h, s_q, s_kv]`.
+    pub dims: [tir_graph::Dim; 4],
+    pub d: u64,
+    pub d_v: u64,
+    pub scale: ExactF64,
+    pub causal: bool,
+}
+
+/// A parameter of a library attention read (or written) as a 4-D strided view
+/// `[b, h, s, d]`: element `(i, j, k, l)` is element `Σ index · stride` of the parameter.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct AttentionOperand {
+    pub param: usize,
+    /// In elements; each a single-term polynomial in the dims (a count times a product of
+    /// dims), the last 1.
+    pub strides: [DimPolynomial; 4],
 }
 
 /// One kernel: a grid of programs running `body`.
@@ -339,7 +372,7 @@ pub struct TileKernel {
 }
 
 /// A count that depends on the dims: the sum over its terms of `factor × ∏ dims`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct DimPolynomial {
     pub terms: Vec<(u64, Vec<tir_graph::Dim>)>,
 }
@@ -361,6 +394,26 @@ impl DimPolynomial {
                 };
             }
             total += product;
+        }
+        Ok(total)
+    }
+
+    /// Its exact value for `dims`; an error names an unbound dim or an overflow.
+    pub fn value(&self, dims: &BTreeMap<String, u64>) -> Result<u64, String> {
+        let overflow = || "a count overflows u64".to_string();
+        let mut total = 0u64;
+        for (factor, term) in &self.terms {
+            let mut product = *factor;
+            for d in term {
+                let n = match d {
+                    tir_graph::Dim::Static(n) => *n,
+                    tir_graph::Dim::Symbolic(name) => *dims
+                        .get(name)
+                        .ok_or_else(|| format!("symbolic dim `{name}` is not bound"))?,
+                };
+                product = product.checked_mul(n).ok_or_else(overflow)?;
+            }
+            total = total.checked_add(product).ok_or_else(overflow)?;
         }
         Ok(total)
     }

@@ -168,15 +168,25 @@ fn write_kernel(out: &mut String, k: &TileKernel, indent: &str) {
         };
         let _ = writeln!(out, "{inner}writes param {}: {region}", w.param);
     }
-    if let Some(LibraryCall::MatMul {
-        a, b, c, residual, ..
-    }) = &k.library
-    {
-        let plus = residual.map_or(String::new(), |r| format!(" + param {r}"));
-        let _ = writeln!(
-            out,
-            "{inner}library matmul: param {c} = param {a} @ param {b}{plus}"
-        );
+    match &k.library {
+        Some(LibraryCall::MatMul {
+            a, b, c, residual, ..
+        }) => {
+            let plus = residual.map_or(String::new(), |r| format!(" + param {r}"));
+            let _ = writeln!(
+                out,
+                "{inner}library matmul: param {c} = param {a} @ param {b}{plus}"
+            );
+        }
+        Some(LibraryCall::Attention(a)) => {
+            let mask = if a.causal { ", causal" } else { "" };
+            let _ = writeln!(
+                out,
+                "{inner}library attention: param {} = softmax({} · param {} @ param {}ᵀ{mask}) @ param {}",
+                a.o.param, a.scale.0, a.q.param, a.k.param, a.v.param
+            );
+        }
+        None => {}
     }
     let _ = writeln!(out, "{inner}grid({}) {{", list(&k.grid));
     write_block(out, &k.grid_body, &format!("{inner}  "));

@@ -265,49 +265,53 @@ impl<'k> Verifier<'k> {
         }
     }
 
-    /// A library call names existing parameters of its dtype: `a`, `b` and a residual shared,
-    /// `c` the whole of a mutable one.
+    /// A library call names existing parameters of its dtype: its operands (`a`, `b` and a
+    /// residual; `q`, `k`, `v`) shared, its result (`c`; `o`) the whole of a mutable one.
     fn check_library(&self) -> Result<(), TileError> {
-        let Some(LibraryCall::MatMul {
-            a,
-            b,
-            c,
-            residual,
-            dtype,
-            ..
-        }) = &self.kernel.library
-        else {
-            return Ok(());
+        let (what, operands, result, dtype) = match &self.kernel.library {
+            None => return Ok(()),
+            Some(LibraryCall::MatMul {
+                a,
+                b,
+                c,
+                residual,
+                dtype,
+                ..
+            }) => {
+                let mut operands = vec![("a", *a), ("b", *b)];
+                operands.extend(residual.map(|r| ("residual", r)));
+                ("matmul", operands, ("c", *c), dtype)
+            }
+            Some(LibraryCall::Attention(a)) => {
+                let operands = vec![("q", a.q.param), ("k", a.k.param), ("v", a.v.param)];
+                ("attention", operands, ("o", a.o.param), &a.dtype)
+            }
         };
         let library = |reason: String| TileError::Writes {
             kernel: self.name(),
-            reason: format!("library matmul: {reason}"),
+            reason: format!("library {what}: {reason}"),
         };
         let params = &self.kernel.params;
-        let operands = [
-            ("a", a, Access::Shared),
-            ("b", b, Access::Shared),
-            ("c", c, Access::Mutable),
-        ];
-        let residual = residual.as_ref().map(|r| ("residual", r, Access::Shared));
-        for (what, p, access) in operands.into_iter().chain(residual) {
-            match params.get(*p) {
+        let shared = operands.into_iter().map(|(w, p)| (w, p, Access::Shared));
+        for (name, p, access) in shared.chain([(result.0, result.1, Access::Mutable)]) {
+            match params.get(p) {
                 Some(tp) if tp.dtype == *dtype && tp.access == access => {}
                 _ => {
                     return Err(library(format!(
-                        "{what} is param {p}, not a {} {dtype} param",
+                        "{name} is param {p}, not a {} {dtype} param",
                         access_name(access)
                     )))
                 }
             }
         }
+        let (name, c) = result;
         let whole = self
             .kernel
             .writes
             .iter()
-            .any(|w| w.param == *c && w.region == Region::Whole);
+            .any(|w| w.param == c && w.region == Region::Whole);
         if !whole {
-            return Err(library(format!("c (param {c}) is not written whole")));
+            return Err(library(format!("{name} (param {c}) is not written whole")));
         }
         Ok(())
     }
