@@ -485,9 +485,9 @@ fn split_head_attention(c: &mut Corpus) -> Result<()> {
             let g = GraphBuilder::new();
             let heads = shape!["b", 77, 4, 64];
             let split = |name: &str| -> Result<Tensor> {
-                Ok(g.input(name, d, shape!["b", 77, 256])?
+                g.input(name, d, shape!["b", 77, 256])?
                     .reshape_to(&heads)?
-                    .permute(&[0, 2, 1, 3])?)
+                    .permute(&[0, 2, 1, 3])
             };
             let (q, k, v) = (split("q")?, split("k")?, split("v")?);
             let y = q.attention(&k, &v, causal)?.permute(&[0, 2, 1, 3])?;
