@@ -45,7 +45,7 @@ use std::rc::Rc;
 use tir_graph::{DType, HostTensor};
 use tir_lower::legality::LaunchCheck;
 use tir_lower::run::{self, type_name};
-use tir_lower::tile::{LibraryCall, TileKernel};
+use tir_lower::tile::{AttentionOperand, LibraryAttention, LibraryCall, TileKernel};
 use tir_lower::{
     BackendError, Device, DeviceTensor, Executable, HostTensors, Program, Signature, Storage,
     TensorRef,
@@ -209,7 +209,6 @@ fn library_launch(
     dims: &BTreeMap<String, u64>,
     addresses: &[u64],
 ) -> Option<Launch> {
-    let value = |d: &tir_graph::Dim| run::dim_value(d, dims).ok();
     let address = |p: &usize| kernel.params.get(*p).map(|tp| addresses[tp.buffer]);
     match kernel.library.as_ref()? {
         LibraryCall::MatMul {
@@ -225,6 +224,7 @@ fn library_launch(
             b_batched,
             b_transposed,
         } => {
+            let value = |d: &tir_graph::Dim| run::dim_value(d, dims).ok();
             let mut count = 1u64;
             for d in batch {
                 count = count.checked_mul(value(d)?)?;
@@ -250,59 +250,55 @@ fn library_launch(
                 },
             })
         }
-        LibraryCall::Attention(call) => {
-            let tir_lower::tile::LibraryAttention {
-                q,
-                k,
-                v,
-                o,
-                dtype,
-                dims: extents,
-                d,
-                d_v,
-                scale,
-                causal,
-            } = call.as_ref();
-            let [b, h, sq, sk] = extents;
-            let extents = [value(b)?, value(h)?, value(sq)?, value(sk)?];
-            let strides = |op: &tir_lower::tile::AttentionOperand, seq: u64, head: u64| {
-                let mut s = [0u64; 4];
-                for (i, p) in op.strides.iter().enumerate() {
-                    s[i] = p.value(dims).ok()?;
-                }
-                // A dim of extent 1 may have any stride: give it the row-major one.
-                let shape = [extents[0], extents[1], seq, head];
-                for i in (0..3).rev() {
-                    if shape[i] == 1 {
-                        s[i] = s[i + 1].checked_mul(shape[i + 1])?;
-                    }
-                }
-                Some(s)
-            };
-            Some(Launch::Dnn {
-                shape: AttentionShape {
-                    dtype: *dtype,
-                    dims: extents,
-                    d: *d,
-                    d_v: *d_v,
-                    strides: [
-                        strides(q, extents[2], *d)?,
-                        strides(k, extents[3], *d)?,
-                        strides(v, extents[3], *d_v)?,
-                        strides(o, extents[2], *d_v)?,
-                    ],
-                    causal: *causal,
-                    scale: (scale.0 as f32).to_bits(),
-                },
-                buffers: AttentionOperands {
-                    q: address(&q.param)?,
-                    k: address(&k.param)?,
-                    v: address(&v.param)?,
-                    o: address(&o.param)?,
-                },
-            })
-        }
+        LibraryCall::Attention(call) => Some(Launch::Dnn {
+            shape: attention_shape(call, dims)?,
+            buffers: AttentionOperands {
+                q: address(&call.q.param)?,
+                k: address(&call.k.param)?,
+                v: address(&call.v.param)?,
+                o: address(&call.o.param)?,
+            },
+        }),
     }
+}
+
+/// The shape of a library attention under `dims`.
+fn attention_shape(
+    call: &LibraryAttention,
+    dims: &BTreeMap<String, u64>,
+) -> Option<AttentionShape> {
+    let value = |d: &tir_graph::Dim| run::dim_value(d, dims).ok();
+    let [b, h, sq, sk] = &call.dims;
+    let extents = [value(b)?, value(h)?, value(sq)?, value(sk)?];
+    let strides = |op: &AttentionOperand, seq: u64, head: u64| {
+        let mut s = [0u64; 4];
+        for (i, p) in op.strides.iter().enumerate() {
+            s[i] = p.value(dims).ok()?;
+        }
+        // A dim of extent 1 may have any stride: give it the row-major one.
+        let shape = [extents[0], extents[1], seq, head];
+        for i in (0..3).rev() {
+            if shape[i] == 1 {
+                s[i] = s[i + 1].checked_mul(shape[i + 1])?;
+            }
+        }
+        Some(s)
+    };
+    let (d, d_v) = (call.d, call.d_v);
+    Some(AttentionShape {
+        dtype: call.dtype,
+        dims: extents,
+        d,
+        d_v,
+        strides: [
+            strides(&call.q, extents[2], d)?,
+            strides(&call.k, extents[3], d)?,
+            strides(&call.v, extents[3], d_v)?,
+            strides(&call.o, extents[2], d_v)?,
+        ],
+        causal: call.causal,
+        scale: (call.scale.0 as f32).to_bits(),
+    })
 }
 
 /// Makes sure `slot` holds at least `bytes`, reallocating (and so moving) when it does not.
