@@ -9,7 +9,7 @@
 //! shared). 16-bit floats accumulate in `f32`, `f32` computes in `f32` (no TF32), `f64` in
 //! `f64`, as the kernels' tile IR does.
 
-use super::driver::{DeviceMemory, DriverResult, Stream};
+use super::driver::{DriverResult, LaneWorkspaces, Stream};
 use cudarc::cublaslt::{result, sys};
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -70,8 +70,7 @@ impl Drop for Plan {
 /// A cuBLASLt handle with its workspaces and plans.
 pub struct Blas {
     handle: sys::cublasLtHandle_t,
-    /// By lane, made on first use.
-    workspaces: Vec<Option<DeviceMemory>>,
+    workspaces: LaneWorkspaces,
     plans: HashMap<MatmulShape, Plan>,
 }
 
@@ -139,7 +138,7 @@ impl Blas {
         }
         Ok(Blas {
             handle: call("cublasLtCreate", result::create_handle())?,
-            workspaces: Vec::new(),
+            workspaces: LaneWorkspaces::new(WORKSPACE),
             plans: HashMap::new(),
         })
     }
@@ -245,21 +244,7 @@ impl Blas {
 
     /// Makes the workspaces of lanes `0..lanes` now (a graph capture may not allocate).
     pub fn reserve_lanes(&mut self, lanes: usize) -> DriverResult<()> {
-        for lane in 0..lanes {
-            self.workspace(lane)?;
-        }
-        Ok(())
-    }
-
-    /// The workspace of `lane`.
-    fn workspace(&mut self, lane: usize) -> DriverResult<u64> {
-        if self.workspaces.len() <= lane {
-            self.workspaces.resize_with(lane + 1, || None);
-        }
-        if self.workspaces[lane].is_none() {
-            self.workspaces[lane] = Some(DeviceMemory::alloc(WORKSPACE)?);
-        }
-        Ok(self.workspaces[lane].as_ref().map_or(0, |m| m.ptr))
+        self.workspaces.reserve(lanes)
     }
 
     /// Enqueues `c = a @ b (+ residual)` of shape `s` on `stream`, with the workspace of `lane`:
@@ -276,7 +261,7 @@ impl Blas {
         if s.batch == 0 || s.m == 0 || s.n == 0 {
             return Ok(());
         }
-        let workspace = self.workspace(lane)?;
+        let workspace = self.workspaces.get(lane)?;
         let handle = self.handle;
         let plan = self.plan(s)?;
         let beta_value = if residual.is_some() { 1.0 } else { 0.0 };

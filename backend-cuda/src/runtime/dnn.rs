@@ -13,7 +13,7 @@
 //! A shape no engine runs fails at [`Dnn::prepare`] with cuDNN's reason; the caller then keeps
 //! the generated kernel.
 
-use super::driver::{DeviceMemory, DriverResult, Stream};
+use super::driver::{DriverResult, LaneWorkspaces, Stream};
 use cudarc::cudnn::sys;
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -422,8 +422,7 @@ fn first_plan(
 /// A cuDNN handle with its workspaces and plans.
 pub struct Dnn {
     handle: sys::cudnnHandle_t,
-    /// By lane, made on first use.
-    workspaces: Vec<Option<DeviceMemory>>,
+    workspaces: LaneWorkspaces,
     plans: HashMap<AttentionShape, Plan>,
 }
 
@@ -453,7 +452,7 @@ impl Dnn {
         check("create handle", unsafe { sys::cudnnCreate(&mut handle) })?;
         Ok(Dnn {
             handle,
-            workspaces: Vec::new(),
+            workspaces: LaneWorkspaces::new(WORKSPACE),
             plans: HashMap::new(),
         })
     }
@@ -503,20 +502,7 @@ impl Dnn {
 
     /// Makes the workspaces of lanes `0..lanes` now (a graph capture may not allocate).
     pub fn reserve_lanes(&mut self, lanes: usize) -> DriverResult<()> {
-        for lane in 0..lanes {
-            self.workspace(lane)?;
-        }
-        Ok(())
-    }
-
-    fn workspace(&mut self, lane: usize) -> DriverResult<u64> {
-        if self.workspaces.len() <= lane {
-            self.workspaces.resize_with(lane + 1, || None);
-        }
-        if self.workspaces[lane].is_none() {
-            self.workspaces[lane] = Some(DeviceMemory::alloc(WORKSPACE)?);
-        }
-        Ok(self.workspaces[lane].as_ref().map_or(0, |m| m.ptr))
+        self.workspaces.reserve(lanes)
     }
 
     /// Enqueues attention of shape `s` on `stream` with the workspace of `lane`.
@@ -531,7 +517,7 @@ impl Dnn {
             return Ok(());
         }
         self.prepare(s)?;
-        let workspace = self.workspace(lane)?;
+        let workspace = self.workspaces.get(lane)?;
         let handle = self.handle;
         let plan = self
             .plans

@@ -235,6 +235,44 @@ impl Drop for DeviceMemory {
     }
 }
 
+/// The scratch memory of a library (cuBLASLt, cuDNN), a block per lane: the library calls of
+/// one schedule wave run at once, each on a lane (stream or graph branch) of its own, and a
+/// block serves one call at a time.
+pub struct LaneWorkspaces {
+    bytes: usize,
+    /// By lane, made on first use.
+    blocks: Vec<Option<DeviceMemory>>,
+}
+
+impl LaneWorkspaces {
+    /// Blocks of `bytes` each.
+    pub fn new(bytes: usize) -> LaneWorkspaces {
+        LaneWorkspaces {
+            bytes,
+            blocks: Vec::new(),
+        }
+    }
+
+    /// Makes the blocks of lanes `0..lanes` now (a graph capture may not allocate).
+    pub fn reserve(&mut self, lanes: usize) -> DriverResult<()> {
+        for lane in 0..lanes {
+            self.get(lane)?;
+        }
+        Ok(())
+    }
+
+    /// The address of `lane`'s block.
+    pub fn get(&mut self, lane: usize) -> DriverResult<u64> {
+        if self.blocks.len() <= lane {
+            self.blocks.resize_with(lane + 1, || None);
+        }
+        if self.blocks[lane].is_none() {
+            self.blocks[lane] = Some(DeviceMemory::alloc(self.bytes)?);
+        }
+        Ok(self.blocks[lane].as_ref().map_or(0, |m| m.ptr))
+    }
+}
+
 /// Page-locked host memory (`cuMemHostAlloc`): the GPU copies from and to it at full speed, and
 /// copies can be asynchronous. Freed on drop.
 pub struct PinnedMemory {
