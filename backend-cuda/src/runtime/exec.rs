@@ -1366,3 +1366,60 @@ impl Executable for CudaExecutable {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tir_graph::{Dim, ExactF64};
+    use tir_lower::tile::DimPolynomial;
+
+    /// `[b, h, s, d]` over a `[b, s, h·d]` buffer: strides `[s·h·d, d, h·d, 1]`.
+    fn split_heads(param: usize) -> AttentionOperand {
+        let stride = |factor: u64, dims: Vec<Dim>| DimPolynomial {
+            terms: vec![(factor, dims)],
+        };
+        let s = || Dim::Symbolic("s".into());
+        AttentionOperand {
+            param,
+            strides: [
+                stride(256, vec![s()]),
+                stride(64, vec![]),
+                stride(256, vec![]),
+                stride(1, vec![]),
+            ],
+        }
+    }
+
+    #[test]
+    fn an_attention_shape_evaluates_symbolic_strides_and_gives_unit_dims_row_major_ones() {
+        let call = LibraryAttention {
+            q: split_heads(0),
+            k: split_heads(1),
+            v: split_heads(2),
+            o: split_heads(3),
+            dtype: DType::F16,
+            dims: [
+                Dim::Symbolic("b".into()),
+                4.into(),
+                Dim::Symbolic("s".into()),
+                Dim::Symbolic("s".into()),
+            ],
+            d: 64,
+            d_v: 64,
+            scale: ExactF64(0.125),
+            causal: true,
+        };
+        let dims = |b: u64, s: u64| BTreeMap::from([("b".to_string(), b), ("s".to_string(), s)]);
+        let shape = attention_shape(&call, &dims(2, 77)).unwrap();
+        assert_eq!(shape.dims, [2, 4, 77, 77]);
+        assert_eq!(shape.strides, [[77 * 256, 64, 256, 1]; 4]);
+        assert_eq!(f32::from_bits(shape.scale), 0.125);
+        // One token: the sequence's stride is the head dim's extent, the batch's the rest.
+        let shape = attention_shape(&call, &dims(1, 1)).unwrap();
+        assert_eq!(shape.strides[0], [256, 64, 64, 1]);
+        assert!(
+            attention_shape(&call, &BTreeMap::new()).is_none(),
+            "unbound dims"
+        );
+    }
+}
