@@ -298,6 +298,8 @@ pub fn doctor() -> (String, bool) {
             out.push_str(&format!("gpu: unavailable: {e}\n"));
         }
     }
+    out.push_str(&runtime::libraries());
+    out.push('\n');
     match cache::CacheConfig::from_env() {
         Ok(config) => {
             let stats = cache::KernelCache::new(config.clone()).stats();

@@ -67,6 +67,16 @@ impl Drop for Plan {
     }
 }
 
+/// Whether this process can load cuBLASLt, or why not.
+pub fn present() -> DriverResult<()> {
+    // SAFETY: only probes whether the library can be loaded.
+    if unsafe { sys::is_culib_present() } {
+        Ok(())
+    } else {
+        Err("cuBLASLt (libcublasLt.so) was not found".into())
+    }
+}
+
 /// A cuBLASLt handle with its workspaces and plans.
 pub struct Blas {
     handle: sys::cublasLtHandle_t,
@@ -132,10 +142,7 @@ fn layout(
 
 impl Blas {
     pub fn new() -> DriverResult<Blas> {
-        // SAFETY: only probes whether the library can be loaded.
-        if !unsafe { sys::is_culib_present() } {
-            return Err("cuBLASLt (libcublasLt.so) was not found".into());
-        }
+        present()?;
         Ok(Blas {
             handle: call("cublasLtCreate", result::create_handle())?,
             workspaces: LaneWorkspaces::new(WORKSPACE),

@@ -419,6 +419,23 @@ fn first_plan(
     Err(last)
 }
 
+/// The version of the cuDNN this process loads (`91400` for 9.14.0), or why it has none that
+/// runs fused attention (missing, or older than 9.0).
+pub fn version() -> DriverResult<usize> {
+    // SAFETY: only probes whether the library can be loaded.
+    if !unsafe { sys::is_culib_present() } {
+        return Err("cuDNN (libcudnn.so) was not found".into());
+    }
+    // SAFETY: a plain query.
+    let version = unsafe { sys::cudnnGetVersion() };
+    if version < 90000 {
+        return Err(format!(
+            "cuDNN {version} is older than 9.0, which fused attention needs"
+        ));
+    }
+    Ok(version)
+}
+
 /// A cuDNN handle with its workspaces and plans.
 pub struct Dnn {
     handle: sys::cudnnHandle_t,
@@ -436,17 +453,7 @@ impl Drop for Dnn {
 
 impl Dnn {
     pub fn new() -> DriverResult<Dnn> {
-        // SAFETY: only probes whether the library can be loaded.
-        if !unsafe { sys::is_culib_present() } {
-            return Err("cuDNN (libcudnn.so) was not found".into());
-        }
-        // SAFETY: a plain query.
-        let version = unsafe { sys::cudnnGetVersion() };
-        if version < 90000 {
-            return Err(format!(
-                "cuDNN {version} is older than 9.0, which fused attention needs"
-            ));
-        }
+        version()?;
         let mut handle = std::ptr::null_mut();
         // SAFETY: `handle` receives a new handle.
         check("create handle", unsafe { sys::cudnnCreate(&mut handle) })?;

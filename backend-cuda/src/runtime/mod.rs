@@ -19,4 +19,18 @@ pub use exec::CudaExecutable;
 pub use future::{block_on, RunFuture};
 pub use policy::{AttentionPath, AttentionPolicy, ExecMode, MatmulPath, MatmulPolicy};
 pub use timing::KernelTimes;
+
+/// The libraries' line of `tirc doctor`: which of cuBLASLt (plain matmuls) and cuDNN (fused
+/// attention) this process can load; without one, its kernels run as generated.
+pub fn libraries() -> String {
+    let blas = match blas::present() {
+        Ok(()) => "cuBLASLt found".to_string(),
+        Err(e) => format!("{e} (plain matmuls run as generated kernels)"),
+    };
+    let dnn = match dnn::version() {
+        Ok(v) => format!("cuDNN {}.{}.{} found", v / 10000, v / 100 % 100, v % 100),
+        Err(e) => format!("{e} (attention runs as generated kernels)"),
+    };
+    format!("libraries: {blas}; {dnn}")
+}
 pub use trace::{KernelWork, RunTrace, Span, SpanKind};
