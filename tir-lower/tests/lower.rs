@@ -638,6 +638,7 @@ fn a_16_bit_attention_over_split_heads_carries_a_library_call_with_its_strides()
             causal: masked,
         } = call.as_ref();
         assert_eq!((*dtype, *d, *d_v, *masked), (DType::BF16, 16, 16, causal));
+        assert!(!call.is_static(), "its batch is symbolic");
         assert_eq!(scale.0, 0.25, "1/sqrt(16)");
         let b = Dim::Symbolic("b".into());
         assert_eq!(dims, &[b.clone(), 4.into(), 100.into(), 100.into()]);
@@ -657,6 +658,23 @@ fn a_16_bit_attention_over_split_heads_carries_a_library_call_with_its_strides()
             assert_eq!(buffer.name, name);
         }
     }
+}
+
+#[test]
+fn a_static_attention_carries_a_static_library_call() {
+    use tir_lower::tile::LibraryCall;
+    let g = tir_graph::GraphBuilder::new();
+    let qkv = |n: &str| {
+        g.input(n, tir_graph::DType::F16, tir_graph::shape![2, 4, 100, 32])
+            .unwrap()
+    };
+    let (q, k, v) = (qkv("q"), qkv("k"), qkv("v"));
+    g.output("o", &q.attention(&k, &v, true).unwrap()).unwrap();
+    let program = lower(&g.finish().unwrap());
+    let Some(LibraryCall::Attention(call)) = &attention_kernel(&program).library else {
+        panic!("no library call")
+    };
+    assert!(call.is_static() && call.causal);
 }
 
 #[test]

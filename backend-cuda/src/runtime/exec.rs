@@ -838,7 +838,14 @@ impl CudaExecutable {
                 match self.attention.of(name) {
                     AttentionPath::Generated => LibraryUse::Never,
                     AttentionPath::Cudnn => LibraryUse::Always,
-                    AttentionPath::Auto => LibraryUse::Timed,
+                    // cuDNN compiles its kernels at run time: a plan takes 45-70 ms to build,
+                    // up to 1.2 s where it compiles a kernel (the first of a dtype, head dim and
+                    // mask, and some lengths), so a kernel whose shape changes with its dims
+                    // keeps the generated kernel unless cuDNN is asked for.
+                    AttentionPath::Auto => match &self.program.kernels[k].library {
+                        Some(LibraryCall::Attention(call)) if call.is_static() => LibraryUse::Timed,
+                        _ => LibraryUse::Never,
+                    },
                 },
             ),
         };

@@ -41,8 +41,10 @@ pub enum AttentionPath {
     Generated,
     /// cuDNN's fused attention.
     Cudnn,
-    /// Whichever measures faster for the shape, timed on the GPU at the first run that binds
-    /// it (the generated kernel where cuDNN is missing or has no engine for it).
+    /// Whichever measures faster, timed on the GPU at the first run, for a kernel whose shape
+    /// depends on no symbolic dim (cuDNN builds a plan per shape, compiling kernels at run
+    /// time); the generated kernel for the others, and where cuDNN is missing or has no
+    /// engine.
     #[default]
     Auto,
 }

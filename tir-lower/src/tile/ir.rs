@@ -339,6 +339,21 @@ pub struct LibraryAttention {
     pub causal: bool,
 }
 
+impl LibraryAttention {
+    /// Whether no extent or stride depends on a symbolic dim: the call has one shape.
+    pub fn is_static(&self) -> bool {
+        let strides = [&self.q, &self.k, &self.v, &self.o]
+            .into_iter()
+            .flat_map(|op| op.strides.iter())
+            .flat_map(|p| p.terms.iter())
+            .flat_map(|(_, dims)| dims.iter());
+        self.dims
+            .iter()
+            .chain(strides)
+            .all(|d| d.as_static().is_some())
+    }
+}
+
 /// A parameter of a library attention read (or written) as a 4-D strided view
 /// `[b, h, s, d]`: element `(i, j, k, l)` is element `Σ index · stride` of the parameter.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
