@@ -319,7 +319,7 @@ def weights_lines(w):
             f"- device memory held by the executable after a run: {mib(w['device_used_by_executable_bytes'])}; "
             f"by the program: parameters {mib(need['parameters'])}, arena {mib(need['arena'])}, "
             f"states {mib(need['states'])}, staging {mib(need['staging'])}, constants {mib(need['constants'])} "
-            f"(the rest: loaded kernels, cuBLASLt and cuDNN with their workspaces, 32 MiB for each library call a wave runs at once)."]
+            f"(the rest: loaded kernels, cuBLASLt and cuDNN with their workspaces: 32 MiB for cuBLASLt and 8 MiB for cuDNN for each of their calls a wave runs at once)."]
 
 
 def report(rows, bandwidth, commit, compile_times, weights=None):

@@ -678,6 +678,26 @@ fn a_static_attention_carries_a_static_library_call() {
 }
 
 #[test]
+fn a_rank_3_attention_is_a_library_call_of_one_batch() {
+    use tir_graph::{shape, DType, Dim};
+    use tir_lower::tile::LibraryCall;
+    let g = tir_graph::GraphBuilder::new();
+    let q = g.input("q", DType::F16, shape![6, 96, 64]).unwrap();
+    let k = g.input("k", DType::F16, shape![6, 96, 64]).unwrap();
+    let v = g.input("v", DType::F16, shape![6, 96, 32]).unwrap();
+    g.output("o", &q.attention(&k, &v, true).unwrap()).unwrap();
+    let program = lower(&g.finish().unwrap());
+    let Some(LibraryCall::Attention(call)) = &attention_kernel(&program).library else {
+        panic!("no library call")
+    };
+    let dims: [Dim; 4] = [1, 6, 96, 96].map(Dim::Static);
+    assert_eq!((&call.dims, call.d, call.d_v), (&dims, 64, 32));
+    // The missing batch dim has no stride term; v's rows are 32 apart.
+    assert!(call.v.strides[0].terms.is_empty());
+    assert_eq!(call.v.strides[2].terms, [(32, vec![])]);
+}
+
+#[test]
 fn attention_in_f32_or_with_a_mask_tensor_carries_no_library_call() {
     let program = split_head_attention(tir_graph::DType::F32, true);
     assert!(attention_kernel(&program).library.is_none());

@@ -10,8 +10,8 @@
 //! and `exp / sum` in the inputs' dtype, and `O = P @ V`. Every intermediate is virtual: the
 //! engine never writes the scores. Scores and softmax are `f32`, as in the kernel's body.
 //!
-//! A shape no engine runs fails at [`Dnn::prepare`] with cuDNN's reason; the caller then keeps
-//! the generated kernel.
+//! A shape no engine runs fails at [`Dnn::prepare`] with cuDNN's reason: under the `auto` path
+//! the kernel then runs as generated, under `cudnn` the run fails with that reason.
 
 use super::driver::{DriverResult, LaneWorkspaces, Stream};
 use cudarc::cudnn::sys;
@@ -24,9 +24,9 @@ use sys::cudnnDataType_t as Data;
 use sys::cudnnPointwiseMode_t as Pointwise;
 use tir_graph::DType;
 
-/// The workspace a plan may use (the engines ask for a few hundred bytes for a prefill and
-/// about 128 KiB for one query over 4096 keys at 32 heads).
-const WORKSPACE: usize = 32 << 20;
+/// The workspace a plan may use, per lane (the engines ask for 256 bytes for a prefill and
+/// about 128 KiB for one query over 4096 keys at 32 heads); a plan that needs more is refused.
+const WORKSPACE: usize = 8 << 20;
 
 /// One shape of attention: `[b, h, s_q, s_kv]`, the head dims, and the strides in elements of
 /// `q`, `k`, `v`, `o` as `[b, h, s, d]` views (`d` contiguous).
@@ -403,7 +403,8 @@ fn first_plan(
     let mut raw: Vec<_> = configs.iter().map(|c| c.0).collect();
     let count = results(count, raw.as_mut_ptr().cast())?;
     let mut last = "cuDNN found no engine for this attention".to_string();
-    for config in &configs[..count as usize] {
+    let built = usize::try_from(count).map_or(0, |n| n.min(configs.len()));
+    for config in &configs[..built] {
         let plan = Descriptor::new(Kind::CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR)?;
         plan.set(
             Attr::CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
@@ -491,10 +492,12 @@ impl Dnn {
                 "cuDNN's attention plan needs {workspace} bytes of workspace, more than {WORKSPACE}"
             ));
         }
+        // Destroyed in the reverse order of their making: what refers to a descriptor first.
         let mut keep = built.keep;
         keep.extend(built.ops);
-        keep.extend(configs);
         keep.push(graph);
+        keep.extend(configs);
+        keep.reverse();
         self.plans.insert(
             s,
             Plan {
@@ -520,9 +523,6 @@ impl Dnn {
         stream: &Stream,
         lane: usize,
     ) -> DriverResult<()> {
-        if s.dims.contains(&0) {
-            return Ok(());
-        }
         self.prepare(s)?;
         let workspace = self.workspaces.get(lane)?;
         let handle = self.handle;

@@ -262,7 +262,8 @@ fn library_launch(
     }
 }
 
-/// The shape of a library attention under `dims`.
+/// The shape of a library attention under `dims`; `None` where an extent is 0 (the generated
+/// kernel then runs: cuDNN takes no empty tensor).
 fn attention_shape(
     call: &LibraryAttention,
     dims: &BTreeMap<String, u64>,
@@ -270,6 +271,9 @@ fn attention_shape(
     let value = |d: &tir_graph::Dim| run::dim_value(d, dims).ok();
     let [b, h, sq, sk] = &call.dims;
     let extents = [value(b)?, value(h)?, value(sq)?, value(sk)?];
+    if extents.contains(&0) {
+        return None;
+    }
     let strides = |op: &AttentionOperand, seq: u64, head: u64| {
         let mut s = [0u64; 4];
         for (i, p) in op.strides.iter().enumerate() {
@@ -1427,6 +1431,10 @@ mod tests {
         assert!(
             attention_shape(&call, &BTreeMap::new()).is_none(),
             "unbound dims"
+        );
+        assert!(
+            attention_shape(&call, &dims(0, 77)).is_none(),
+            "an empty batch"
         );
     }
 }

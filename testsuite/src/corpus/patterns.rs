@@ -477,8 +477,9 @@ fn long_attention(c: &mut Corpus) -> Result<()> {
 
 /// Attention over heads split from `[batch, seq, heads · 64]` projections and merged back, as
 /// transformers lay it out (a CUDA backend may run it on a library through strided views),
-/// with a symbolic batch and a sequence of 77 (no multiple of any block), and a square causal
-/// one of 150 over `[batch, heads, seq, 64]`.
+/// with a symbolic batch and a sequence of 77 (no multiple of any block), a square causal one
+/// of 150 over `[batch, heads, seq, 64]`, and a causal one over `[batch · heads, seq, d]` (one
+/// batch dim) whose values' head dim (32) is not the queries' (64).
 fn split_head_attention(c: &mut Corpus) -> Result<()> {
     for d in [DType::F16, DType::BF16] {
         for causal in [false, true] {
@@ -510,6 +511,17 @@ fn split_head_attention(c: &mut Corpus) -> Result<()> {
             g.finish()?,
             Values::Default,
             Tolerance::composite(150),
+        );
+        let g = GraphBuilder::new();
+        let q = g.input("q", d, shape![6, 96, 64])?;
+        let k = g.input("k", d, shape![6, 96, 64])?;
+        let v = g.input("v", d, shape![6, 96, 32])?;
+        g.output("y", &q.attention(&k, &v, true)?)?;
+        c.add_static(
+            format!("pattern/attention_rank3/{d}/causal"),
+            g.finish()?,
+            Values::Default,
+            Tolerance::composite(96),
         );
     }
     Ok(())

@@ -360,7 +360,7 @@ impl LibraryAttention {
 pub struct AttentionOperand {
     pub param: usize,
     /// In elements; each a single-term polynomial in the dims (a count times a product of
-    /// dims), the last 1.
+    /// dims), or no term (0) for a batch dim the kernel's tensors lack; the last 1.
     pub strides: [DimPolynomial; 4],
 }
 
