@@ -261,7 +261,6 @@ impl GraphBuilder {
 struct Plan {
     plan: Descriptor,
     workspace: usize,
-    causal: bool,
     _graph: Vec<Descriptor>,
 }
 
@@ -503,7 +502,6 @@ impl Dnn {
             Plan {
                 plan,
                 workspace,
-                causal: s.causal,
                 _graph: keep,
             },
         );
@@ -541,7 +539,7 @@ impl Dnn {
             o as *const c_void,
             &scale as *const f32 as *const c_void,
         ];
-        if plan.causal {
+        if s.causal {
             uids.push(NEG_INF);
             pointers.push(&neg_inf as *const f32 as *const c_void);
         }

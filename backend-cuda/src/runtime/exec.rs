@@ -305,6 +305,17 @@ fn attention_shape(
     })
 }
 
+/// What `slot` holds, made by `load` when it holds nothing yet.
+fn loaded<T>(
+    slot: &mut Option<T>,
+    load: impl FnOnce() -> Result<T, String>,
+) -> Result<&mut T, String> {
+    match slot {
+        Some(library) => Ok(library),
+        None => Ok(slot.insert(load()?)),
+    }
+}
+
 /// Makes sure `slot` holds at least `bytes`, reallocating (and so moving) when it does not.
 fn ensure(slot: &mut Option<DeviceMemory>, bytes: usize) -> Result<u64, String> {
     if slot.as_ref().is_none_or(|m| m.bytes < bytes) {
@@ -901,7 +912,7 @@ impl CudaExecutable {
     }
 
     /// Enqueues kernel `k`'s `launch` on `stream`, as the `lane`th of the kernels that may run
-    /// at the same time (a library call takes that lane's workspace).
+    /// at the same time (a library call takes that lane's workspace); an error names the kernel.
     pub(super) fn enqueue_one(
         &mut self,
         k: usize,
@@ -909,7 +920,19 @@ impl CudaExecutable {
         stream: &Stream,
         lane: usize,
     ) -> Result<(), String> {
-        let done = match launch {
+        self.enqueue_launch(k, launch, stream, lane)
+            .map_err(|e| format!("kernel {}: {e}", self.program.kernels[k].name))
+    }
+
+    /// [`Self::enqueue_one`] with the error as the launch gives it.
+    fn enqueue_launch(
+        &mut self,
+        k: usize,
+        launch: &Launch,
+        stream: &Stream,
+        lane: usize,
+    ) -> Result<(), String> {
+        match launch {
             Launch::Tiles { blocks: 0, .. } => Ok(()),
             Launch::Tiles { blocks, args } => self.kernels[k].launch(*blocks, args, stream.0),
             Launch::Blas { shape, buffers } => self
@@ -918,28 +941,17 @@ impl CudaExecutable {
             Launch::Dnn { shape, buffers } => self
                 .dnn()
                 .and_then(|dnn| dnn.attention(*shape, *buffers, stream, lane)),
-        };
-        done.map_err(|e| format!("kernel {}: {e}", self.program.kernels[k].name))
+        }
     }
 
     /// cuBLASLt, loaded on first use.
     fn blas(&mut self) -> Result<&mut Blas, String> {
-        if self.blas.is_none() {
-            self.blas = Some(Blas::new()?);
-        }
-        self.blas
-            .as_mut()
-            .ok_or_else(|| "cuBLASLt is not loaded".to_string())
+        loaded(&mut self.blas, Blas::new)
     }
 
     /// cuDNN, loaded on first use.
     fn dnn(&mut self) -> Result<&mut Dnn, String> {
-        if self.dnn.is_none() {
-            self.dnn = Some(Dnn::new()?);
-        }
-        self.dnn
-            .as_mut()
-            .ok_or_else(|| "cuDNN is not loaded".to_string())
+        loaded(&mut self.dnn, Dnn::new)
     }
 
     /// Enqueues `launches`, spread over the streams by wave (see the module doc); everything
@@ -1062,7 +1074,8 @@ impl CudaExecutable {
         let stream = &gpu.streams()[0];
         let mut builder = GraphBuilder::new()?;
         let mut previous: Vec<usize> = Vec::new();
-        for wave in &self.program.schedule.waves {
+        let waves = self.program.schedule.waves.clone();
+        for wave in &waves {
             let mut this = Vec::with_capacity(wave.len());
             for (lane, &k) in wave.iter().enumerate() {
                 // Graph branches of one wave run at once, like the streams of a plain run.
@@ -1074,26 +1087,11 @@ impl CudaExecutable {
                         blocks: *blocks,
                         args,
                     },
-                    Launch::Blas { shape, buffers } => {
-                        let blas = self
-                            .blas
-                            .as_mut()
-                            .ok_or_else(|| "cuBLASLt is not loaded".to_string())?;
-                        Node::Captured {
-                            stream,
-                            record: Box::new(move || blas.matmul(*shape, *buffers, stream, lane)),
-                        }
-                    }
-                    Launch::Dnn { shape, buffers } => {
-                        let dnn = self
-                            .dnn
-                            .as_mut()
-                            .ok_or_else(|| "cuDNN is not loaded".to_string())?;
-                        Node::Captured {
-                            stream,
-                            record: Box::new(move || dnn.attention(*shape, *buffers, stream, lane)),
-                        }
-                    }
+                    library => Node::Captured {
+                        stream,
+                        // Named by `add`'s error below.
+                        record: Box::new(|| self.enqueue_launch(k, library, stream, lane)),
+                    },
                 };
                 let added = builder
                     .add(node, &previous)
