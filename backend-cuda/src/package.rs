@@ -30,8 +30,9 @@ use tir_lower::Program;
 /// The package format version this build writes and reads (2: kernel ABIs say whether the
 /// entry is persistent; 3: library matmuls may read B transposed; 4: kernels count their
 /// products' flops; 5: `approx_exp` takes a shift and a factor; 6: library matmuls may add a
-/// residual; 7: cubins shared by several kernels, as batches assemble them, are stored once).
-pub const FORMAT_VERSION: u32 = 7;
+/// residual; 7: cubins shared by several kernels, as batches assemble them, are stored once;
+/// 8: dims may be expressions).
+pub const FORMAT_VERSION: u32 = 8;
 /// The first bytes of every package.
 pub const MAGIC: [u8; 8] = *b"TIRPKG\0\0";
 /// Magic, version, payload length, checksum.

@@ -6,7 +6,7 @@ use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use tir_graph::eval::F64Tensor;
-use tir_graph::{DType, Dim, Graph};
+use tir_graph::{DType, Graph};
 use tir_lower::Capabilities;
 
 /// Something a backend declares in its [`Capabilities`]; a case that needs what the backend
@@ -105,12 +105,7 @@ pub fn needs_of(graph: &Graph) -> Vec<Feature> {
     for id in graph.node_ids() {
         let ty = graph.ty(id);
         needs.insert(Feature::DType(ty.dtype));
-        if ty
-            .shape
-            .dims()
-            .iter()
-            .any(|d| matches!(d, Dim::Symbolic(_)))
-        {
+        if ty.shape.dims().iter().any(|d| d.as_static().is_none()) {
             needs.insert(Feature::SymbolicDims);
         }
     }

@@ -37,6 +37,7 @@ fn sample_ops() -> Vec<Op> {
             Op::StateAssign => 19,
             Op::StateWriteSlice { .. } => 20,
             Op::Conv { .. } => 21,
+            Op::Iota { .. } => 22,
         }
     }
     let name = String::from("s");
@@ -79,6 +80,7 @@ fn sample_ops() -> Vec<Op> {
             pads: vec![(0, 0)],
             groups: 1,
         },
+        Op::Iota { len: 6.into() },
     ];
     ops.extend(UnaryOp::ALL.map(Op::Unary));
     ops.extend(BinaryOp::ALL.map(Op::Binary));
@@ -88,7 +90,7 @@ fn sample_ops() -> Vec<Op> {
         keepdims: false,
     }));
     let kinds: BTreeSet<usize> = ops.iter().map(kind).collect();
-    assert_eq!(kinds.len(), 22, "a sample of every kind of op");
+    assert_eq!(kinds.len(), 23, "a sample of every kind of op");
     ops
 }
 
@@ -97,6 +99,9 @@ fn sample_ops() -> Vec<Op> {
 fn accepts(op: &Op, dtype: DType) -> bool {
     if op.is_source() {
         return true;
+    }
+    if let Op::Iota { .. } = op {
+        return dtype == DType::I64;
     }
     let ty = TensorType::new(dtype, shape![2, 3]);
     let bool_ty = TensorType::new(DType::Bool, shape![2, 3]);

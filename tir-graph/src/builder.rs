@@ -109,6 +109,18 @@ impl GraphBuilder {
         self.graph.borrow_mut().add_output(name, tensor.id)
     }
 
+    /// The `i64` vector `0, 1, .., len - 1`; `len` may be symbolic (an expression over the dims).
+    pub fn iota(&self, len: Dim) -> Result<Tensor> {
+        let id = self
+            .graph
+            .borrow_mut()
+            .add_node(Op::Iota { len }, &[], None)?;
+        Ok(Tensor {
+            graph: self.graph.clone(),
+            id,
+        })
+    }
+
     /// Joins `tensors` along `axis`.
     pub fn concat(&self, tensors: &[&Tensor], axis: usize) -> Result<Tensor> {
         for t in tensors {

@@ -337,13 +337,19 @@ pub fn concrete_dims(shape: &Shape, dims: &BTreeMap<String, u64>) -> Result<Vec<
     shape
         .dims()
         .iter()
-        .map(|d| match d {
-            Dim::Static(n) => Ok(*n),
-            Dim::Symbolic(s) => dims.get(s).copied().ok_or_else(|| EvalError::UnboundDim {
-                dim: s.clone(),
-                node: None,
-                op: "",
-            }),
+        .map(|d| {
+            d.value(dims).map_err(|e| match e {
+                crate::DimError::Unbound(s) => EvalError::UnboundDim {
+                    dim: s,
+                    node: None,
+                    op: "",
+                },
+                other => EvalError::OpFailed {
+                    node: None,
+                    op: "",
+                    reason: other.to_string(),
+                },
+            })
         })
         .collect()
 }
@@ -397,6 +403,8 @@ pub fn bind_dims(
             match d {
                 Dim::Static(s) if *s != n => return Err(mismatch()),
                 Dim::Static(_) => {}
+                // Checked below, once the plain symbols are bound.
+                Dim::Expr(_) => {}
                 Dim::Symbolic(s) => match bound.get(s) {
                     Some((first_value, first_node, first_name)) if *first_value != n => {
                         return Err(EvalError::DimConflict {
@@ -418,7 +426,70 @@ pub fn bind_dims(
             }
         }
     }
-    Ok(bound.into_iter().map(|(k, (v, _, _))| (k, v)).collect())
+    let mut dims: BTreeMap<String, u64> = bound.into_iter().map(|(k, (v, _, _))| (k, v)).collect();
+    // A symbol that appears only in an affine dim (`seq + 1`) is solved from that dim's size.
+    for id in graph.node_ids() {
+        let node = graph.node(id);
+        let Some(t) = node.op.source_name().and_then(|name| sources.get(name)) else {
+            continue;
+        };
+        for (d, &n) in node.ty.shape.dims().iter().zip(&t.dims) {
+            if let Some((s, v)) = d.to_expr().solve(n, &dims) {
+                dims.insert(s, v);
+            }
+        }
+    }
+    check_expression_dims(graph, sources, &dims)?;
+    for bound in graph.dim_bounds() {
+        // A bound over dims nothing binds waits for the op that reads them.
+        let bound_here = bound
+            .dim
+            .symbols()
+            .iter()
+            .chain(&bound.at_most.symbols())
+            .all(|s| dims.contains_key(s));
+        if bound_here {
+            bound.check(&dims).map_err(|reason| EvalError::OpFailed {
+                node: None,
+                op: "slice",
+                reason,
+            })?;
+        }
+    }
+    Ok(dims)
+}
+
+/// Each expression dim of a supplied source equals the size the tensor has there.
+fn check_expression_dims(
+    graph: &Graph,
+    sources: &BTreeMap<String, F64Tensor>,
+    dims: &BTreeMap<String, u64>,
+) -> Result<(), EvalError> {
+    for id in graph.node_ids() {
+        let node = graph.node(id);
+        let Some(t) = node.op.source_name().and_then(|name| sources.get(name)) else {
+            continue;
+        };
+        for (d, &n) in node.ty.shape.dims().iter().zip(&t.dims) {
+            let Dim::Expr(e) = d else { continue };
+            let bad = |reason: String| EvalError::BadSource {
+                node: id,
+                op: node.op.name(),
+                name: node.op.source_name().unwrap_or_default().to_string(),
+                reason,
+            };
+            match d.value(dims) {
+                Ok(v) if v == n => {}
+                Ok(v) => {
+                    return Err(bad(format!(
+                        "dim `{e}` is {v} by the other dims, but the supplied tensor has {n}"
+                    )))
+                }
+                Err(err) => return Err(bad(format!("dim `{e}`: {err}"))),
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Evaluates the whole graph on `sources` (see the module doc for binding rules and semantics).
@@ -626,12 +697,10 @@ fn concretize<'a>(
     result: &TensorType,
     dims: &BTreeMap<String, u64>,
 ) -> Result<Cow<'a, Op>, String> {
-    let bind = |d: &Dim| match d {
-        Dim::Static(_) => Ok(d.clone()),
-        Dim::Symbolic(s) => dims
-            .get(s)
-            .map(|&n| Dim::Static(n))
-            .ok_or_else(|| s.clone()),
+    let bind = |d: &Dim| match d.value(dims) {
+        Ok(n) => Ok(Dim::Static(n)),
+        Err(crate::DimError::Unbound(s)) => Err(s),
+        Err(other) => Err(format!("{d} ({other})")),
     };
     Ok(match op {
         Op::Reshape { dims: target } => Cow::Owned(Op::Reshape {
@@ -656,6 +725,7 @@ fn concretize<'a>(
         Op::BroadcastTo { dims: target } => Cow::Owned(Op::BroadcastTo {
             dims: target.iter().map(bind).collect::<Result<_, _>>()?,
         }),
+        Op::Iota { len } => Cow::Owned(Op::Iota { len: bind(len)? }),
         _ => Cow::Borrowed(op),
     })
 }
@@ -664,10 +734,16 @@ fn concretize<'a>(
 fn agrees(ty: &TensorType, out: &[u64], result: &TensorType, dims: &BTreeMap<String, u64>) -> bool {
     ty.dtype == result.dtype
         && out.len() == result.rank()
-        && result.shape.dims().iter().zip(out).all(|(d, &n)| match d {
-            Dim::Static(s) => *s == n,
-            Dim::Symbolic(s) => dims.get(s).is_none_or(|&b| b == n),
-        })
+        && result
+            .shape
+            .dims()
+            .iter()
+            .zip(out)
+            .all(|(d, &n)| match d.value(dims) {
+                Ok(v) => v == n,
+                Err(crate::DimError::Unbound(_)) => true,
+                Err(_) => false,
+            })
 }
 
 /// The values of a type-checked op; `out` are the result dims, `dtype` its dtype.
@@ -685,6 +761,7 @@ fn compute(op: &Op, xs: &[&F64Tensor], out: &[u64], dtype: DType) -> Result<Vec<
         return Ok(Vec::new());
     }
     Ok(match op {
+        Op::Iota { .. } => (0..out[0]).map(|i| i as f64).collect(),
         Op::Unary(u) => unary_values(*u, dtype, &xs[0].data),
         Op::Cast { to } => xs[0].data.iter().map(|&x| to.round_value(x)).collect(),
         Op::Binary(b) => {

@@ -1,8 +1,8 @@
 //! The binary `.tir` file: a fixed header, then the graph's [`GraphData`] as bincode.
 //!
 //! Header (28 bytes, little-endian): magic `b"TIRGRAPH"`, format version `u32`, body length `u64`,
-//! FNV-1a 64 checksum of the body `u64`. Reading refuses an empty, truncated, corrupt, foreign or
-//! newer-version file with a [`FileError`] that says which, and rebuilds the graph through
+//! FNV-1a 64 checksum of the body `u64`. Reading refuses an empty, truncated, corrupt, foreign,
+//! older- or newer-version file with a [`FileError`] that says which, and rebuilds the graph through
 //! [`Graph::from_data`], so what it returns has passed every check of the verifier. Writing goes
 //! to a temporary file in the target's directory and renames it over the target, so a reader
 //! never sees a half-written file.
@@ -13,8 +13,11 @@ use std::io::Write;
 use std::path::Path;
 
 pub const MAGIC: [u8; 8] = *b"TIRGRAPH";
-/// The format version this build writes and the newest it reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version this build writes and the one it reads. Version 2 added expression dims
+/// ([`crate::Dim::Expr`]), the `iota` op and slice stops that are dims, which changed how slices
+/// are stored: a version-1 reader refuses version 2 files as newer, and this build refuses
+/// version 1 files as older (make them again from their source: `tirc parse`, `tirc import`).
+pub const FORMAT_VERSION: u32 = 2;
 pub const HEADER_LEN: usize = 28;
 /// The largest body a reader accepts. The decoder's allocations are bounded by the body's
 /// length ([`decode_bincode`]).
@@ -40,6 +43,10 @@ pub enum FileError {
         "format version {found} is newer than this build reads ({FORMAT_VERSION}); upgrade tir"
     )]
     NewerVersion { found: u32 },
+    #[error(
+        "format version {found} is older than this build reads ({FORMAT_VERSION}); write the file again from its source (tirc parse, tirc import)"
+    )]
+    OlderVersion { found: u32 },
     #[error("format version 0 is not a version tir ever wrote; the file is corrupt")]
     ZeroVersion,
     #[error("the body of {0} bytes exceeds the {MAX_BODY_LEN}-byte limit")]
@@ -147,6 +154,9 @@ pub fn decode(bytes: &[u8]) -> Result<Graph, FileError> {
     }
     if version > FORMAT_VERSION {
         return Err(FileError::NewerVersion { found: version });
+    }
+    if version < FORMAT_VERSION {
+        return Err(FileError::OlderVersion { found: version });
     }
     if len > MAX_BODY_LEN {
         return Err(FileError::TooLarge(len));

@@ -10,7 +10,7 @@
 //! - each state update writes a `state` node, and each state is written at most once per run.
 
 use crate::infer::{check_source, infer, InferError};
-use crate::{Op, TensorType};
+use crate::{Dim, Op, ReshapeDim, Shape, SliceRange, TensorType};
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 use petgraph::Direction;
@@ -101,6 +101,12 @@ pub enum GraphError {
     AttentionNeedsStaticHeadDim { node: NodeId, ty: TensorType },
     #[error("a tensor from another graph builder was used with this one")]
     ForeignTensor,
+    #[error("node {node} ({op}): fixing the dims: {source}")]
+    Specialize {
+        node: NodeId,
+        op: &'static str,
+        source: Box<crate::ShapeError>,
+    },
     #[error("the graph has {0} nodes, more than a graph may hold (2^32 - 1)")]
     TooManyNodes(usize),
 }
@@ -419,6 +425,89 @@ impl Graph {
         }
         if graph.outputs.is_empty() && graph.state_updates().is_empty() {
             return Err(GraphError::NoResults);
+        }
+        Ok(graph)
+    }
+}
+
+impl Graph {
+    /// What the ops need of the dims beyond their shape rules (see [`crate::shape::DimBound`]),
+    /// for a run to check once it binds them.
+    pub fn dim_bounds(&self) -> Vec<crate::shape::DimBound> {
+        let mut bounds = Vec::new();
+        for id in self.node_ids() {
+            let Op::Slice { ranges } = &self.node(id).op else {
+                continue;
+            };
+            let x = self.ty(self.operands(id)[0]);
+            for (axis, (r, d)) in ranges.iter().zip(x.shape.dims()).enumerate() {
+                let Some(stop) = &r.stop else { continue };
+                let what = format!("node {id} (slice) axis {axis}: the stop");
+                bounds.extend(crate::shape::DimBound::needed(stop, d, what));
+            }
+        }
+        bounds
+    }
+
+    /// The graph with the symbolic dims of `values` fixed to those sizes (a static program for
+    /// one binding): sources' types and dim attributes are substituted, every other type is
+    /// inferred again, so the result passes every check of the verifier.
+    pub fn specialize(&self, values: &BTreeMap<String, u64>) -> Result<Graph, GraphError> {
+        let mut graph = Graph::new();
+        for id in self.node_ids() {
+            let node = self.node(id);
+            let fail = |source| GraphError::Specialize {
+                node: id,
+                op: node.op.name(),
+                source: Box::new(source),
+            };
+            let dims = |ds: &[Dim]| -> Result<Vec<Dim>, GraphError> {
+                ds.iter()
+                    .map(|d| d.substitute(values).map_err(fail))
+                    .collect()
+            };
+            let op = match &node.op {
+                Op::Reshape { dims: target } => Op::Reshape {
+                    dims: target
+                        .iter()
+                        .map(|d| match d {
+                            ReshapeDim::Dim(d) => {
+                                d.substitute(values).map(ReshapeDim::Dim).map_err(fail)
+                            }
+                            ReshapeDim::Infer => Ok(ReshapeDim::Infer),
+                        })
+                        .collect::<Result<_, _>>()?,
+                },
+                Op::BroadcastTo { dims: target } => Op::BroadcastTo {
+                    dims: dims(target)?,
+                },
+                Op::Iota { len } => Op::Iota {
+                    len: len.substitute(values).map_err(fail)?,
+                },
+                Op::Slice { ranges } => Op::Slice {
+                    ranges: ranges
+                        .iter()
+                        .map(|r| {
+                            let stop = r.stop.as_ref().map(|d| d.substitute(values)).transpose();
+                            Ok(SliceRange {
+                                stop: stop.map_err(fail)?,
+                                ..r.clone()
+                            })
+                        })
+                        .collect::<Result<_, GraphError>>()?,
+                },
+                op => op.clone(),
+            };
+            let declared = if op.is_source() {
+                let shape = Shape::new(dims(node.ty.shape.dims())?).map_err(fail)?;
+                Some(TensorType::new(node.ty.dtype, shape))
+            } else {
+                None
+            };
+            graph.add_node(op, &self.operands(id), declared)?;
+        }
+        for (name, node) in &self.outputs {
+            graph.add_output(name, *node)?;
         }
         Ok(graph)
     }

@@ -11,7 +11,7 @@
 //!   where the op leaves the axis whole.
 
 use crate::op::{ConstData, Op, ReduceOp, ReshapeDim, SliceRange, UnaryOp, MAX_CONSTANT_ELEMENTS};
-use crate::{BinaryOp, DType, Dim, Shape, TensorType, MAX_RANK};
+use crate::{BinaryOp, DType, Dim, DimExpr, Shape, TensorType, MAX_RANK};
 use std::fmt;
 
 /// Inference failed: names the op, its operand types and what was expected.
@@ -132,6 +132,10 @@ fn infer_checked(op: &Op, xs: &[&TensorType]) -> Res<TensorType> {
         Op::Gather { axis } => gather(*axis, xs[0], xs[1]),
         Op::StateAssign => state_assign(xs[0], xs[1]),
         Op::StateWriteSlice { axis, start } => state_write_slice(*axis, *start, xs),
+        Op::Iota { len } => Ok(TensorType::new(
+            DType::I64,
+            Shape::new(vec![len.clone()]).map_err(|e| e.to_string())?,
+        )),
     }
 }
 
@@ -335,13 +339,11 @@ fn conv(
     if strides.contains(&0) || dilations.contains(&0) || groups == 0 {
         return Err("strides, dilations and groups must be at least 1".into());
     }
-    let dims = (1..x.rank())
-        .map(|a| static_axis(x, a, "conv"))
-        .collect::<Res<Vec<u64>>>()?;
+    let channels = static_axis(x, 1, "conv")?;
     let kernel = (0..w.rank())
         .map(|a| static_axis(w, a, "conv"))
         .collect::<Res<Vec<u64>>>()?;
-    let (channels, out_channels) = (dims[0], kernel[0]);
+    let out_channels = kernel[0];
     if channels % groups != 0 || out_channels % groups != 0 || kernel[1] * groups != channels {
         return Err(format!(
             "{channels} input and {out_channels} output channels in {groups} groups need weights \
@@ -354,22 +356,24 @@ fn conv(
     for i in 0..spatial {
         let (before, after) = pads[i];
         let span = dilations[i]
-            .checked_mul(kernel[2 + i] - 1)
+            .checked_mul(kernel[2 + i].saturating_sub(1))
             .and_then(|d| d.checked_add(1))
             .ok_or("the kernel's span overflows u64")?;
-        let padded = dims[1 + i]
-            .checked_add(before)
-            .and_then(|n| n.checked_add(after))
-            .ok_or("the padded size overflows u64")?;
-        if kernel[2 + i] == 0 || span > padded {
+        let size = &x.shape.dims()[2 + i];
+        let padded = before
+            .checked_add(after)
+            .and_then(|p| i64::try_from(p).ok())
+            .ok_or("the padded size overflows u64")
+            .and_then(|p| size.offset(p).map_err(|_| "the padded size overflows u64"))?;
+        let too_small = padded.as_static().is_some_and(|p| span > p);
+        if kernel[2 + i] == 0 || too_small {
             return Err(format!(
-                "spatial axis {i}: a kernel of {} (dilation {}) does not fit {} padded to {padded}",
+                "spatial axis {i}: a kernel of {} (dilation {}) does not fit {size} padded to {padded}",
                 kernel[2 + i],
                 dilations[i],
-                dims[1 + i]
             ));
         }
-        out.push(Dim::Static((padded - span) / strides[i] + 1));
+        out.push(window_count(&padded, span, strides[i])?);
     }
     Ok(TensorType::new(
         x.dtype,
@@ -377,22 +381,28 @@ fn conv(
     ))
 }
 
-/// A shape's element count split into its static product and its sorted symbolic factors.
-fn factors<'a>(dims: impl Iterator<Item = &'a Dim>) -> Res<(u64, Vec<&'a str>)> {
-    let mut product = 1u64;
-    let mut symbols = Vec::new();
-    for d in dims {
-        match d {
-            Dim::Static(n) => {
-                product = product
-                    .checked_mul(*n)
-                    .ok_or("the element count overflows u64")?;
-            }
-            Dim::Symbolic(s) => symbols.push(s.as_str()),
+/// How many windows of `span` elements, `stride` apart, fit in `size` elements:
+/// `⌊(size − span) / stride⌋ + 1` (a run-time error where a binding makes `size < span`).
+pub fn window_count(size: &Dim, span: u64, stride: u64) -> Res<Dim> {
+    let to_i64 = |n: u64| i64::try_from(n).map_err(|_| "a window overflows i64".to_string());
+    let (span, stride) = (to_i64(span)?, to_i64(stride)?);
+    size.to_expr()
+        .sub(&DimExpr::constant(span))
+        .and_then(|e| e.floor_div(&DimExpr::constant(stride)))
+        .and_then(|e| e.add(&DimExpr::constant(1)))
+        .map_err(|e| e.to_string())
+        .and_then(|e| Dim::from_expr(e).map_err(|e| e.to_string()))
+}
+
+/// The product of `dims` as an expression (a static dim past `i64::MAX` overflows it).
+fn element_count<'a>(mut dims: impl Iterator<Item = &'a Dim>) -> Res<DimExpr> {
+    let overflow = || "the element count overflows u64".to_string();
+    dims.try_fold(DimExpr::constant(1), |acc, d| {
+        if d.as_static().is_some_and(|n| i64::try_from(n).is_err()) {
+            return Err(overflow());
         }
-    }
-    symbols.sort_unstable();
-    Ok((product, symbols))
+        acc.mul(&d.to_expr()).map_err(|_| overflow())
+    })
 }
 
 fn reshape(target: &[ReshapeDim], x: &TensorType) -> Res<TensorType> {
@@ -404,8 +414,8 @@ fn reshape(target: &[ReshapeDim], x: &TensorType) -> Res<TensorType> {
         ReshapeDim::Dim(d) => Some(d),
         ReshapeDim::Infer => None,
     });
-    let (in_product, in_symbols) = factors(x.shape.dims().iter())?;
-    let (t_product, t_symbols) = factors(known)?;
+    let in_count = element_count(x.shape.dims().iter())?;
+    let t_count = element_count(known)?;
     let mismatch = || {
         let dims: Vec<String> = target
             .iter()
@@ -421,23 +431,17 @@ fn reshape(target: &[ReshapeDim], x: &TensorType) -> Res<TensorType> {
         )
     };
     let inferred = if infer_count == 0 {
-        if in_product != t_product || in_symbols != t_symbols {
+        if in_count != t_count {
             return Err(mismatch());
         }
         None
     } else {
-        let mut left = in_symbols.clone();
-        for s in &t_symbols {
-            let pos = left.iter().position(|l| l == s).ok_or_else(mismatch)?;
-            left.remove(pos);
+        // Zero elements leave the inferred dim open.
+        if t_count.as_constant() == Some(0) {
+            return Err(mismatch());
         }
-        Some(match left.as_slice() {
-            [] if t_product != 0 && in_product % t_product == 0 => {
-                Dim::Static(in_product / t_product)
-            }
-            [s] if in_product == t_product => Dim::Symbolic(s.to_string()),
-            _ => return Err(mismatch()),
-        })
+        let quotient = in_count.exact_div(&t_count).ok_or_else(mismatch)?;
+        Some(Dim::from_expr(quotient).map_err(|_| mismatch())?)
     };
     let dims = target
         .iter()
@@ -500,8 +504,21 @@ fn slice(ranges: &[SliceRange], x: &TensorType) -> Res<TensorType> {
             dims.push(d.clone());
             continue;
         }
-        let len = static_axis(x, axis, "a partial slice")?;
-        let stop = r.stop.unwrap_or(len);
+        let stop = r.stop.clone().unwrap_or_else(|| d.clone());
+        let (Some(len), Some(stop)) = (d.as_static(), stop.as_static()) else {
+            // Symbolic: `ceil((stop - start) / step)` elements, the stop checked against the
+            // axis when a run binds the dims (`Graph::dim_bounds`).
+            let start = i64::try_from(r.start).map_err(|_| "a slice start overflows i64")?;
+            let step = i64::try_from(r.step).map_err(|_| "a slice step overflows i64")?;
+            let count = stop
+                .offset(-start)
+                .map_err(|_| format!("axis {axis}: range {}..{stop} is empty backwards", r.start))?
+                .to_expr()
+                .ceil_div(&DimExpr::constant(step))
+                .map_err(|e| e.to_string())?;
+            dims.push(Dim::from_expr(count).map_err(|e| e.to_string())?);
+            continue;
+        };
         if r.start > stop || stop > len {
             return Err(format!(
                 "axis {axis}: range {}..{stop} is not within 0..{len}",
@@ -524,7 +541,6 @@ fn concat(axis: usize, xs: &[&TensorType]) -> Res<TensorType> {
             first.rank()
         ));
     }
-    let mut total = 0u64;
     for (i, x) in xs.iter().enumerate() {
         need_same_dtype(first.dtype, x.dtype)?;
         if x.rank() != first.rank() {
@@ -539,12 +555,27 @@ fn concat(axis: usize, xs: &[&TensorType]) -> Res<TensorType> {
                 return Err(format!("operand {i} has {d} at axis {a}, expected {d0}"));
             }
         }
-        total = total
-            .checked_add(static_axis(x, axis, "concat")?)
-            .ok_or("the concatenated size overflows u64")?;
     }
     let mut dims = first.shape.dims().to_vec();
-    dims[axis] = Dim::Static(total);
+    // Static sizes add as u64 (past i64's range too); others as an expression.
+    let lengths: Option<Vec<u64>> = xs
+        .iter()
+        .map(|x| x.shape.dims()[axis].as_static())
+        .collect();
+    let static_total = lengths.map(|l| l.iter().try_fold(0u64, |sum, &n| sum.checked_add(n)));
+    dims[axis] = match static_total {
+        Some(Some(n)) => Dim::Static(n),
+        Some(None) => return Err("the concatenated size overflows u64".into()),
+        None => {
+            let total = xs
+                .iter()
+                .try_fold(DimExpr::constant(0), |t, x| {
+                    t.add(&x.shape.dims()[axis].to_expr())
+                })
+                .map_err(|_| "the concatenated size overflows")?;
+            Dim::from_expr(total).map_err(|e| e.to_string())?
+        }
+    };
     Ok(TensorType::new(
         first.dtype,
         Shape::new(dims).map_err(|e| e.to_string())?,
@@ -564,17 +595,23 @@ fn pad(pads: &[(u64, u64)], value: f64, x: &TensorType) -> Res<TensorType> {
         ));
     }
     let mut dims = Vec::with_capacity(pads.len());
-    for (axis, (&(before, after), d)) in pads.iter().zip(x.shape.dims()).enumerate() {
+    for (&(before, after), d) in pads.iter().zip(x.shape.dims()) {
         if before == 0 && after == 0 {
             dims.push(d.clone());
             continue;
         }
-        let len = static_axis(x, axis, "padding")?;
-        let padded = len
-            .checked_add(before)
-            .and_then(|n| n.checked_add(after))
-            .ok_or("the padded size overflows u64")?;
-        dims.push(Dim::Static(padded));
+        let padded = match d.as_static() {
+            Some(len) => len
+                .checked_add(before)
+                .and_then(|n| n.checked_add(after))
+                .map(Dim::Static),
+            None => before
+                .checked_add(after)
+                .and_then(|p| i64::try_from(p).ok())
+                .and_then(|p| d.offset(p).ok()),
+        }
+        .ok_or("the padded size overflows u64")?;
+        dims.push(padded);
     }
     Ok(TensorType::new(
         x.dtype,

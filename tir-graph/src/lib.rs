@@ -6,6 +6,7 @@
 //! evaluator of a graph ([`eval`], the oracle later stages are checked against).
 
 pub mod builder;
+pub mod dim;
 pub mod dtype;
 pub mod eval;
 pub mod file;
@@ -27,6 +28,6 @@ pub use eval::{evaluate, EvalError, Evaluation, F64Tensor};
 pub use graph::{Graph, GraphData, GraphError, Node, NodeData, NodeId};
 pub use infer::InferError;
 pub use op::{BinaryOp, ConstData, ExactF64, Op, ReduceOp, ReshapeDim, SliceRange, UnaryOp};
-pub use shape::{Dim, Shape, ShapeError, MAX_RANK};
+pub use shape::{Dim, DimBound, DimError, DimExpr, Shape, ShapeError, MAX_RANK};
 pub use tensor::{Element, HostMemory, HostTensor, TensorError};
 pub use types::TensorType;

@@ -78,11 +78,13 @@ pub enum ReshapeDim {
 }
 
 /// The range `start..stop` with `step` taken along one axis. `stop: None` means the end of the
-/// axis; it is the only stop a symbolic axis accepts (with `start` 0 and `step` 1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+/// axis. A stop that is not static (`seq`, where an exporter slices a table of positions to the
+/// sequence's length) must be at most the axis's size: a run whose binding breaks that is
+/// refused ([`crate::Graph::dim_bounds`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct SliceRange {
     pub start: u64,
-    pub stop: Option<u64>,
+    pub stop: Option<Dim>,
     pub step: u64,
 }
 
@@ -97,7 +99,7 @@ impl SliceRange {
     pub fn new(start: u64, stop: u64, step: u64) -> SliceRange {
         SliceRange {
             start,
-            stop: Some(stop),
+            stop: Some(Dim::Static(stop)),
             step,
         }
     }
@@ -293,6 +295,11 @@ pub enum Op {
         pads: Vec<(u64, u64)>,
         groups: u64,
     },
+    /// `iota()`: the `i64` vector `0, 1, .., len - 1`, of a length that may be symbolic (the
+    /// positions of a sequence, what an exported `Range(0, seq, 1)` computes).
+    Iota {
+        len: Dim,
+    },
 }
 
 /// How many operands an op takes.
@@ -457,6 +464,7 @@ impl Op {
             Op::Reduce { op, .. } => op.name(),
             Op::MatMul => "matmul",
             Op::Conv { .. } => "conv",
+            Op::Iota { .. } => "iota",
             Op::Reshape { .. } => "reshape",
             Op::Permute { .. } => "permute",
             Op::BroadcastTo { .. } => "broadcast_to",
@@ -473,9 +481,11 @@ impl Op {
 
     pub fn arity(&self) -> Arity {
         match self {
-            Op::Input { .. } | Op::Parameter { .. } | Op::Constant { .. } | Op::State { .. } => {
-                Arity::Exactly(0)
-            }
+            Op::Input { .. }
+            | Op::Parameter { .. }
+            | Op::Constant { .. }
+            | Op::State { .. }
+            | Op::Iota { .. } => Arity::Exactly(0),
             Op::Unary(_)
             | Op::Cast { .. }
             | Op::Reduce { .. }

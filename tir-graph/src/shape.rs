@@ -1,24 +1,117 @@
-//! Shapes: up to [`MAX_RANK`] dims, each static or symbolic, with NumPy broadcasting.
+//! Shapes: up to [`MAX_RANK`] dims, each static, a symbol, or an expression over symbols, with
+//! NumPy broadcasting.
 
+pub use crate::dim::{Atom, DimError, DimExpr};
 use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 /// The largest rank a tensor may have.
 pub const MAX_RANK: usize = 8;
 
-/// One dimension: a size known when the graph is built, or a name bound when it runs.
+/// One dimension: a size known when the graph is built, a name bound when it runs, or an
+/// expression over such names. Built through [`Dim::from_expr`], a dim is in canonical form: an
+/// expression that is a constant is `Static`, one that is a lone symbol is `Symbolic`, so equal
+/// dims compare equal.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Dim {
     Static(u64),
     /// A named size such as `batch`; two symbolic dims are equal when their names are.
     Symbolic(String),
+    /// An expression over symbols, neither a constant nor a lone symbol (`seq - 1`,
+    /// `batch*seq`, `floor((h + 1) / 2)`). Appended last: `.tir` files store the variant index.
+    Expr(DimExpr),
 }
 
 impl Dim {
     pub fn as_static(&self) -> Option<u64> {
         match self {
             Dim::Static(n) => Some(*n),
-            Dim::Symbolic(_) => None,
+            Dim::Symbolic(_) | Dim::Expr(_) => None,
+        }
+    }
+
+    /// The dim as an expression.
+    pub fn to_expr(&self) -> DimExpr {
+        match self {
+            // Past i64's range a size saturates (arithmetic on it then overflows, an error).
+            Dim::Static(n) => DimExpr::constant(i64::try_from(*n).unwrap_or(i64::MAX)),
+            Dim::Symbolic(s) => DimExpr::symbol(s),
+            Dim::Expr(e) => e.clone(),
+        }
+    }
+
+    /// The canonical dim of `e`; a negative constant is refused.
+    pub fn from_expr(e: DimExpr) -> Result<Dim, ShapeError> {
+        if let Some(c) = e.as_constant() {
+            return u64::try_from(c)
+                .map(Dim::Static)
+                .map_err(|_| ShapeError::Negative(e.to_string()));
+        }
+        if let Some(s) = e.as_symbol() {
+            return Ok(Dim::Symbolic(s.to_string()));
+        }
+        Ok(Dim::Expr(e))
+    }
+
+    /// A dim from its text: a size, a symbol or an expression (`"batch*seq"`, `"seq - 1"`).
+    pub fn parse(text: &str) -> Result<Dim, ShapeError> {
+        let e =
+            DimExpr::parse(text).map_err(|reason| ShapeError::BadExpr(text.to_string(), reason))?;
+        let d = Dim::from_expr(e)?;
+        if let Some(bad) = d.symbols().into_iter().find(|s| !Dim::is_valid_symbol(s)) {
+            return Err(ShapeError::BadSymbol(bad));
+        }
+        Ok(d)
+    }
+
+    /// `f(self, other)` as a dim: `a.combine(&b, DimExpr::add)` is `a + b`.
+    pub fn combine(
+        &self,
+        other: &Dim,
+        f: impl FnOnce(&DimExpr, &DimExpr) -> Result<DimExpr, DimError>,
+    ) -> Result<Dim, ShapeError> {
+        Dim::from_expr(f(&self.to_expr(), &other.to_expr())?)
+    }
+
+    /// `self + c` (`c` may be negative).
+    pub fn offset(&self, c: i64) -> Result<Dim, ShapeError> {
+        self.combine(&Dim::Static(0), |a, _| a.add(&DimExpr::constant(c)))
+    }
+
+    /// The symbols the dim mentions.
+    pub fn symbols(&self) -> BTreeSet<String> {
+        match self {
+            Dim::Static(_) => BTreeSet::new(),
+            Dim::Symbolic(s) => BTreeSet::from([s.clone()]),
+            Dim::Expr(e) => e.symbols(),
+        }
+    }
+
+    /// The dim with the symbols of `values` fixed to those sizes.
+    pub fn substitute(&self, values: &BTreeMap<String, u64>) -> Result<Dim, ShapeError> {
+        match self {
+            Dim::Static(_) => Ok(self.clone()),
+            d => Dim::from_expr(d.to_expr().substitute(values)?),
+        }
+    }
+
+    /// The size under `dims`, which bind its symbols; a negative value is an error naming the
+    /// dim.
+    pub fn value(&self, dims: &BTreeMap<String, u64>) -> Result<u64, DimError> {
+        match self {
+            Dim::Static(n) => Ok(*n),
+            Dim::Symbolic(s) => dims
+                .get(s)
+                .copied()
+                .ok_or_else(|| DimError::Unbound(s.clone())),
+            Dim::Expr(e) => {
+                let v = e.eval(dims)?;
+                u64::try_from(v).map_err(|_| DimError::NegativeDim {
+                    dim: e.to_string(),
+                    value: v,
+                })
+            }
         }
     }
 
@@ -36,9 +129,17 @@ impl From<u64> for Dim {
     }
 }
 
+/// A symbol (`"batch"`) or an expression (`"seq - 1"`); text that is neither stays a symbol of
+/// that name, which [`Shape::new`] refuses.
 impl From<&str> for Dim {
-    fn from(name: &str) -> Self {
-        Dim::Symbolic(name.to_string())
+    fn from(text: &str) -> Self {
+        if Dim::is_valid_symbol(text) {
+            return Dim::Symbolic(text.to_string());
+        }
+        match Dim::parse(text) {
+            Ok(d @ Dim::Expr(_)) => d,
+            _ => Dim::Symbolic(text.to_string()),
+        }
     }
 }
 
@@ -47,7 +148,46 @@ impl fmt::Display for Dim {
         match self {
             Dim::Static(n) => write!(f, "{n}"),
             Dim::Symbolic(name) => f.write_str(name),
+            Dim::Expr(e) => write!(f, "{e}"),
         }
+    }
+}
+
+/// `dim ≤ at_most`: what an op needs of the dims that its shape rule cannot prove (a slice's
+/// symbolic stop within its axis), checked when a run binds them.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct DimBound {
+    pub dim: Dim,
+    pub at_most: Dim,
+    /// The op and operand that need it, for the error.
+    pub what: String,
+}
+
+impl DimBound {
+    /// A bound, unless it holds for every binding (`at_most − dim` a constant ≥ 0).
+    pub fn needed(dim: &Dim, at_most: &Dim, what: String) -> Option<DimBound> {
+        let slack = at_most.to_expr().sub(&dim.to_expr()).ok()?;
+        if slack.as_constant().is_some_and(|c| c >= 0) {
+            return None;
+        }
+        Some(DimBound {
+            dim: dim.clone(),
+            at_most: at_most.clone(),
+            what,
+        })
+    }
+
+    /// Whether the bound holds under `dims`; the error names both dims and their values.
+    pub fn check(&self, dims: &BTreeMap<String, u64>) -> Result<(), String> {
+        let value = |d: &Dim| d.value(dims).map_err(|e| format!("{}: {e}", self.what));
+        let (v, limit) = (value(&self.dim)?, value(&self.at_most)?);
+        if v > limit {
+            return Err(format!(
+                "{}: `{}` is {v}, more than `{}` = {limit}",
+                self.what, self.dim, self.at_most
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -64,6 +204,14 @@ pub enum ShapeError {
     BadSymbol(String),
     #[error("shapes {0} and {1} do not broadcast: dim {2} vs {3}")]
     NotBroadcastable(Shape, Shape, Dim, Dim),
+    #[error("`{0}` is not a dim expression: {1}")]
+    BadExpr(String, String),
+    #[error("dim `{0}` is negative")]
+    Negative(String),
+    #[error("dim `{0}` is not in canonical form (write it as `{1}`)")]
+    NotCanonical(String, String),
+    #[error(transparent)]
+    Arithmetic(#[from] DimError),
 }
 
 impl Shape {
@@ -73,9 +221,19 @@ impl Shape {
             return Err(ShapeError::RankTooLarge(dims.len()));
         }
         for d in &dims {
-            if let Dim::Symbolic(name) = d {
-                if !Dim::is_valid_symbol(name) {
-                    return Err(ShapeError::BadSymbol(name.clone()));
+            if let Some(bad) = d.symbols().into_iter().find(|s| !Dim::is_valid_symbol(s)) {
+                return Err(ShapeError::BadSymbol(bad));
+            }
+            if let Dim::Expr(e) = d {
+                let canonical = Dim::from_expr(
+                    DimExpr::parse(&e.to_string())
+                        .map_err(|_| ShapeError::NotCanonical(format!("{e:?}"), e.to_string()))?,
+                )?;
+                if canonical != *d {
+                    return Err(ShapeError::NotCanonical(
+                        format!("{e:?}"),
+                        canonical.to_string(),
+                    ));
                 }
             }
         }

@@ -80,10 +80,11 @@ pub enum OpKind {
     Gather,
     StateAssign,
     StateWriteSlice,
+    Iota,
 }
 
 impl OpKind {
-    pub const ALL: [OpKind; 22] = [
+    pub const ALL: [OpKind; 23] = [
         OpKind::Input,
         OpKind::Parameter,
         OpKind::Constant,
@@ -106,6 +107,7 @@ impl OpKind {
         OpKind::Gather,
         OpKind::StateAssign,
         OpKind::StateWriteSlice,
+        OpKind::Iota,
     ];
 
     /// The kind of step that makes `op`. Exhaustive, so a new op must be added here (and to
@@ -134,6 +136,7 @@ impl OpKind {
             Op::Gather { .. } => OpKind::Gather,
             Op::StateAssign => OpKind::StateAssign,
             Op::StateWriteSlice { .. } => OpKind::StateWriteSlice,
+            Op::Iota { .. } => OpKind::Iota,
         }
     }
 
@@ -203,6 +206,9 @@ fn representative(kind: OpKind) -> Op {
             axis: 0,
             start: None,
         },
+        OpKind::Iota => Op::Iota {
+            len: Dim::Static(1),
+        },
     }
 }
 
@@ -246,6 +252,10 @@ impl GraphConfig {
     /// Everything: every op kind, dtype and attribute form (see the module doc).
     pub fn full() -> GraphConfig {
         let weight = |k: OpKind| match k {
+            // Kinds added after the kept draws (`testsuite::differential::KEPT`) weigh nothing
+            // here, so that those draws stay the graphs they were kept for; [`Self::with_iota`]
+            // adds them.
+            OpKind::Iota => 0,
             OpKind::Constant => 4,
             OpKind::Input | OpKind::Parameter => 3,
             OpKind::Unary | OpKind::Binary => 5,
@@ -270,6 +280,16 @@ impl GraphConfig {
             odd_names: true,
             output_sinks: false,
         }
+    }
+
+    /// This config with iotas drawn as often as most kinds (over its symbols, when it has any).
+    pub fn with_iota(mut self) -> GraphConfig {
+        for (k, w) in &mut self.kinds {
+            if *k == OpKind::Iota {
+                *w = 2;
+            }
+        }
+        self
     }
 
     /// Float elementwise, reduction, matmul and layout ops over small static f32 shapes, for
@@ -992,6 +1012,16 @@ impl Builder<'_> {
             OpKind::Gather => self.gather(rng),
             OpKind::StateAssign => self.state_assign(rng),
             OpKind::StateWriteSlice => self.state_write_slice(rng),
+            OpKind::Iota => {
+                // A static length, a symbol, or a symbol plus one.
+                let symbol = rng.pick(&self.cfg.symbols);
+                let len = match (symbol, rng.below(3)) {
+                    (Some(s), 0) => Dim::Symbolic(s),
+                    (Some(s), 1) => Dim::Symbolic(s).offset(1).ok()?,
+                    _ => Dim::Static(rng.range(1, self.cfg.max_dim.max(1))),
+                };
+                self.add(Op::Iota { len }, &[])
+            }
         }
     }
 
@@ -1223,7 +1253,11 @@ impl Builder<'_> {
                         Some(rng.range(start, len))
                     };
                     let step = 1 + rng.below(3) as u64;
-                    SliceRange { start, stop, step }
+                    SliceRange {
+                        start,
+                        stop: stop.map(Dim::Static),
+                        step,
+                    }
                 }
                 _ => SliceRange::FULL,
             })
@@ -1462,6 +1496,7 @@ pub fn feature_tags(graph: &Graph) -> BTreeSet<String> {
         for d in node.ty.shape.dims() {
             match d {
                 Dim::Symbolic(_) => tag("dim:symbolic"),
+                Dim::Expr(_) => tag("dim:expr"),
                 Dim::Static(0) => tag("dim:zero"),
                 Dim::Static(_) => {}
             }
@@ -1664,7 +1699,7 @@ mod tests {
     /// graphs, every op name and every listed feature appears.
     #[test]
     fn generator_covers_every_op_and_feature() {
-        let graphs = sample(arb_graph(), 200);
+        let graphs = sample(arb_graph_with(GraphConfig::full().with_iota()), 200);
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         for g in &graphs {
             for t in feature_tags(g) {
@@ -1792,7 +1827,7 @@ mod tests {
         let names = all_op_names();
         let unique: BTreeSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len());
-        assert_eq!(names.len(), 4 + 19 + 1 + 16 + 1 + 7 + 11 + 2);
+        assert_eq!(names.len(), 4 + 19 + 1 + 16 + 1 + 7 + 11 + 2 + 1);
     }
 }
 

@@ -53,8 +53,10 @@
 //! - Other ops: `OP %a, %b {attr = value, ...} : TYPE`. The op name is [`Op::name`]; the
 //!   attribute block is left out when the op has none; the type is optional, and when present
 //!   must equal the type inference gives.
-//! - A type is a dtype and a dim list: `f16[batch, 1024]`, `f32[]` (rank 0). A dim is a size or a
-//!   symbol.
+//! - A type is a dtype and a dim list: `f16[batch, 1024]`, `f32[]` (rank 0). A dim is a size, a
+//!   symbol, or an expression over symbols in quotes: `f32[batch, "seq - 1", "floor(h / 2) + 1"]`
+//!   (`+ - *`, `/` is floor division, `%` its remainder, `min(..)`, `max(..)`; written in the
+//!   canonical form that [`crate::DimExpr`] prints, read in any form).
 //! - Strings are in double quotes with Rust's escapes: `\"`, `\\`, `\n`, `\r`, `\t`, `\0`,
 //!   `\u{1F600}`. [`print()`] escapes control and invisible characters.
 //!
@@ -67,7 +69,8 @@
 //! | `reshape` | `dims = [batch, 64, ?]` (`?`: the one inferred dim) |
 //! | `permute` | `perm = [1, 0]` |
 //! | `broadcast_to` | `dims = [batch, 4]` |
-//! | `slice` | `ranges = [0:, 2:10, 0:128:2, 1::3]`: `start:stop:step` per axis (start default 0; no stop: to the end; step default 1) |
+//! | `slice` | `ranges = [0:, 2:10, 0:128:2, 1::3, 0:seq]`: `start:stop:step` per axis (start default 0; no stop: to the end; step default 1; a stop may be a dim) |
+//! | `iota` | `len = seq` (a dim; no operands: `%3 = iota {len = "seq + 1"} : i64["seq + 1"]`) |
 //! | `concat`, `gather` | `axis = 1` |
 //! | `pad` | `pads = [(0, 0), (1, 2)]` (before, after per axis), `value = 0.0` (default `0.0`) |
 //! | `conv` | `strides = [2, 2]`, `dilations = [1, 1]`, `pads = [(1, 1), (1, 1)]` (per spatial axis; defaults 1, 1 and no padding), `groups = 1` (default 1) |
@@ -125,7 +128,8 @@ pub fn print(graph: &Graph) -> String {
                 }
             }
         }
-        let _ = writeln!(out, " : {}", node.ty);
+        let dims = node.ty.shape.dims().iter().map(dim_text);
+        let _ = writeln!(out, " : {}{}", node.ty.dtype, list(dims));
     }
     for (name, node) in graph.outputs() {
         let _ = writeln!(out, "output {} = {node}", quote(name));
@@ -148,6 +152,14 @@ fn float(x: f64) -> String {
     }
 }
 
+/// A dim as the text form writes it: an expression in quotes (`"seq - 1"`).
+fn dim_text(d: &Dim) -> String {
+    match d {
+        Dim::Expr(e) => quote(&e.to_string()),
+        d => d.to_string(),
+    }
+}
+
 fn list<T: fmt::Display>(items: impl IntoIterator<Item = T>) -> String {
     let items: Vec<String> = items.into_iter().map(|x| x.to_string()).collect();
     format!("[{}]", items.join(", "))
@@ -163,8 +175,8 @@ fn const_values(data: &ConstData) -> String {
 
 fn slice_range(r: &SliceRange) -> String {
     let mut s = format!("{}:", r.start);
-    if let Some(stop) = r.stop {
-        let _ = write!(s, "{stop}");
+    if let Some(stop) = &r.stop {
+        let _ = write!(s, "{}", dim_text(stop));
     }
     if r.step != 1 {
         let _ = write!(s, ":{}", r.step);
@@ -184,13 +196,14 @@ fn attributes(op: &Op) -> Vec<String> {
         }
         Op::Reshape { dims } => {
             let dims = dims.iter().map(|d| match d {
-                ReshapeDim::Dim(d) => d.to_string(),
+                ReshapeDim::Dim(d) => dim_text(d),
                 ReshapeDim::Infer => "?".to_string(),
             });
             vec![format!("dims = {}", list(dims))]
         }
         Op::Permute { perm } => vec![format!("perm = {}", list(perm))],
-        Op::BroadcastTo { dims } => vec![format!("dims = {}", list(dims))],
+        Op::BroadcastTo { dims } => vec![format!("dims = {}", list(dims.iter().map(dim_text)))],
+        Op::Iota { len } => vec![format!("len = {}", dim_text(len))],
         Op::Slice { ranges } => vec![format!("ranges = {}", list(ranges.iter().map(slice_range)))],
         Op::Concat { axis } | Op::Gather { axis } => vec![format!("axis = {axis}")],
         Op::Pad { pads, value } => {
@@ -521,6 +534,8 @@ struct Val {
 enum ValKind {
     Num(String),
     Ident(String),
+    /// A quoted string: a dim expression.
+    Str(String),
     /// `NaN(0x...)`.
     NanBits(u64),
     /// `?` (an inferred reshape dim).
@@ -539,6 +554,7 @@ impl fmt::Display for Val {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
             ValKind::Num(s) | ValKind::Ident(s) => write!(f, "`{}`", clip(s)),
+            ValKind::Str(s) => write!(f, "the string {}", quote(&clip(s))),
             ValKind::NanBits(bits) => write!(f, "`NaN({bits:#018x})`"),
             ValKind::Infer => f.write_str("`?`"),
             ValKind::List(_) => f.write_str("a list"),
@@ -607,10 +623,15 @@ fn to_dim(v: &Val, line: usize) -> Result<Dim> {
     match &v.kind {
         ValKind::Num(_) => to_u64(v, line, "a dim size").map(Dim::Static),
         ValKind::Ident(s) if Dim::is_valid_symbol(s) => Ok(Dim::Symbolic(s.clone())),
+        ValKind::Str(s) => crate::DimExpr::parse(s)
+            .map_err(|e| ParseError::at(line, v.col, format!("dim expression {}: {e}", quote(s))))
+            .and_then(|e| {
+                Dim::from_expr(e).map_err(|e| ParseError::at(line, v.col, e.to_string()))
+            }),
         _ => Err(expected(
             line,
             v,
-            "a dim (a size, or a symbol such as `batch`)",
+            "a dim (a size, a symbol such as `batch`, or an expression such as \"seq - 1\")",
         )),
     }
 }
@@ -642,7 +663,7 @@ fn to_range(v: &Val, line: usize) -> Result<SliceRange> {
     let part = |p: &Option<Box<Val>>, what| p.as_deref().map(|p| to_u64(p, line, what)).transpose();
     Ok(SliceRange {
         start: part(start, "a slice start")?.unwrap_or(0),
-        stop: part(stop, "a slice stop")?,
+        stop: stop.as_deref().map(|p| to_dim(p, line)).transpose()?,
         step: part(step, "a slice step")?.unwrap_or(1),
     })
 }
@@ -756,6 +777,9 @@ fn op_templates() -> impl Iterator<Item = Op> {
             axis: 0,
             start: None,
         },
+        Op::Iota {
+            len: Dim::Static(0),
+        },
     ]
     .into_iter()
     .chain(UnaryOp::ALL.into_iter().map(Op::Unary))
@@ -865,6 +889,9 @@ fn build_op(template: Op, attrs: &mut Attrs) -> Result<Op> {
         },
         Op::BroadcastTo { .. } => Op::BroadcastTo {
             dims: to_list(&attrs.required("dims")?, line, "dims", to_dim)?,
+        },
+        Op::Iota { .. } => Op::Iota {
+            len: to_dim(&attrs.required("len")?, line)?,
         },
         Op::Slice { .. } => Op::Slice {
             ranges: to_list(&attrs.required("ranges")?, line, "ranges", to_range)?,
@@ -1060,6 +1087,7 @@ impl Line {
                 ValKind::NanBits(bits)
             }
             Tok::Ident(s) => ValKind::Ident(s),
+            Tok::Str(s) => ValKind::Str(s),
             Tok::Num(s) => {
                 let num = Val {
                     kind: ValKind::Num(s),
@@ -1113,7 +1141,21 @@ impl Line {
                 _ => None,
             }
         };
-        let stop = num(self);
+        // A stop may be a dim: a symbol or a quoted expression.
+        let col = self.col();
+        let stop = match self.peek() {
+            Some(Tok::Ident(s)) if s != "NaN" => {
+                let kind = ValKind::Ident(s.clone());
+                self.pos += 1;
+                Some(Box::new(Val { kind, col }))
+            }
+            Some(Tok::Str(s)) => {
+                let kind = ValKind::Str(s.clone());
+                self.pos += 1;
+                Some(Box::new(Val { kind, col }))
+            }
+            _ => num(self),
+        };
         let step = if self.eat_punct(':') {
             Some(num(self).ok_or_else(|| self.expected("a step after the second `:`"))?)
         } else {
@@ -1620,6 +1662,16 @@ mod tests {
             },
             &[kv2, new1, pos],
         );
+        // An iota of a symbolic length and a slice to an expression stop.
+        let len = Dim::parse("seq_len + 2").unwrap();
+        let positions = node(&mut g, Op::Iota { len }, &[]);
+        let stop = Some(Dim::parse("seq_len + 1").unwrap());
+        let ranges = vec![SliceRange {
+            start: 1,
+            stop,
+            step: 2,
+        }];
+        node(&mut g, Op::Slice { ranges }, &[positions]);
 
         let last = NodeId(g.len() as u32 - 1);
         g.add_output("y", s1).unwrap();
@@ -1772,7 +1824,7 @@ mod tests {
             (format!("{head}%2 = reduce_sum %0 {{axes = [0], axis = 0}}\n"), "line 3, column 33: `reduce_sum` has no attribute `axis` (it takes axes, keepdims)"),
             (format!("{head}%2 = exp %0 {{axis = 0}}\n"), "line 3, column 14: `exp` has no attribute `axis` (it takes none)"),
             (format!("{head}%2 = concat %0 {{axis = 0, axis = 1}}\n"), "line 3, column 27: attribute `axis` is given twice"),
-            (format!("{head}%2 = cast %0 {{to = \"f32\"}}\n"), "line 3, column 20: expected a value, found the string \"f32\""),
+            (format!("{head}%2 = cast %0 {{to = \"f32\"}}\n"), "line 3, column 20: expected a dtype such as `f32`, found the string \"f32\""),
             (format!("{head}%2 = cast %0 {{to = f33}}\n"), "line 3, column 20: unknown dtype `f33` (expected one of bool, i8, u8, i32, i64, f16, bf16, f32, f64)"),
             (format!("{head}%2 = slice %0 {{ranges = [0:1:]}}\n"), "line 3, column 30: expected a step after the second `:`, found `]`"),
             (format!("{head}%2 = reduce_sum %0 {{axes = {}}}\n", "[".repeat(20)), "line 3, column 36: values nest more than 8 deep"),

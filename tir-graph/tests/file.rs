@@ -235,7 +235,7 @@ fn a_flipped_bit_in_the_version_is_zero_or_newer() {
             "format version 0 is not a version tir ever wrote; the file is corrupt".to_string()
         } else {
             assert!(matches!(refusal(&bad), FileError::NewerVersion { found } if found == version));
-            format!("format version {version} is newer than this build reads (1); upgrade tir")
+            format!("format version {version} is newer than this build reads ({FORMAT_VERSION}); upgrade tir")
         };
         assert_eq!(message(&bad), expected, "bit {bit}");
     }
@@ -305,13 +305,13 @@ fn a_future_version_is_refused_even_with_a_valid_checksum() {
         assert!(matches!(refusal(&future), FileError::NewerVersion { found } if found == version));
         assert_eq!(
             message(&future),
-            format!("format version {version} is newer than this build reads (1); upgrade tir")
+            format!("format version {version} is newer than this build reads ({FORMAT_VERSION}); upgrade tir")
         );
         // The version is checked before anything else about the body.
         let garbage = with_header(version, 3, 0, b"xyz");
         assert_eq!(
             message(&garbage),
-            format!("format version {version} is newer than this build reads (1); upgrade tir")
+            format!("format version {version} is newer than this build reads ({FORMAT_VERSION}); upgrade tir")
         );
     }
     let zero = with_header(0, body.len() as u64, file::checksum(body), body);
@@ -416,7 +416,7 @@ fn a_body_that_does_not_decode_is_a_decode_error() {
         // One node whose op is variant 99: not an op.
         (
             vec![1, 99, 0, 0],
-            "OtherString(\"invalid value: integer `99`, expected variant index 0 <= i < 22\")",
+            "OtherString(\"invalid value: integer `99`, expected variant index 0 <= i < 23\")",
         ),
         // An input whose name is not UTF-8.
         (
@@ -783,4 +783,19 @@ fn write_keeps_normal_file_permissions() {
     std::fs::set_permissions(&existing, std::fs::Permissions::from_mode(0o644)).unwrap();
     file::write(&existing, &sample_graph()).unwrap();
     assert_eq!(mode(&existing), "644", "a replaced file");
+}
+
+#[test]
+fn a_version_1_file_is_refused_as_older_with_one_line() {
+    let bytes = sample_bytes();
+    let body = &bytes[HEADER_LEN..];
+    let old = with_header(1, body.len() as u64, file::checksum(body), body);
+    assert!(matches!(
+        refusal(&old),
+        FileError::OlderVersion { found: 1 }
+    ));
+    assert_eq!(
+        message(&old),
+        "format version 1 is older than this build reads (2); write the file again from its source (tirc parse, tirc import)"
+    );
 }

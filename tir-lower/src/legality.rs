@@ -129,10 +129,41 @@ impl Poly {
         k[0].strip_prefix("pid").and_then(|a| a.parse().ok())
     }
 
+    /// The polynomial of `d` as [`Scalars`] sees the scalar lowering computes for it
+    /// (`KernelBuilder::dim`): a floor division, min or max of non-constants is the atom
+    /// `Div(n, d)` (`Min`, `Max`, folded left) that the scalar ops give.
     fn of_dim(d: &Dim) -> Poly {
         match d {
             Dim::Static(n) => Poly::constant(*n as i64),
             Dim::Symbolic(name) => Poly::atom(name.clone()),
+            Dim::Expr(e) => Poly::of_expr(e),
+        }
+    }
+
+    fn of_expr(e: &tir_graph::DimExpr) -> Poly {
+        let mut total = Poly::constant(0);
+        for (mono, k) in e.terms() {
+            let term = mono
+                .iter()
+                .fold(Poly::constant(*k), |p, a| p.mul(&Poly::of_atom(a)));
+            total = total.add(&term, 1);
+        }
+        total
+    }
+
+    fn of_atom(a: &tir_graph::dim::Atom) -> Poly {
+        use tir_graph::dim::Atom;
+        let binary = |op: IndexOp, x: Poly, y: Poly| Poly::atom(format!("{op:?}({x}, {y})"));
+        let fold = |op: IndexOp, args: &[tir_graph::DimExpr]| {
+            let mut polys = args.iter().map(Poly::of_expr);
+            let first = polys.next().unwrap_or_else(|| Poly::constant(0));
+            polys.fold(first, |x, y| binary(op, x, y))
+        };
+        match a {
+            Atom::Sym(s) => Poly::atom(s.clone()),
+            Atom::FloorDiv(n, d) => binary(IndexOp::Div, Poly::of_expr(n), Poly::of_expr(d)),
+            Atom::Min(args) => fold(IndexOp::Min, args),
+            Atom::Max(args) => fold(IndexOp::Max, args),
         }
     }
 }

@@ -38,6 +38,8 @@ pub struct ArenaLayout {
 pub enum PlanError {
     #[error("buffer {buffer}: symbolic dim `{dim}` is not bound")]
     UnboundDim { buffer: String, dim: String },
+    #[error("buffer {buffer}: {reason}")]
+    BadDim { buffer: String, reason: String },
     #[error("buffer {buffer} of {ty} does not fit in memory (more than 2^64 bytes)")]
     TooLarge { buffer: String, ty: String },
 }
@@ -50,15 +52,16 @@ pub fn buffer_bytes(buffer: &Buffer, dims: &BTreeMap<String, u64>) -> Result<u64
     };
     let mut elements: u64 = 1;
     for d in buffer.ty.shape.dims() {
-        let n = match d {
-            tir_graph::Dim::Static(n) => *n,
-            tir_graph::Dim::Symbolic(name) => {
-                *dims.get(name).ok_or_else(|| PlanError::UnboundDim {
-                    buffer: buffer.name.clone(),
-                    dim: name.clone(),
-                })?
-            }
-        };
+        let n = d.value(dims).map_err(|e| match e {
+            tir_graph::DimError::Unbound(name) => PlanError::UnboundDim {
+                buffer: buffer.name.clone(),
+                dim: name,
+            },
+            other => PlanError::BadDim {
+                buffer: buffer.name.clone(),
+                reason: other.to_string(),
+            },
+        })?;
         elements = elements.checked_mul(n).ok_or_else(too_large)?;
     }
     elements

@@ -47,6 +47,9 @@ pub struct Signature {
     pub outputs: Vec<(String, usize)>,
     /// The symbolic dims, bound from the shapes of the inputs at each run.
     pub dims: Vec<String>,
+    /// What the graph's ops need of the dims beyond their shape rules, checked at each run
+    /// once the dims are bound ([`tir_graph::Graph::dim_bounds`]).
+    pub bounds: Vec<tir_graph::DimBound>,
 }
 
 /// A lowered graph, ready for a backend.

@@ -20,13 +20,7 @@ pub use tir_graph::tensor::type_name;
 
 /// The value of `d` under `dims`.
 pub fn dim_value(d: &Dim, dims: &BTreeMap<String, u64>) -> Result<u64, String> {
-    match d {
-        Dim::Static(n) => Ok(*n),
-        Dim::Symbolic(s) => dims
-            .get(s)
-            .copied()
-            .ok_or_else(|| format!("symbolic dim `{s}` is not bound")),
-    }
+    d.value(dims).map_err(|e| e.to_string())
 }
 
 /// Whether a tensor of `dtype` and `dims` fits `ty` (symbolic dims fit any size).
@@ -135,6 +129,21 @@ pub fn bind_dims(
         bind(ty, dims, format!("parameter {name:?}"))?;
     }
     let mut dims: BTreeMap<String, u64> = bound.into_iter().map(|(k, (v, _))| (k, v)).collect();
+    // A symbol that appears only in an affine dim (`seq + 1`) is solved from that dim's size.
+    let given = inputs
+        .iter()
+        .filter_map(|(n, t)| Some((sig.inputs.iter().find(|(m, _)| m == n)?, t.dims())));
+    let params = sig
+        .parameters
+        .iter()
+        .filter_map(|p| Some((p, parameters.get(&p.0)?.as_slice())));
+    for ((_, ty), sizes) in given.chain(params) {
+        for (d, &n) in ty.shape.dims().iter().zip(sizes) {
+            if let Some((s, v)) = d.to_expr().solve(n, &dims) {
+                dims.insert(s, v);
+            }
+        }
+    }
     for (name, ty) in &sig.states {
         if let Some(held) = held_states.get(name) {
             for (d, &n) in ty.shape.dims().iter().zip(held) {
@@ -144,7 +153,40 @@ pub fn bind_dims(
             }
         }
     }
+    check_bound_dims(program, inputs, &dims)?;
     Ok(dims)
+}
+
+/// Each expression dim of an input has the size the other dims give it, and the bounds of the
+/// signature hold.
+fn check_bound_dims(
+    program: &Program,
+    inputs: &[(&str, TensorRef<'_>)],
+    dims: &BTreeMap<String, u64>,
+) -> Result<(), BackendError> {
+    let sig = &program.signature;
+    for (name, ty) in &sig.inputs {
+        let Some((_, t)) = inputs.iter().find(|(n, _)| n == name) else {
+            continue;
+        };
+        for (d, &n) in ty.shape.dims().iter().zip(t.dims()) {
+            if let Dim::Expr(e) = d {
+                match d.value(dims) {
+                    Ok(v) if v == n => {}
+                    Ok(v) => {
+                        return Err(bad_input(format!(
+                            "input {name:?}: dim `{e}` is {v} by the other dims, but the tensor has {n}"
+                        )))
+                    }
+                    Err(err) => return Err(bad_input(format!("input {name:?}: dim `{e}`: {err}"))),
+                }
+            }
+        }
+    }
+    for b in &sig.bounds {
+        b.check(dims).map_err(bad_input)?;
+    }
+    Ok(())
 }
 
 /// The run-time check of the memory plan: its layout for `dims` places every arena buffer

@@ -6,12 +6,13 @@
 
 use tir_graph::{Dim, Op, Shape};
 
-/// A stride in elements: `coeff` times the product of the symbolic dims `dims` (sorted, so that
-/// equal strides compare equal; empty for a static stride, and for 0).
+/// A stride in elements: `coeff` times the product of the non-static dims `dims` (symbols or
+/// expressions, sorted, so that equal strides compare equal; empty for a static stride, and for
+/// 0).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stride {
     pub coeff: i64,
-    pub dims: Vec<String>,
+    pub dims: Vec<Dim>,
 }
 
 impl Stride {
@@ -36,16 +37,16 @@ impl Stride {
                     }
                 })
             }
-            Dim::Symbolic(name) if self.coeff != 0 => {
+            _ if self.coeff != 0 => {
                 let mut dims = self.dims.clone();
-                dims.push(name.clone());
+                dims.push(dim.clone());
                 dims.sort();
                 Some(Stride {
                     coeff: self.coeff,
                     dims,
                 })
             }
-            Dim::Symbolic(_) => Some(Stride::constant(0)),
+            _ => Some(Stride::constant(0)),
         }
     }
 
@@ -198,11 +199,12 @@ pub fn load_view(g: &tir_graph::Graph, chain: &[tir_graph::NodeId]) -> Option<St
 }
 
 /// The next pair of groups (source dims, target dims) with equal element counts, at least one
-/// dim each; a symbolic dim must stand alone on both sides with the same name.
+/// dim each; a symbolic or expression dim must stand alone on both sides, the same on each.
 fn next_group(from: &[(Dim, Stride)], to: &[Dim]) -> Option<(usize, usize)> {
     match (from.first()?, to.first()?) {
-        ((Dim::Symbolic(a), _), Dim::Symbolic(b)) => (a == b).then_some((1, 1)),
-        ((Dim::Symbolic(_), _), _) | (_, Dim::Symbolic(_)) => None,
+        ((a, _), b) if a.as_static().is_none() || b.as_static().is_none() => {
+            (a == b).then_some((1, 1))
+        }
         _ => {
             let (mut i, mut j) = (1, 1);
             let mut left = from[0].0.as_static()?;
@@ -237,7 +239,7 @@ mod tests {
         let v = StridedView::contiguous(&shape!["b", "n", 4]).unwrap();
         let n4 = Stride {
             coeff: 4,
-            dims: vec!["n".into()],
+            dims: vec![Dim::from("n")],
         };
         assert_eq!(v.strides, [n4, Stride::constant(4), Stride::constant(1)]);
         assert!(v.static_strides().is_none());
@@ -268,7 +270,7 @@ mod tests {
             .permute(&[0, 2, 1, 3]);
         let batch = Stride {
             coeff: 32,
-            dims: vec!["s".into()],
+            dims: vec![Dim::from("s")],
         };
         let rest = [16, 32, 1].map(Stride::constant);
         assert_eq!(heads.strides, [vec![batch], rest.to_vec()].concat());

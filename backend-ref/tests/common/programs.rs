@@ -148,6 +148,7 @@ pub fn cache_writer(width: Dim, checked: bool) -> Program {
     let w = match &width {
         Dim::Static(n) => k.index(*n as i64),
         Dim::Symbolic(s) => k.dim(s),
+        Dim::Expr(e) => unreachable!("the width is a size or a symbol, not {e}"),
     };
     let (one, rows) = (k.index(1), k.index(1));
     let offset = k.arith(IndexOp::Mul, at, w);

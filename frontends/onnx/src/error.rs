@@ -27,6 +27,9 @@ pub enum OnnxError {
         opset: i64,
         kind: Box<NodeErrorKind>,
     },
+    /// `--dim NAME=N` (an [`crate::ImportOptions::fixed_dims`] entry) for a dim no input has.
+    #[error("the model has no symbolic dim `{name}` to fix (its symbolic dims: {})", if .dims.is_empty() { "none".to_string() } else { .dims.join(", ") })]
+    NoSuchDim { name: String, dims: Vec<String> },
     #[error("the imported graph does not verify: {0}")]
     Graph(#[from] GraphError),
 }

@@ -28,6 +28,9 @@ pub struct ImportOptions {
     /// Initializers of at most this many elements are embedded as constants; larger ones become
     /// parameters, their values in [`Imported::weights`].
     pub max_constant_elements: usize,
+    /// Symbolic dims fixed to a size at import (`tirc import --dim batch=1`): the graph is
+    /// static in them. Each must be a symbolic dim of some input.
+    pub fixed_dims: BTreeMap<String, u64>,
 }
 
 impl Default for ImportOptions {
@@ -35,6 +38,7 @@ impl Default for ImportOptions {
         ImportOptions {
             known_inputs: BTreeMap::new(),
             max_constant_elements: 64,
+            fixed_dims: BTreeMap::new(),
         }
     }
 }
@@ -222,7 +226,7 @@ pub fn import(model: &Model, options: &ImportOptions) -> Result<Imported, OnnxEr
     refuse_unsupported(graph, model.opset)?;
     let mut st = State::new(options);
     define_initializers(&mut st, graph, model)?;
-    define_inputs(&mut st, graph)?;
+    define_inputs(&mut st, graph, &options.fixed_dims)?;
     for node in &graph.node {
         lower_node(&mut st, node, model.opset)?;
     }
@@ -309,7 +313,14 @@ fn define_initializers(
     Ok(())
 }
 
-fn define_inputs(st: &mut State, graph: &proto::GraphProto) -> Result<(), OnnxError> {
+/// Defines the graph inputs, with the dims of `fixed` replaced by their sizes; refuses a fixed
+/// dim no input has, naming those they have.
+fn define_inputs(
+    st: &mut State,
+    graph: &proto::GraphProto,
+    fixed: &BTreeMap<String, u64>,
+) -> Result<(), OnnxError> {
+    let mut symbols = std::collections::BTreeSet::new();
     for input in &graph.input {
         // Before IR version 4 initializers are listed as inputs too; the initializer is the value.
         if st.values.contains_key(input.name()) {
@@ -321,8 +332,26 @@ fn define_inputs(st: &mut State, graph: &proto::GraphProto) -> Result<(), OnnxEr
             opset: 0,
             kind: Box::new(reason),
         })?;
+        let dims = shape
+            .dims()
+            .iter()
+            .map(|d| match d {
+                Dim::Symbolic(s) => {
+                    symbols.insert(s.clone());
+                    fixed.get(s).map_or_else(|| d.clone(), |&n| Dim::Static(n))
+                }
+                d => d.clone(),
+            })
+            .collect();
+        let shape = Shape::new(dims).expect("static dims in place of valid symbols");
         let name = input.name().to_string();
         st.define(input.name(), Value::Input { name, dtype, shape });
+    }
+    if let Some(name) = fixed.keys().find(|n| !symbols.contains(*n)) {
+        return Err(OnnxError::NoSuchDim {
+            name: name.clone(),
+            dims: symbols.into_iter().collect(),
+        });
     }
     Ok(())
 }
@@ -353,11 +382,8 @@ fn input_type(input: &proto::ValueInfoProto) -> Result<(DType, Shape), NodeError
                 Dim::Static(crate::model::tensor_dims(&[*v]).map_err(NodeErrorKind::Invalid)?[0])
             }
             Some(D::DimParam(p)) if !p.is_empty() => Dim::Symbolic(symbol_name(p)),
-            _ => {
-                return Err(NodeErrorKind::Unsupported(format!(
-                    "dim {i} has neither a size nor a name"
-                )))
-            }
+            // A dim with neither a size nor a name is a size of its own, named after the input.
+            _ => Dim::Symbolic(symbol_name(&format!("{}_dim{i}", input.name()))),
         });
     }
     let shape = Shape::new(dims).map_err(|e| NodeErrorKind::Unsupported(e.to_string()))?;

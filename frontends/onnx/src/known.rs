@@ -4,25 +4,22 @@
 
 use crate::NodeErrorKind;
 use std::rc::Rc;
-use tir_graph::{DType, Dim, HostTensor};
+use tir_graph::{DType, Dim, DimExpr, HostTensor};
 
 /// A value known at import.
 #[derive(Clone, Debug)]
 pub(crate) enum Known {
     Data(Rc<HostTensor<'static>>),
-    /// An i64 vector (or, when `scalar`, one i64) of which some entries are symbolic dims.
+    /// An i64 vector (or, when `scalar`, one i64) of which some entries are symbolic: dims, or
+    /// arithmetic on them.
     Dims {
         entries: Vec<Entry>,
         scalar: bool,
     },
 }
 
-/// One entry of a shape vector.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Entry {
-    Int(i64),
-    Sym(String),
-}
+/// One entry of a shape vector: an integer, or an expression over symbolic dims.
+pub(crate) type Entry = DimExpr;
 
 impl Known {
     pub fn data(t: HostTensor<'static>) -> Known {
@@ -31,13 +28,7 @@ impl Known {
 
     /// A shape vector; symbolic only if some entry is.
     pub fn dims(entries: Vec<Entry>, scalar: bool) -> Known {
-        let ints: Option<Vec<i64>> = entries
-            .iter()
-            .map(|e| match e {
-                Entry::Int(i) => Some(*i),
-                Entry::Sym(_) => None,
-            })
-            .collect();
+        let ints: Option<Vec<i64>> = entries.iter().map(DimExpr::as_constant).collect();
         match ints {
             Some(ints) if scalar => Known::data(HostTensor::scalar(ints[0])),
             Some(ints) => {
@@ -50,14 +41,7 @@ impl Known {
 
     /// The shape of `dims` as a known i64 vector.
     pub fn shape_of(dims: &[Dim]) -> Known {
-        let entries = dims
-            .iter()
-            .map(|d| match d {
-                Dim::Static(n) => Entry::Int(*n as i64),
-                Dim::Symbolic(s) => Entry::Sym(s.clone()),
-            })
-            .collect();
-        Known::dims(entries, false)
+        Known::dims(dims.iter().map(Dim::to_expr).collect(), false)
     }
 
     pub fn dtype(&self) -> DType {
@@ -90,7 +74,7 @@ impl Known {
             Known::Data(t) if t.dims().len() <= 1 && t.dtype().is_int() => {
                 let ints = int_values(t)?;
                 Some((
-                    ints.into_iter().map(Entry::Int).collect(),
+                    ints.into_iter().map(DimExpr::constant).collect(),
                     t.dims().is_empty(),
                 ))
             }
@@ -139,12 +123,10 @@ fn int_values(t: &HostTensor<'_>) -> Option<Vec<i64>> {
 }
 
 fn symbolic(entries: &[Entry]) -> NodeErrorKind {
-    let names: Vec<&str> = entries
+    let names: Vec<String> = entries
         .iter()
-        .filter_map(|e| match e {
-            Entry::Sym(s) => Some(s.as_str()),
-            Entry::Int(_) => None,
-        })
+        .filter(|e| e.as_constant().is_none())
+        .map(ToString::to_string)
         .collect();
     NodeErrorKind::Unsupported(format!(
         "a computation on the symbolic dims {names:?} that tir cannot keep symbolic"

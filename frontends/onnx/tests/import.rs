@@ -576,7 +576,7 @@ fn a_convolution_keeps_a_symbolic_batch_and_is_one_conv() {
         "{}",
         tir_graph::text::print(g)
     );
-    // A pool still needs every dim known.
+    // A pool keeps a symbolic batch too; its spatial dims must be known.
     let pool = NodeProto {
         attribute: vec![AttributeProto {
             name: Some("kernel_shape".into()),
@@ -586,6 +586,125 @@ fn a_convolution_keeps_a_symbolic_batch_and_is_one_conv() {
         }],
         ..node("MaxPool", &["x"], &["y"])
     };
-    let m = refusal(&one_node(pool, &[("x", &[-1, 3, 8, 8])], 17));
+    let pooled = import(&one_node(pool.clone(), &[("x", &[-1, 3, 8, 8])], 17)).unwrap();
+    let (_, y) = pooled.graph.outputs()[0].clone();
+    assert_eq!(pooled.graph.ty(y).to_string(), "f32[batch, 3, 7, 7]");
+    let m = refusal(&one_node(pool, &[("x", &[-1, 3, -1, 8])], 17));
     assert!(m.contains("MaxPool of symbolic shape"), "{m}");
+}
+
+/// `x: f32[batch, seq, 4]` plus each position (a `Range` to the sequence's length), flattened
+/// to `[batch·seq, 4]` by a shape computed as exporters compute it (`Shape`, `Gather`, `Mul`,
+/// `Unsqueeze`, `Concat`).
+fn flatten_with_positions() -> ModelProto {
+    let dim = |v: dimension::Value| tir_onnx::proto::tensor_shape_proto::Dimension {
+        value: Some(v),
+        ..Default::default()
+    };
+    let mut x = value("x", &[-1, -1, 4]);
+    if let Some(type_proto::Value::TensorType(t)) = x.r#type.as_mut().and_then(|t| t.value.as_mut())
+    {
+        t.shape.as_mut().unwrap().dim[1] = dim(dimension::Value::DimParam("seq".into()));
+    }
+    let mut cast = node("Cast", &["r"], &["rf"]);
+    cast.attribute.push(int_attr("to", DataType::Float as i64));
+    ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(17),
+        }],
+        graph: Some(GraphProto {
+            name: Some("flatten_with_positions".into()),
+            node: vec![
+                node("Shape", &["x"], &["s"]),
+                node("Gather", &["s", "zero"], &["b"]),
+                node("Gather", &["s", "one"], &["q"]),
+                node("Mul", &["b", "q"], &["bq"]),
+                node("Unsqueeze", &["bq", "axes0"], &["bq1"]),
+                node("Concat", &["bq1", "four"], &["flat"]),
+                node("Range", &["zero", "q", "one"], &["r"]),
+                cast,
+                node("Unsqueeze", &["rf", "axes02"], &["pos"]),
+                node("Add", &["x", "pos"], &["z"]),
+                node("Reshape", &["z", "flat"], &["y"]),
+            ]
+            .into_iter()
+            .map(|mut n| {
+                if n.op_type() == "Concat" {
+                    n.attribute.push(int_attr("axis", 0));
+                }
+                n
+            })
+            .collect(),
+            initializer: vec![
+                int64s("zero", &[], &[0]),
+                int64s("one", &[], &[1]),
+                int64s("axes0", &[1], &[0]),
+                int64s("axes02", &[2], &[0, 2]),
+                int64s("four", &[1], &[4]),
+            ],
+            input: vec![x],
+            output: vec![value("y", &[-1, 4])],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn shape_computations_on_symbolic_dims_stay_symbolic() {
+    let imported = import(&flatten_with_positions()).unwrap();
+    let y = imported.graph.outputs()[0].1;
+    assert_eq!(imported.graph.ty(y).to_string(), "f32[batch*seq, 4]");
+    let compiled = tir_lower::compile_graph(
+        &imported.graph,
+        &backend_ref::RefBackend::default().target(),
+        &Default::default(),
+    )
+    .unwrap();
+    let mut exe = backend_ref::RefBackend::default()
+        .compile(&compiled.program)
+        .unwrap();
+    // Two bindings of one executable.
+    for (batch, seq) in [(2usize, 3usize), (1, 5)] {
+        let x: Vec<f32> = (0..batch * seq * 4).map(|i| i as f32 * 0.5 - 1.0).collect();
+        let input = HostTensor::from_slice(&x, &[batch as u64, seq as u64, 4]).unwrap();
+        let out = exe.run(&[("x", TensorRef::Host(&input))]).unwrap();
+        assert_eq!(out["y"].dims(), &[(batch * seq) as u64, 4]);
+        let y = out["y"].as_slice::<f32>().unwrap();
+        for (i, (&got, &x)) in y.iter().zip(&x).enumerate() {
+            let position = (i / 4) % seq;
+            assert_eq!(
+                got,
+                x + position as f32,
+                "element {i} at batch {batch}, seq {seq}"
+            );
+        }
+    }
+}
+
+#[test]
+fn fixed_dims_make_the_graph_static_and_unknown_ones_are_named() {
+    let decoded = Model::decode(&flatten_with_positions().encode_to_vec(), None).unwrap();
+    let options = |pairs: &[(&str, u64)]| ImportOptions {
+        fixed_dims: pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        ..Default::default()
+    };
+    let imported = tir_onnx::import(&decoded, &options(&[("seq", 5)])).unwrap();
+    let y = imported.graph.outputs()[0].1;
+    assert_eq!(imported.graph.ty(y).to_string(), "f32[5*batch, 4]");
+    let both = tir_onnx::import(&decoded, &options(&[("seq", 5), ("batch", 2)])).unwrap();
+    assert_eq!(
+        both.graph.ty(both.graph.outputs()[0].1).to_string(),
+        "f32[10, 4]"
+    );
+    let err = tir_onnx::import(&decoded, &options(&[("sequence", 5)]))
+        .err()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        err,
+        "the model has no symbolic dim `sequence` to fix (its symbolic dims: batch, seq)"
+    );
 }

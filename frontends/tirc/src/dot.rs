@@ -58,7 +58,8 @@ fn bytes_text(buffer: &Buffer) -> String {
     for d in buffer.ty.shape.dims() {
         match d {
             Dim::Static(n) => fixed = fixed.saturating_mul(*n),
-            Dim::Symbolic(name) => symbols.push(name.as_str()),
+            Dim::Symbolic(name) => symbols.push(name.clone()),
+            Dim::Expr(e) => symbols.push(format!("({e})")),
         }
     }
     let mut text = human_bytes(fixed);

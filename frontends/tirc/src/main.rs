@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use tir_graph::file::{self, FileError};
 use tir_graph::text::{self, ParseError};
-use tir_graph::Graph;
+use tir_graph::{Graph, GraphError};
 use tirc::{compile, run};
 
 #[derive(Parser)]
@@ -40,6 +40,10 @@ enum Command {
         /// (render it with `dot -Tsvg`).
         #[arg(long)]
         dot: bool,
+        /// Fix a symbolic dim to a size before compiling (repeatable): the program is static in
+        /// it.
+        #[arg(long = "dim", value_name = "NAME=N", value_parser = parse_dim)]
+        dims: Vec<(String, u64)>,
     },
     /// Compile a graph for a backend (or load a package made by `tirc compile`), run it once,
     /// write each output as DIR/NAME.npy and print a summary (shapes, checksums, times).
@@ -64,7 +68,8 @@ enum Command {
         /// order), gets seed + i.
         #[arg(long, value_name = "N", default_value_t = 0)]
         seed: u64,
-        /// The value of a symbolic dim (repeatable); else bound from the inputs, else 2.
+        /// The value of a symbolic dim (repeatable); else bound from the inputs, else 2. An
+        /// ONNX model is imported with the dim fixed to it.
         #[arg(long = "dim", value_name = "NAME=N", value_parser = parse_dim)]
         dims: Vec<(String, u64)>,
         /// Where the .npy files go (created if missing).
@@ -100,6 +105,10 @@ enum Command {
         /// Where the parameters' values go (a .safetensors file `tirc run --weights` reads).
         #[arg(long, value_name = "W.safetensors")]
         weights_out: Option<PathBuf>,
+        /// Fix a symbolic dim to a size before compiling (repeatable): the program is static in
+        /// it.
+        #[arg(long = "dim", value_name = "NAME=N", value_parser = parse_dim)]
+        dims: Vec<(String, u64)>,
     },
     /// Compile a graph ahead of time for GPU architectures (no GPU needed) and write the program
     /// with its cubins as a package that `tirc run` runs on a machine with a GPU.
@@ -113,6 +122,10 @@ enum Command {
         archs: compile::Archs,
         #[arg(short, long, value_name = "OUT.tirpkg", required = true)]
         output: PathBuf,
+        /// Fix a symbolic dim to a size before compiling (repeatable): the program is static in
+        /// it.
+        #[arg(long = "dim", value_name = "NAME=N", value_parser = parse_dim)]
+        dims: Vec<(String, u64)>,
     },
     /// Check what the CUDA backend needs here (toolchain, driver and GPU, kernel cache); exit 1
     /// if something is missing.
@@ -160,6 +173,14 @@ enum CliError {
         path: String,
         source: tir_onnx::OnnxError,
     },
+    #[error("{path}: --dim {name}: the graph has no symbolic dim `{name}` (its symbolic dims: {})", if .dims.is_empty() { "none".to_string() } else { .dims.join(", ") })]
+    UnknownDim {
+        path: String,
+        name: String,
+        dims: Vec<String>,
+    },
+    #[error("{path}: {source}")]
+    Specialize { path: String, source: GraphError },
     #[error("{path}: the model has {count} initializers too large to embed (parameters); give --weights-out W.safetensors to write them")]
     WeightsOutNeeded { path: String, count: usize },
     #[error("{0}")]
@@ -215,17 +236,18 @@ fn main() -> ExitCode {
 fn run(command: Command) -> Result<(), CliError> {
     match command {
         Command::Check { file } => {
-            let graph = load(&file)?;
+            let graph = load(&file, &[])?;
             print_stdout(&summary(&file, &graph))
         }
-        Command::Dump { file } => print_stdout(&text::print(&load(&file)?)),
+        Command::Dump { file } => print_stdout(&text::print(&load(&file, &[])?)),
         Command::Explain {
             file,
             json,
             tile,
             dot,
+            dims,
         } => {
-            let graph = load(&file)?;
+            let graph = load(&file, &dims)?;
             if tile {
                 return print_stdout(&explain_tile(&file, &graph)?);
             }
@@ -259,11 +281,16 @@ fn run(command: Command) -> Result<(), CliError> {
             profile,
             trace,
         } => {
-            let (loaded, model_parameters) = if is_onnx(&file) {
-                let imported = import_onnx(&file)?;
-                (Runnable::Graph(imported.graph), imported.weights)
+            let (loaded, model_parameters, dims) = if is_onnx(&file) {
+                // The dims are fixed at import: nothing is left to bind.
+                let imported = import_onnx(&file, &dims)?;
+                (
+                    Runnable::Graph(imported.graph),
+                    imported.weights,
+                    Vec::new(),
+                )
             } else {
-                (load_runnable(&file)?, Vec::new())
+                (load_runnable(&file)?, Vec::new(), dims)
             };
             let args = run::RunArgs {
                 model_parameters,
@@ -289,8 +316,9 @@ fn run(command: Command) -> Result<(), CliError> {
             model,
             output,
             weights_out,
+            dims,
         } => {
-            let imported = import_onnx(&model)?;
+            let imported = import_onnx(&model, &dims)?;
             let count = imported.weights.len();
             if count > 0 && weights_out.is_none() {
                 return Err(CliError::WeightsOutNeeded {
@@ -329,9 +357,10 @@ fn run(command: Command) -> Result<(), CliError> {
             backend,
             archs,
             output,
+            dims,
         } => {
             let args = compile::CompileArgs::new(file.clone(), &backend, archs, output)?;
-            let graph = load(&file)?;
+            let graph = load(&file, &dims)?;
             print_stdout(&compile::compile(&graph, &args)?)
         }
         Command::Doctor => {
@@ -426,20 +455,24 @@ fn is_onnx(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "onnx")
 }
 
-fn import_onnx(path: &Path) -> Result<tir_onnx::Imported, CliError> {
-    tir_onnx::import_file(path, &tir_onnx::ImportOptions::default()).map_err(|source| {
-        CliError::Onnx {
-            path: path.display().to_string(),
-            source,
-        }
+/// Imports the ONNX model at `path` with the symbolic dims of `fixed` fixed to their sizes.
+fn import_onnx(path: &Path, fixed: &[(String, u64)]) -> Result<tir_onnx::Imported, CliError> {
+    let options = tir_onnx::ImportOptions {
+        fixed_dims: fixed.iter().cloned().collect(),
+        ..Default::default()
+    };
+    tir_onnx::import_file(path, &options).map_err(|source| CliError::Onnx {
+        path: path.display().to_string(),
+        source,
     })
 }
 
 /// A graph from an ONNX model (its parameters' values dropped), a `.tir` file (told by its magic
-/// bytes or its extension) or the text form.
-fn load(path: &Path) -> Result<Graph, CliError> {
+/// bytes or its extension) or the text form, with the symbolic dims of `fixed` fixed to their
+/// sizes.
+fn load(path: &Path, fixed: &[(String, u64)]) -> Result<Graph, CliError> {
     if is_onnx(path) {
-        return import_onnx(path).map(|imported| imported.graph);
+        return import_onnx(path, fixed).map(|imported| imported.graph);
     }
     let bytes = read_bytes(path)?;
     if bytes.starts_with(&backend_cuda::package::MAGIC) {
@@ -447,7 +480,33 @@ fn load(path: &Path) -> Result<Graph, CliError> {
             path: path.display().to_string(),
         });
     }
-    decode_graph(path, &bytes)
+    let graph = decode_graph(path, &bytes)?;
+    specialize(path, graph, fixed)
+}
+
+/// `graph` with the dims of `fixed` fixed; each must be a symbolic dim of the graph.
+fn specialize(path: &Path, graph: Graph, fixed: &[(String, u64)]) -> Result<Graph, CliError> {
+    if fixed.is_empty() {
+        return Ok(graph);
+    }
+    let symbols: std::collections::BTreeSet<String> = graph
+        .node_ids()
+        .flat_map(|id| graph.ty(id).shape.dims().to_vec())
+        .flat_map(|d| d.symbols())
+        .collect();
+    if let Some((name, _)) = fixed.iter().find(|(n, _)| !symbols.contains(n)) {
+        return Err(CliError::UnknownDim {
+            path: path.display().to_string(),
+            name: name.clone(),
+            dims: symbols.into_iter().collect(),
+        });
+    }
+    graph
+        .specialize(&fixed.iter().cloned().collect())
+        .map_err(|source| CliError::Specialize {
+            path: path.display().to_string(),
+            source,
+        })
 }
 
 fn decode_graph(path: &Path, bytes: &[u8]) -> Result<Graph, CliError> {

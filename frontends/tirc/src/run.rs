@@ -230,9 +230,7 @@ impl Interface {
         let mut dims = BTreeSet::new();
         for id in graph.node_ids() {
             for d in graph.ty(id).shape.dims() {
-                if let Dim::Symbolic(s) = d {
-                    dims.insert(s.clone());
-                }
+                dims.extend(d.symbols());
             }
         }
         Interface {

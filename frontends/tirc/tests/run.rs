@@ -607,3 +607,47 @@ fn bad_weights_files_are_refused_with_one_line() {
         &["tensor \"x\" is an input of the graph, not a parameter"],
     );
 }
+
+// ---- --dim fixes dims at import (ONNX) or specializes the graph ----
+
+/// A model exported with a dynamic batch (testsuite/models/dynamic).
+fn dynamic_model() -> String {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    root.join("../../testsuite/models/dynamic/vit_ts/model.onnx")
+        .display()
+        .to_string()
+}
+
+#[test]
+fn dim_fixes_a_dynamic_onnx_batch_and_an_unknown_dim_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o");
+    let printed = assert_ok(&run(&[
+        "run",
+        &dynamic_model(),
+        "--random-inputs",
+        "--dim",
+        "batch=2",
+        "--output-dir",
+        out.to_str().unwrap(),
+    ]));
+    assert!(printed.contains("f32[2, 17, 32]"), "{printed}");
+    assert_refused(
+        &run(&["explain", &dynamic_model(), "--dim", "seq=4"]),
+        &["no symbolic dim `seq` to fix", "its symbolic dims: batch"],
+    );
+}
+
+#[test]
+fn dim_specializes_a_graph_for_explain_and_names_an_unknown_dim() {
+    let fixed = assert_ok(&run(&["explain", &example("mlp.tir"), "--dim", "batch=4"]));
+    assert!(!fixed.contains("batch"), "{fixed}");
+    assert_refused(
+        &run(&["explain", &example("mlp.tir"), "--dim", "rows=4"]),
+        &[
+            "--dim rows",
+            "no symbolic dim `rows`",
+            "its symbolic dims: batch",
+        ],
+    );
+}

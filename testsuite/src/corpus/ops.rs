@@ -21,6 +21,7 @@ pub(super) fn add(c: &mut Corpus) -> Result<()> {
     matmuls(c)?;
     convs(c)?;
     layout_ops(c)?;
+    expression_dims(c)?;
     gathers(c)?;
     state_ops(c)?;
     sources(c)?;
@@ -785,6 +786,77 @@ fn layout_ops(c: &mut Corpus) -> Result<()> {
                 &bindings,
                 &|_| Values::Default,
                 Tolerance::EXACT,
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Shapes whose dims are expressions over the bound symbols (`n*s`, `s + 3`, `floor(s / 2) + 1`,
+/// `s + 1` of an iota), bound so that some tiles are partial and one binding makes a dim 1.
+fn expression_dims(c: &mut Corpus) -> Result<()> {
+    type Build = fn(&GraphBuilder, DType) -> Result<Tensor>;
+    let cases: [(&str, u64, Build); 5] = [
+        ("iota_positions", 1, |g, d| {
+            // Positions 0..s + 1 as a row added to every batch row (an exported `Range`).
+            let x = g.input("x", d, shape!["n", "s + 1"])?;
+            let positions = g.iota("s + 1".into())?.cast(d)?;
+            &x + &positions
+        }),
+        ("flatten_rows", 1, |g, d| {
+            let x = g.input("x", d, shape!["n", "s", 24])?;
+            let rows = x.reshape(&[ReshapeDim::Infer, 24.into()])?;
+            let scaled = (&rows + &g.scalar(d, 0.5)?)?;
+            scaled.reshape(&["n".into(), ReshapeDim::Infer, 24.into()])
+        }),
+        ("pad_concat", 1, |g, d| {
+            let x = g.input("x", d, shape!["n", "s", 8])?;
+            let padded = x.pad(&[(0, 0), (1, 2), (0, 0)], -1.5)?;
+            g.concat(&[&x, &padded], 1)
+        }),
+        ("slice_step_reduce", 1, |g, d| {
+            let x = g.input("x", d, shape!["n", "s", 40])?;
+            let every_other = x.slice(&[
+                SliceRange::FULL,
+                SliceRange {
+                    start: 1,
+                    stop: None,
+                    step: 2,
+                },
+                SliceRange::FULL,
+            ])?;
+            every_other.sum(&[2], false)
+        }),
+        ("conv_flatten", 18, |g, d| {
+            // A convolution over a symbolic batch whose output is flattened per image and
+            // joined with a symbolic-length row.
+            let w = g.input("w", d, shape![6, 2, 3, 3])?;
+            let y = g.input("x", d, shape!["n", 2, 5, 5])?.conv(
+                &w,
+                &[2, 1],
+                &[1, 1],
+                &[(1, 1), (0, 1)],
+                1,
+            )?;
+            let flat = y.reshape(&["n".into(), ReshapeDim::Infer])?;
+            let extra = g.input("e", d, shape!["n", "s"])?;
+            g.concat(&[&flat, &extra], 1)
+        }),
+    ];
+    for d in [DType::F32, DType::F16] {
+        for (shape_name, k, build) in cases {
+            let g = GraphBuilder::new();
+            g.output("y", &build(&g, d)?)?;
+            let bindings: Vec<Binding> = [(1, 3), (3, 5), (2, 70)]
+                .iter()
+                .map(|&(n, s)| vec![("n", n), ("s", s)])
+                .collect();
+            c.add(
+                format!("op/expression_dims/{d}/{shape_name}"),
+                g.finish()?,
+                &bindings,
+                &|_| Values::Uniform(-1.0, 3.0),
+                Tolerance::matmul(k),
             );
         }
     }

@@ -17,7 +17,7 @@ use backend_ref::RefBackend;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
-use tir_graph::{file, text, weights::WeightsFile, Dim, Graph};
+use tir_graph::{file, text, weights::WeightsFile, Graph};
 use tir_lower::testing::RunF64;
 use tir_lower::{Backend, BackendError};
 
@@ -248,10 +248,8 @@ fn compile_and_run(graph: &Graph) {
     let dims: BTreeMap<String, u64> = graph
         .node_ids()
         .flat_map(|id| graph.ty(id).shape.dims().to_vec())
-        .filter_map(|d| match d {
-            Dim::Symbolic(s) => Some((s, RUN_DIM)),
-            Dim::Static(_) => None,
-        })
+        .flat_map(|d| d.symbols())
+        .map(|s| (s, RUN_DIM))
         .collect();
     let elements = graph.node_ids().try_fold(0u64, |sum, id| {
         let ty = graph.ty(id);

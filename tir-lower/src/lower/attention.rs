@@ -1135,7 +1135,7 @@ fn attention_operand((param, view): (usize, StridedView)) -> Option<AttentionOpe
     }
     let polynomial = |s: &Stride| -> Option<DimPolynomial> {
         let factor = u64::try_from(s.coeff).ok()?;
-        let dims = s.dims.iter().map(|d| Dim::Symbolic(d.clone())).collect();
+        let dims = s.dims.clone();
         Some(DimPolynomial {
             terms: vec![(factor, dims)],
         })

@@ -179,15 +179,64 @@ impl KernelBuilder {
         self.scalar(ScalarKey::ProgramId(axis), TileOp::ProgramId { axis })
     }
 
-    /// The value of `dim` as a scalar.
+    /// The value of `dim` as a scalar: a symbol is a launch value, an expression is computed
+    /// from its symbols (in the order `legality::Poly::of_dim` reads it back).
     pub fn dim(&mut self, dim: &Dim) -> ValueId {
-        match dim {
-            Dim::Static(n) => self.index(*n as i64),
-            Dim::Symbolic(name) => self.scalar(
-                ScalarKey::Dim(name.clone()),
-                TileOp::Dim { name: name.clone() },
-            ),
+        self.dim_with(dim, Self::body_scalar)
+    }
+
+    /// The scalar of `op` (an index, a dim or index arithmetic) in the prelude or body.
+    fn body_scalar(&mut self, op: TileOp) -> ValueId {
+        match op {
+            TileOp::Index { value } => self.index(value),
+            TileOp::Dim { name } => self.scalar(ScalarKey::Dim(name.clone()), TileOp::Dim { name }),
+            TileOp::IndexArith { op, a, b } => self.arith(op, a, b),
+            other => unreachable!("dims are computed from scalars, not {other:?}"),
         }
+    }
+
+    /// `dim` computed by scalar ops that `emit` places.
+    fn dim_with(&mut self, dim: &Dim, emit: fn(&mut Self, TileOp) -> ValueId) -> ValueId {
+        match dim {
+            Dim::Static(n) => emit(self, TileOp::Index { value: *n as i64 }),
+            Dim::Symbolic(name) => emit(self, TileOp::Dim { name: name.clone() }),
+            Dim::Expr(e) => self.expr_with(e, emit),
+        }
+    }
+
+    fn expr_with(
+        &mut self,
+        e: &tir_graph::DimExpr,
+        emit: fn(&mut Self, TileOp) -> ValueId,
+    ) -> ValueId {
+        use tir_graph::dim::Atom;
+        let arith = |b: &mut Self, op, a, c| emit(b, TileOp::IndexArith { op, a, b: c });
+        let mut total = None;
+        for (mono, k) in e.terms() {
+            let mut term = emit(self, TileOp::Index { value: *k });
+            for atom in mono {
+                let (op, args): (IndexOp, Vec<&tir_graph::DimExpr>) = match atom {
+                    Atom::Sym(s) => {
+                        let d = emit(self, TileOp::Dim { name: s.clone() });
+                        term = arith(self, IndexOp::Mul, term, d);
+                        continue;
+                    }
+                    Atom::FloorDiv(n, d) => (IndexOp::Div, vec![n, d]),
+                    Atom::Min(args) => (IndexOp::Min, args.iter().collect()),
+                    Atom::Max(args) => (IndexOp::Max, args.iter().collect()),
+                };
+                let values: Vec<ValueId> = args.iter().map(|a| self.expr_with(a, emit)).collect();
+                let value = values[1..]
+                    .iter()
+                    .fold(values[0], |x, &y| arith(self, op, x, y));
+                term = arith(self, IndexOp::Mul, term, value);
+            }
+            total = Some(match total {
+                None => term,
+                Some(t) => arith(self, IndexOp::Add, t, term),
+            });
+        }
+        total.unwrap_or_else(|| emit(self, TileOp::Index { value: 0 }))
     }
 
     /// Scalar arithmetic; ops on prelude scalars go to the prelude, others to the current block.
@@ -209,8 +258,8 @@ impl KernelBuilder {
     /// The value of a view stride: its static count times its symbolic dims.
     pub fn stride(&mut self, stride: &tir_opt::layout::Stride) -> ValueId {
         let mut value = self.index(stride.coeff);
-        for name in &stride.dims {
-            let d = self.dim(&Dim::Symbolic(name.clone()));
+        for dim in &stride.dims {
+            let d = self.dim(dim);
             value = self.arith(IndexOp::Mul, value, d);
         }
         value
@@ -283,10 +332,7 @@ impl KernelBuilder {
     /// extents given as dims. Returns the program's coordinates.
     pub fn grid(&mut self, extents: &[Dim], tile: &[u64]) -> Vec<ValueId> {
         for (d, &t) in extents.iter().zip(tile) {
-            let extent = match d {
-                Dim::Static(n) => self.grid_stmt(TileOp::Index { value: *n as i64 }),
-                Dim::Symbolic(name) => self.grid_stmt(TileOp::Dim { name: name.clone() }),
-            };
+            let extent = self.grid_dim(d);
             let tm1 = self.grid_stmt(TileOp::Index {
                 value: t as i64 - 1,
             });
@@ -304,6 +350,11 @@ impl KernelBuilder {
             self.grid_values.push(count);
         }
         (0..extents.len()).map(|a| self.program_id(a)).collect()
+    }
+
+    /// `dim` in the grid block.
+    fn grid_dim(&mut self, dim: &Dim) -> ValueId {
+        self.dim_with(dim, Self::grid_stmt)
     }
 
     fn grid_stmt(&mut self, op: TileOp) -> ValueId {
@@ -532,8 +583,8 @@ pub fn choose_tile(extents: &[Dim], budget: u64) -> Vec<u64> {
     for (a, d) in extents.iter().enumerate().rev() {
         let want = match d {
             Dim::Static(n) => ceil_pow2(*n),
-            Dim::Symbolic(_) if a > 0 => left.min(SYMBOLIC_TILE),
-            Dim::Symbolic(_) => left,
+            Dim::Symbolic(_) | Dim::Expr(_) if a > 0 => left.min(SYMBOLIC_TILE),
+            Dim::Symbolic(_) | Dim::Expr(_) => left,
         };
         tile[a] = want.min(left);
         left /= tile[a];

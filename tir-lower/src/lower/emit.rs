@@ -241,6 +241,7 @@ impl KernelLowering<'_> {
             Op::Pad { pads, value } => self.pad(node, &pads, value.0, ix, space),
             Op::Gather { axis } => self.gather(node, axis, &operands, ix, space),
             Op::StateAssign => self.value(operands[1], ix, space),
+            Op::Iota { .. } => Ok(self.b.materialize(&ix[0], space)),
             Op::StateWriteSlice { axis, start } => self.write_slice(node, axis, start, ix, space),
             Op::MatMul => Err(self.unsupported("a matmul outside a matmul kernel".into())),
             other => Err(self.unsupported(format!(
@@ -613,21 +614,24 @@ impl KernelLowering<'_> {
         }
         let dtype = g.ty(node).dtype;
         let shape = self.tile_shape(space);
-        let mut start = 0u64;
+        // Each part's start along `axis`: a sum of the parts' lengths before it, which are
+        // scalars of the dims where they are not static.
+        let mut start = Dim::Static(0);
         let mut pieces = Vec::with_capacity(parts.len());
         for &part in parts {
-            let len = g.ty(part).shape.dims()[axis]
-                .as_static()
-                .ok_or_else(|| self.unsupported("a concat part of symbolic length".into()))?;
-            let lo = self.b.index(start as i64);
-            let hi = self.b.index((start + len) as i64);
+            let len = &g.ty(part).shape.dims()[axis];
+            let end = start
+                .combine(len, |a, b| a.add(b))
+                .map_err(|e| self.unsupported(format!("a concat's offsets: {e}")))?;
+            let lo = self.b.dim(&start);
+            let hi = self.b.dim(&end);
             let mask = self.b.in_range(&ix[axis], lo, hi, space);
             let mut inner = ix.to_vec();
             // Dynamic, so that positions outside this part read padding, not other memory.
             inner[axis] = self.b.ix_scalar_op(&ix[axis], IndexOp::Sub, lo, space);
             let v = self.value(part, &inner, space)?;
             pieces.push((mask, v));
-            start += len;
+            start = end;
         }
         let (_, mut acc) = pieces
             .pop()

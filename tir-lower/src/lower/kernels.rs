@@ -1051,7 +1051,7 @@ fn space_dims(shape: &Shape) -> Vec<Dim> {
 pub(super) fn tile_for(d: &Dim, max: u64) -> u64 {
     match d {
         Dim::Static(n) => ceil_pow2(*n).min(max),
-        Dim::Symbolic(_) => max,
+        Dim::Symbolic(_) | Dim::Expr(_) => max,
     }
 }
 

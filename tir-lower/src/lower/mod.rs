@@ -627,11 +627,9 @@ fn signature(g: &Graph, outputs: Vec<(String, usize)>) -> Signature {
     };
     let mut dims: Vec<String> = Vec::new();
     for id in g.node_ids() {
-        for d in g.ty(id).shape.dims() {
-            if let Dim::Symbolic(name) = d {
-                if !dims.contains(name) {
-                    dims.push(name.clone());
-                }
+        for name in g.ty(id).shape.dims().iter().flat_map(Dim::symbols) {
+            if !dims.contains(&name) {
+                dims.push(name);
             }
         }
     }
@@ -641,5 +639,6 @@ fn signature(g: &Graph, outputs: Vec<(String, usize)>) -> Signature {
         states: typed(g.states()),
         outputs,
         dims,
+        bounds: g.dim_bounds(),
     }
 }

@@ -400,13 +400,7 @@ impl DimPolynomial {
         for (factor, term) in &self.terms {
             let mut product = *factor as f64;
             for d in term {
-                product *= match d {
-                    tir_graph::Dim::Static(n) => *n as f64,
-                    tir_graph::Dim::Symbolic(name) => *dims
-                        .get(name)
-                        .ok_or_else(|| format!("symbolic dim `{name}` is not bound"))?
-                        as f64,
-                };
+                product *= d.value(dims).map_err(|e| e.to_string())? as f64;
             }
             total += product;
         }
@@ -420,12 +414,7 @@ impl DimPolynomial {
         for (factor, term) in &self.terms {
             let mut product = *factor;
             for d in term {
-                let n = match d {
-                    tir_graph::Dim::Static(n) => *n,
-                    tir_graph::Dim::Symbolic(name) => *dims
-                        .get(name)
-                        .ok_or_else(|| format!("symbolic dim `{name}` is not bound"))?,
-                };
+                let n = d.value(dims).map_err(|e| e.to_string())?;
                 product = product.checked_mul(n).ok_or_else(overflow)?;
             }
             total = total.checked_add(product).ok_or_else(overflow)?;

@@ -54,6 +54,18 @@ impl FusionTarget {
             let n = match d {
                 Dim::Static(n) => *n,
                 Dim::Symbolic(_) => self.symbolic_dim_estimate,
+                // Each symbol at the estimate; an expression that fails there counts as one symbol.
+                Dim::Expr(e) => {
+                    let guess = e
+                        .symbols()
+                        .into_iter()
+                        .map(|s| (s, self.symbolic_dim_estimate))
+                        .collect();
+                    e.eval(&guess)
+                        .ok()
+                        .and_then(|v| u64::try_from(v).ok())
+                        .unwrap_or(self.symbolic_dim_estimate)
+                }
             };
             acc.saturating_mul(n)
         });

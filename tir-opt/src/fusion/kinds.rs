@@ -21,7 +21,10 @@ enum Role {
 
 fn role(op: &Op) -> Role {
     match op {
-        Op::Unary(_) | Op::Cast { .. } | Op::Binary(_) | Op::Select => Role::Elementwise,
+        // An iota is computed from the coordinates alone: an elementwise op of no operands.
+        Op::Unary(_) | Op::Cast { .. } | Op::Binary(_) | Op::Select | Op::Iota { .. } => {
+            Role::Elementwise
+        }
         Op::Reshape { .. } | Op::Permute { .. } | Op::Squeeze { .. } | Op::Unsqueeze { .. } => {
             Role::Bijective
         }

@@ -142,7 +142,7 @@ fn slice_full(eg: &TirEGraph, node: &TirNode) -> Option<Rhs> {
     let x = children[0];
     let dims = eg[x].data.ty.shape.dims();
     let whole = |(r, d): (&SliceRange, &tir_graph::Dim)| {
-        r.start == 0 && r.step == 1 && (r.stop.is_none() || r.stop == d.as_static())
+        r.start == 0 && r.step == 1 && (r.stop.is_none() || r.stop.as_ref() == Some(d))
     };
     ranges.iter().zip(dims).all(whole).then_some(Rhs::Class(x))
 }

@@ -1,5 +1,6 @@
 //! Convolution and pooling over 1 to 3 spatial dims (`Conv`, `MaxPool`, `AveragePool`,
-//! `LpPool`) on `[N, C, spatial...]` tensors of static shape.
+//! `LpPool`) on `[N, C, spatial...]` tensors of static channels and spatial dims (the batch may
+//! be symbolic).
 //!
 //! A convolution is one IR `conv` (an implicit-GEMM kernel: the windows are read from the input
 //! inside the matmul's K loop, never materialized), plus the bias. A pool gathers the input's
@@ -195,13 +196,6 @@ fn kernel_shape(cx: &mut Cx) -> Res<Vec<u64>> {
 
 pub(super) fn pool(cx: &mut Cx) -> Res<Vec<Value>> {
     let x = cx.tensor(0)?;
-    if x.shape().static_dims().is_none() {
-        return Err(unsupported(format!(
-            "{} of symbolic shape {}",
-            cx.op(),
-            x.ty()
-        )));
-    }
     let kernel = kernel_shape(cx)?;
     let ceil_mode = cx.attrs.int("ceil_mode", 0)? != 0;
     let axes = axes(cx, &x, &kernel, ceil_mode)?;
@@ -220,6 +214,12 @@ pub(super) fn pool(cx: &mut Cx) -> Res<Vec<Value>> {
             if cx.node.output.get(1).is_some_and(|o| !o.is_empty()) {
                 if cx.opset < 8 {
                     return Err(invalid("MaxPool has an Indices output from opset 8 on"));
+                }
+                if x.shape().static_dims().is_none() {
+                    return Err(unsupported(format!(
+                        "MaxPool's Indices of {} (a symbolic batch)",
+                        x.ty()
+                    )));
                 }
                 let (y, indices) = max_with_indices(&x, &axes, column_major)?;
                 return Ok(vec![y.into(), indices.into()]);

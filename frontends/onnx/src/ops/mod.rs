@@ -8,6 +8,7 @@
 
 mod attention;
 mod conv;
+mod dims;
 mod elementwise;
 mod loss;
 mod nn;
@@ -100,6 +101,9 @@ const FOLD_LIMIT: usize = 1 << 16;
 /// Lowers `node`: folded to known values when every input is known, else into the graph.
 pub(crate) fn lower(st: &mut State, node: &NodeProto, opset: i64) -> Res<Vec<Value>> {
     let f = lowering(node.op_type()).expect("unsupported ops are refused before lowering");
+    if let Some(outputs) = dims::fold(st, node) {
+        return outputs;
+    }
     if let Some(values) = foldable_inputs(st, node) {
         if let Ok(outputs) = fold(values, node, opset, f) {
             return Ok(outputs);

@@ -7,7 +7,9 @@ use crate::import::Value;
 use crate::known::{Entry, Known};
 use crate::model::read_tensor;
 use crate::{invalid, unsupported};
-use tir_graph::{ConstData, DType, Dim, HostTensor, ReshapeDim, Shape, SliceRange, Tensor};
+use tir_graph::{
+    ConstData, DType, Dim, DimExpr, HostTensor, ReshapeDim, Shape, SliceRange, Tensor,
+};
 
 /// The dims of input `i` without making it part of the graph (a `Shape` of an input reads no data).
 fn input_dims(cx: &mut Cx, i: usize) -> Res<Vec<Dim>> {
@@ -42,18 +44,11 @@ pub(super) fn shape(cx: &mut Cx) -> Res<Vec<Value>> {
 
 pub(super) fn size(cx: &mut Cx) -> Res<Vec<Value>> {
     let dims = input_dims(cx, 0)?;
-    let mut n: i64 = 1;
+    let mut n = DimExpr::constant(1);
     for d in &dims {
-        match d {
-            Dim::Static(s) => n = n.saturating_mul(*s as i64),
-            Dim::Symbolic(s) => {
-                return Err(unsupported(format!(
-                    "Size of a tensor with symbolic dim `{s}`"
-                )))
-            }
-        }
+        n = n.mul(&d.to_expr()).map_err(|e| invalid(e.to_string()))?;
     }
-    Ok(vec![Known::data(HostTensor::scalar(n)).into()])
+    Ok(vec![Known::dims(vec![n], true).into()])
 }
 
 pub(super) fn constant(cx: &mut Cx) -> Res<Vec<Value>> {
@@ -82,24 +77,22 @@ pub(super) fn constant(cx: &mut Cx) -> Res<Vec<Value>> {
 fn static_dims(entries: &[Entry]) -> Res<Option<Vec<u64>>> {
     let mut dims = Vec::with_capacity(entries.len());
     for e in entries {
-        match e {
-            Entry::Int(v) if *v >= 0 => dims.push(*v as u64),
-            Entry::Int(v) => return Err(invalid(format!("negative dim {v}"))),
-            Entry::Sym(_) => return Ok(None),
+        match e.as_constant() {
+            Some(v) if v >= 0 => dims.push(v as u64),
+            Some(v) => return Err(invalid(format!("negative dim {v}"))),
+            None => return Ok(None),
         }
     }
     Ok(Some(dims))
 }
 
+/// An entry as a dim (a negative constant is invalid).
+fn entry_dim(e: &Entry) -> Res<Dim> {
+    Dim::from_expr(e.clone()).map_err(|_| invalid(format!("negative dim {e}")))
+}
+
 fn shape_from_entries(entries: &[Entry]) -> Res<Shape> {
-    let dims = entries
-        .iter()
-        .map(|e| match e {
-            Entry::Int(v) if *v >= 0 => Ok(Dim::Static(*v as u64)),
-            Entry::Int(v) => Err(invalid(format!("negative dim {v}"))),
-            Entry::Sym(s) => Ok(Dim::Symbolic(s.clone())),
-        })
-        .collect::<Res<Vec<_>>>()?;
+    let dims = entries.iter().map(entry_dim).collect::<Res<Vec<_>>>()?;
     Shape::new(dims).map_err(|e| unsupported(e.to_string()))
 }
 
@@ -131,6 +124,12 @@ pub(super) fn constant_of_shape(cx: &mut Cx) -> Res<Vec<Value>> {
 pub(super) fn range(cx: &mut Cx) -> Res<Vec<Value>> {
     let (start, limit, delta) = (cx.known(0)?, cx.known(1)?, cx.known(2)?);
     let dtype = start.dtype();
+    if [&start, &limit, &delta]
+        .iter()
+        .any(|k| matches!(k, Known::Dims { .. }))
+    {
+        return symbolic_range_values(cx, &start, &limit, &delta);
+    }
     let scalar = |k: &Known| -> Res<f64> {
         let v = k.f64s()?;
         match v.as_slice() {
@@ -154,6 +153,53 @@ pub(super) fn range(cx: &mut Cx) -> Res<Vec<Value>> {
     Ok(vec![Known::data(HostTensor::from_f64(&t)?).into()])
 }
 
+/// `Range` of a symbolic length (`Range(0, seq, 1)`): `start + delta · iota(n)` with
+/// `n = ⌈(limit − start) / delta⌉` elements, for a constant start and a constant positive delta.
+fn symbolic_range_values(
+    cx: &mut Cx,
+    start: &Known,
+    limit: &Known,
+    delta: &Known,
+) -> Res<Vec<Value>> {
+    let one = |k: &Known, what: &str| -> Res<Entry> {
+        match k.entries() {
+            Some((e, _)) if e.len() == 1 => Ok(e[0].clone()),
+            _ => Err(invalid(format!("{what} must be an integer scalar"))),
+        }
+    };
+    let (s, l, d) = (
+        one(start, "start")?,
+        one(limit, "limit")?,
+        one(delta, "delta")?,
+    );
+    let (Some(s), Some(d)) = (s.as_constant(), d.as_constant()) else {
+        return Err(unsupported(format!(
+            "Range from {s} by {d}: a symbolic start or delta"
+        )));
+    };
+    if d <= 0 {
+        return Err(unsupported(format!(
+            "Range to `{l}` by {d} (a symbolic length needs a positive delta)"
+        )));
+    }
+    let n = l
+        .sub(&DimExpr::constant(s))
+        .and_then(|e| e.ceil_div(&DimExpr::constant(d)))
+        .map_err(|e| invalid(e.to_string()))?;
+    let mut y = cx.b().iota(entry_dim(&n)?)?;
+    if d != 1 {
+        y = y.mul_scalar(d as f64)?;
+    }
+    if s != 0 {
+        y = y.add_scalar(s as f64)?;
+    }
+    let dtype = start.dtype();
+    if dtype != DType::I64 {
+        y = y.cast(dtype)?;
+    }
+    Ok(vec![y.into()])
+}
+
 pub(super) fn reshape(cx: &mut Cx) -> Res<Vec<Value>> {
     let (target, _) = entries(cx, 1)?;
     let allow_zero = cx.attrs.int("allowzero", 0)? != 0;
@@ -161,16 +207,15 @@ pub(super) fn reshape(cx: &mut Cx) -> Res<Vec<Value>> {
     let in_dims = x.shape().dims().to_vec();
     let mut dims = Vec::with_capacity(target.len());
     for (i, e) in target.iter().enumerate() {
-        dims.push(match e {
-            Entry::Int(-1) => ReshapeDim::Infer,
-            Entry::Int(0) if !allow_zero => {
+        dims.push(match e.as_constant() {
+            Some(-1) => ReshapeDim::Infer,
+            Some(0) if !allow_zero => {
                 ReshapeDim::Dim(in_dims.get(i).cloned().ok_or_else(|| {
                     invalid(format!("dim {i} copies an input dim that does not exist"))
                 })?)
             }
-            Entry::Int(v) if *v >= 0 => ReshapeDim::Dim(Dim::Static(*v as u64)),
-            Entry::Int(v) => return Err(invalid(format!("dim {v} in the target shape"))),
-            Entry::Sym(s) => ReshapeDim::Dim(Dim::Symbolic(s.clone())),
+            Some(v) if v < 0 => return Err(invalid(format!("dim {v} in the target shape"))),
+            _ => ReshapeDim::Dim(entry_dim(e)?),
         });
     }
     Ok(vec![x.reshape(&dims)?.into()])
@@ -297,7 +342,12 @@ impl AxisSlice {
     /// The positions taken of an axis of `len`.
     fn positions(&self, len: u64) -> Vec<u64> {
         match self {
-            AxisSlice::Range(r) => (r.start..r.stop.unwrap_or(len).min(len))
+            AxisSlice::Range(r) => (r.start
+                ..r.stop
+                    .as_ref()
+                    .and_then(Dim::as_static)
+                    .unwrap_or(len)
+                    .min(len))
                 .step_by(r.step as usize)
                 .collect(),
             AxisSlice::Descending(p) => p.clone(),
@@ -353,12 +403,7 @@ fn axis_slice(start: i64, end: i64, step: i64, d: &Dim) -> Res<AxisSlice> {
 /// The range of one axis of size `d` that ONNX's Slice takes (`start`, `end` clamped; step > 0).
 fn slice_range(start: i64, end: i64, step: i64, d: &Dim) -> Res<SliceRange> {
     let Dim::Static(n) = d else {
-        if start == 0 && end >= i64::from(i32::MAX) && step == 1 {
-            return Ok(SliceRange::FULL);
-        }
-        return Err(unsupported(format!(
-            "a partial Slice of symbolic dim `{d}`"
-        )));
+        return symbolic_range(&DimExpr::constant(start), &DimExpr::constant(end), step, d);
     };
     let n = *n as i64;
     let clamp = |v: i64| (if v < 0 { v.saturating_add(n) } else { v }).clamp(0, n);
@@ -366,16 +411,66 @@ fn slice_range(start: i64, end: i64, step: i64, d: &Dim) -> Res<SliceRange> {
     Ok(SliceRange::new(s as u64, e.max(s) as u64, step as u64))
 }
 
+/// The range of one axis of non-static size `d` (or with a symbolic `start` or `end`): a
+/// constant start, a positive step; an end past the axis clamped to it (`min(end, d)`), a
+/// negative one counted from the end, a symbolic one taken as it is, with the run checking it
+/// is within the axis (as the exporter's model assumes: a table of positions sliced to the
+/// sequence's length).
+fn symbolic_range(start: &Entry, end: &Entry, step: i64, d: &Dim) -> Res<SliceRange> {
+    let what = || format!("Slice from {start} to {end} (step {step}) of an axis of size {d}");
+    let start = match start.as_constant() {
+        Some(s) if s >= 0 => s as u64,
+        _ => {
+            return Err(unsupported(format!(
+                "{}: a start that is not a constant ≥ 0",
+                what()
+            )))
+        }
+    };
+    if step < 1 {
+        return Err(unsupported(format!("{}: a negative step", what())));
+    }
+    let stop = match end.as_constant() {
+        Some(e) if e >= i64::from(i32::MAX) => None,
+        Some(e) if e < 0 => Some(d.offset(e).map_err(|e| invalid(e.to_string()))?),
+        Some(e) => Some(
+            Dim::from_expr(
+                DimExpr::min(&[DimExpr::constant(e), d.to_expr()])
+                    .map_err(|e| invalid(e.to_string()))?,
+            )
+            .map_err(|e| invalid(e.to_string()))?,
+        ),
+        None if end == &d.to_expr() => None,
+        None => Some(entry_dim(end)?),
+    };
+    Ok(SliceRange {
+        start,
+        stop,
+        step: step as u64,
+    })
+}
+
 pub(super) fn slice(cx: &mut Cx) -> Res<Vec<Value>> {
+    let constants = |v: Vec<i64>| v.into_iter().map(DimExpr::constant).collect::<Vec<_>>();
     let (starts, ends, list, steps) = if cx.opset < 10 {
         let starts = cx
             .attrs
             .ints("starts")?
             .ok_or_else(|| invalid("no starts"))?;
         let ends = cx.attrs.ints("ends")?.ok_or_else(|| invalid("no ends"))?;
-        (starts, ends, cx.attrs.ints("axes")?, None)
+        (
+            constants(starts),
+            constants(ends),
+            cx.attrs.ints("axes")?,
+            None,
+        )
     } else {
-        (cx.ints(1)?, cx.ints(2)?, cx.opt_ints(3)?, cx.opt_ints(4)?)
+        (
+            entries(cx, 1)?.0,
+            entries(cx, 2)?.0,
+            cx.opt_ints(3)?,
+            cx.opt_ints(4)?,
+        )
     };
     let count = starts.len();
     let list = list.unwrap_or_else(|| (0..count as i64).collect());
@@ -386,8 +481,17 @@ pub(super) fn slice(cx: &mut Cx) -> Res<Vec<Value>> {
     if cx.is_symbolic_dims(0) {
         let (e, _) = entries(cx, 0)?;
         let len = e.len() as u64;
+        let constant = |x: &Entry| {
+            x.as_constant()
+                .ok_or_else(|| unsupported("Slice of a shape vector at symbolic positions"))
+        };
         let taken = match (count, list.first()) {
-            (1, Some(0 | -1)) => axis_slice(starts[0], ends[0], steps[0], &Dim::Static(len))?,
+            (1, Some(0 | -1)) => axis_slice(
+                constant(&starts[0])?,
+                constant(&ends[0])?,
+                steps[0],
+                &Dim::Static(len),
+            )?,
             _ => return Err(unsupported("Slice of a symbolic shape vector")),
         };
         let picked = taken
@@ -407,7 +511,11 @@ pub(super) fn slice(cx: &mut Cx) -> Res<Vec<Value>> {
         if std::mem::replace(&mut seen[a], true) {
             return Err(invalid(format!("axis {a} is sliced twice")));
         }
-        match axis_slice(starts[i], ends[i], steps[i], &dims[a])? {
+        let range = match (starts[i].as_constant(), ends[i].as_constant()) {
+            (Some(s), Some(e)) => axis_slice(s, e, steps[i], &dims[a])?,
+            _ => AxisSlice::Range(symbolic_range(&starts[i], &ends[i], steps[i], &dims[a])?),
+        };
+        match range {
             AxisSlice::Range(r) => ranges[a] = r,
             AxisSlice::Descending(p) => descending.push((a, p)),
         }
@@ -552,7 +660,21 @@ pub(super) fn gather_elements(cx: &mut Cx) -> Res<Vec<Value>> {
 /// index, so the work is one read per output; an index out of range is out of range for that
 /// gather too (never wrapped into another row).
 pub(super) fn take_along(x: &Tensor, index: &Tensor, axis: usize) -> Res<Tensor> {
-    let (Some(dims), Some(idims)) = (x.shape().static_dims(), index.shape().static_dims()) else {
+    // The data static; the indices too, except along `axis` (no coordinate is built there).
+    let idims: Option<Vec<u64>> = index
+        .shape()
+        .dims()
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            if i == axis {
+                Some(d.as_static().unwrap_or(1))
+            } else {
+                d.as_static()
+            }
+        })
+        .collect();
+    let (Some(dims), Some(idims)) = (x.shape().static_dims(), idims) else {
         return Err(unsupported(format!(
             "GatherElements over symbolic dims ({} by {})",
             x.ty(),
@@ -889,14 +1011,17 @@ pub(super) fn trilu(cx: &mut Cx) -> Res<Vec<Value>> {
     };
     let x = cx.tensor(0)?;
     let dims = x.shape().dims().to_vec();
-    let [.., Dim::Static(n), Dim::Static(m)] = dims[..] else {
-        return Err(unsupported(
-            "Trilu needs static last two dims of a rank ≥ 2 tensor",
-        ));
+    let [.., n, m] = &dims[..] else {
+        return Err(invalid(format!("Trilu of {} (rank < 2)", x.ty())));
     };
     let b = cx.b();
-    let rows = b.arange(DType::I64, n)?.unsqueeze(&[1])?;
-    let cols = b.arange(DType::I64, m)?.unsqueeze(&[0])?;
+    // Positions as constants where the dims are static, else as iotas of their (symbolic) sizes.
+    let positions = |d: &Dim| match d {
+        Dim::Static(n) => b.arange(DType::I64, *n),
+        d => b.iota(d.clone()),
+    };
+    let rows = positions(n)?.unsqueeze(&[1])?;
+    let cols = positions(m)?.unsqueeze(&[0])?;
     let diag = cols.sub(&rows)?;
     let k = b.scalar(DType::I64, k as f64)?;
     let keep = if upper { diag.ge(&k)? } else { diag.le(&k)? };

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Symbolic shapes on the GPU: models exported with dynamic axes, run by the CUDA backend at
+# several bindings from one kernel cache (the GPU machine has no Tile IR toolchain, so a binding
+# that needed a new kernel would fail there), and resnet18 exported with a dynamic batch timed
+# at batch 32 against the same model imported with the batch fixed (`--dim batch=32`) and
+# against PyTorch.
+#
+#   bash bench/dynamic.sh prepare   # here: build, compile every kernel those runs need for
+#                                   # sm_90 into a cache, pack it with the binaries in
+#                                   # .device/dyn/ (carry it)
+#   bash bench/dynamic.sh run       # there: conformance (sync, graph), then the timings
+#
+# resnet18 is exported on both machines by scripts/export_dynamic_models.py (seed 0): here to
+# compile its kernels, there to run it (the model is too large to carry beside the rest).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=.device/dyn
+case "${1:-}" in
+prepare)
+    bash scripts/install-tileiras.sh
+    cargo build --release --locked -q -p testsuite -p tirc --bin tir-conform --bin tirc
+    rm -rf "$B" && mkdir -p "$B"
+    export TIR_CACHE_DIR="$PWD/target/dyn-cache"
+    target/release/tir-conform --onnx-node testsuite/models/dynamic --backend cuda \
+        --compile-only --arch sm_90 --min-passed 4
+    target/release/tir-conform --backend cuda --compile-only --arch sm_90 \
+        --filter 'op/expression_dims/*'
+    model=.tools/bench-models/resnet18_ts/model.onnx
+    [ -f "$model" ] || { echo "export resnet18 into .tools/bench-models first" >&2; exit 1; }
+    target/release/tirc compile "$model" --arch sm_90 -o /tmp/r18-dynamic.tirpkg
+    target/release/tirc compile "$model" --arch sm_90 --dim batch=32 -o /tmp/r18-b32.tirpkg
+    tar -C "$TIR_CACHE_DIR/.." -cJf "$B/cache.tar.xz" "$(basename "$TIR_CACHE_DIR")"
+    cp target/release/tir-conform target/release/tirc "$B/"
+    ;;
+run)
+    mkdir -p /tmp/tir && tar -C /tmp/tir -xJf "$B/cache.tar.xz"
+    export TIR_CACHE_DIR=/tmp/tir/dyn-cache
+    out="${OUT:-.device/out}"
+    mkdir -p "$out"
+    status=0
+    for mode in sync graph; do
+        echo "== dynamic models, $mode"
+        "$B/tir-conform" --backend cuda --mode "$mode" --onnx-node testsuite/models/dynamic \
+            --min-passed 4 | tail -6 || status=1
+        echo "== corpus expression dims, $mode"
+        "$B/tir-conform" --backend cuda --mode "$mode" --filter 'op/expression_dims/*' \
+            | tail -4 || status=1
+    done
+    python3 scripts/export_dynamic_models.py /tmp/r18 resnet18 >"$out/export.log" 2>&1
+    model=/tmp/r18/resnet18_ts/model.onnx
+    python3 -c "import numpy as np; np.save('/tmp/b32.npy', (np.random.default_rng(3).random((32, 3, 64, 64), dtype=np.float32) * 2 - 1))"
+    echo "== resnet18, dynamic batch, run at 32"
+    "$B/tirc" run "$model" --backend cuda --input images=/tmp/b32.npy --profile \
+        --output-dir /tmp/o1 >"$out/r18-dynamic.txt" 2>&1 || status=1
+    tail -4 "$out/r18-dynamic.txt"
+    echo "== resnet18, batch fixed to 32 at import"
+    "$B/tirc" run "$model" --backend cuda --dim batch=32 --input images=/tmp/b32.npy --profile \
+        --output-dir /tmp/o2 >"$out/r18-static.txt" 2>&1 || status=1
+    tail -4 "$out/r18-static.txt"
+    python3 - <<'PY' | tee "$out/r18-torch.txt"
+import numpy as np, torch, torchvision
+x = torch.from_numpy(np.load("/tmp/b32.npy")).cuda()
+torch.manual_seed(0)
+m = torchvision.models.resnet18(weights=None).eval().cuda()
+a = np.load("/tmp/o1/output.npy"); b = np.load("/tmp/o2/output.npy")
+with torch.no_grad():
+    ref = m(x).cpu().numpy()
+    print(f"tir dynamic vs torch max |diff| / max |torch|: {np.abs(a - ref).max() / np.abs(ref).max():.2e}")
+    print(f"tir static vs dynamic max |diff|: {np.abs(a - b).max():.2e}")
+    def time(f):
+        for _ in range(10): f(x)
+        torch.cuda.synchronize()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        ts = []
+        for _ in range(50):
+            s.record(); f(x); e.record(); torch.cuda.synchronize(); ts.append(s.elapsed_time(e))
+        return sorted(ts)[len(ts) // 2]
+    print(f"torch eager fp32 b32: {time(m):.3f} ms")
+    c = torch.compile(m)
+    print(f"torch.compile fp32 b32: {time(c):.3f} ms")
+PY
+    exit $status
+    ;;
+*)
+    echo "usage: bench/dynamic.sh prepare | run" >&2
+    exit 1
+    ;;
+esac
