@@ -212,6 +212,9 @@ fn where_(known: &[&Known]) -> Res<Vec<Value>> {
     );
     let picks = broadcast(&cond_entries, &a)?;
     let ab = broadcast(&a, &b)?;
+    if picks.is_empty() || ab.is_empty() {
+        return Ok(vec![Known::dims(Vec::new(), false).into()]);
+    }
     if picks.len() != ab.len() && picks.len() != 1 && ab.len() != 1 {
         return Err(invalid("Where's inputs do not broadcast"));
     }
