@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # Symbolic shapes on the GPU: models exported with dynamic axes, run by the CUDA backend at
 # several bindings from one kernel cache (the GPU machine has no Tile IR toolchain, so a binding
-# that needed a new kernel would fail there), and resnet18 exported with a dynamic batch timed
-# at batch 32 against the same model imported with the batch fixed (`--dim batch=32`) and
-# against PyTorch.
+# that needed a new kernel would fail there); resnet18 exported with a dynamic batch timed at
+# batch 32, and a BERT-style encoder (bert_bench: width 256, 4 layers) exported with a dynamic
+# batch and sequence timed at 32 x 128 and 128 x 512, each against the same model imported with its dims fixed
+# (`--dim`) and against PyTorch.
 #
 #   bash bench/dynamic.sh prepare   # here: build, compile every kernel those runs need for
 #                                   # sm_90 into a cache, pack it with the binaries in
 #                                   # .device/dyn/ (carry it)
 #   bash bench/dynamic.sh run       # there: conformance (sync, graph), then the timings
 #
-# resnet18 is exported on both machines by scripts/export_dynamic_models.py (seed 0): here to
-# compile its kernels, there to run it (the model is too large to carry beside the rest).
+# resnet18 and bert_bench are exported on the GPU machine by scripts/export_dynamic_models.py
+# (seed 0) into .tools/bench-models/ (carried back here, where their kernels are compiled);
+# resnet18 is exported there again to run (too large to carry beside the rest), bert_bench is
+# carried in .device/dyn.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=.device/dyn
@@ -22,13 +25,22 @@ prepare)
     rm -rf "$B" && mkdir -p "$B"
     export TIR_CACHE_DIR="$PWD/target/dyn-cache"
     target/release/tir-conform --onnx-node testsuite/models/dynamic --backend cuda \
-        --compile-only --arch sm_90 --min-passed 4
+        --compile-only --arch sm_90 --min-passed 8
     target/release/tir-conform --backend cuda --compile-only --arch sm_90 \
         --filter 'op/expression_dims/*'
     model=.tools/bench-models/resnet18_ts/model.onnx
     [ -f "$model" ] || { echo "export resnet18 into .tools/bench-models first" >&2; exit 1; }
     target/release/tirc compile "$model" --arch sm_90 -o /tmp/r18-dynamic.tirpkg
     target/release/tirc compile "$model" --arch sm_90 --dim batch=32 -o /tmp/r18-b32.tirpkg
+    bert=.tools/bench-models/bert_bench_ts/model.onnx
+    [ -f "$bert" ] || { echo "export bert_bench into .tools/bench-models first" >&2; exit 1; }
+    target/release/tirc compile "$bert" --arch sm_90 -o /tmp/bert-dynamic.tirpkg
+    for binding in "32 128" "128 512"; do
+        set -- $binding
+        target/release/tirc compile "$bert" --arch sm_90 --dim "batch=$1" --dim "seq=$2" \
+            -o /tmp/bert-static.tirpkg
+    done
+    cp "$bert" "$B/bert.onnx"
     tar -C "$TIR_CACHE_DIR/.." -cJf "$B/cache.tar.xz" "$(basename "$TIR_CACHE_DIR")"
     cp target/release/tir-conform target/release/tirc "$B/"
     ;;
@@ -41,7 +53,7 @@ run)
     for mode in sync graph; do
         echo "== dynamic models, $mode"
         "$B/tir-conform" --backend cuda --mode "$mode" --onnx-node testsuite/models/dynamic \
-            --min-passed 4 | tail -6 || status=1
+            --min-passed 8 | tail -6 || status=1
         echo "== corpus expression dims, $mode"
         "$B/tir-conform" --backend cuda --mode "$mode" --filter 'op/expression_dims/*' \
             | tail -4 || status=1
@@ -79,6 +91,55 @@ with torch.no_grad():
     c = torch.compile(m)
     print(f"torch.compile fp32 b32: {time(c):.3f} ms")
 PY
+    for binding in 32x128 128x512; do
+        batch=${binding%x*} seq=${binding#*x}
+        python3 - "$batch" "$seq" <<'PY'
+import sys
+import numpy as np
+batch, seq = map(int, sys.argv[1:])
+rng = np.random.default_rng(3)
+np.save("/tmp/ids.npy", rng.integers(0, 512, (batch, seq), dtype=np.int64))
+mask = np.ones((batch, seq), dtype=np.int64)
+mask[1:, seq - 8:] = 0  # padded tails
+np.save("/tmp/mask.npy", mask)
+PY
+        bert=(--input input_ids=/tmp/ids.npy --input attention_mask=/tmp/mask.npy --profile)
+        echo "== bert_bench, dynamic batch and seq, run at $binding"
+        "$B/tirc" run "$B/bert.onnx" --backend cuda "${bert[@]}" --output-dir /tmp/b1 \
+            >"$out/bert-$binding-dynamic.txt" 2>&1 || status=1
+        grep "profile on" "$out/bert-$binding-dynamic.txt" || tail -3 "$out/bert-$binding-dynamic.txt"
+        echo "== bert_bench, dims fixed to $binding at import"
+        "$B/tirc" run "$B/bert.onnx" --backend cuda --dim "batch=$batch" --dim "seq=$seq" \
+            "${bert[@]}" --output-dir /tmp/b2 >"$out/bert-$binding-static.txt" 2>&1 || status=1
+        grep "profile on" "$out/bert-$binding-static.txt" || tail -3 "$out/bert-$binding-static.txt"
+        python3 - "$binding" <<'PY' | tee "$out/bert-$binding-torch.txt"
+import sys
+import numpy as np, torch
+sys.path.insert(0, "scripts")
+from export_dynamic_models import MODELS, FirstOutput
+binding = sys.argv[1]
+build = MODELS["bert_bench"]()[0]
+m = FirstOutput(build()).eval().cuda()
+ids = torch.from_numpy(np.load("/tmp/ids.npy")).cuda()
+mask = torch.from_numpy(np.load("/tmp/mask.npy")).cuda()
+a = np.load("/tmp/b1/output.npy"); b = np.load("/tmp/b2/output.npy")
+with torch.no_grad():
+    ref = m(ids, mask).cpu().numpy()
+    print(f"tir dynamic vs torch max |diff| / max |torch|: {np.abs(a - ref).max() / np.abs(ref).max():.2e}")
+    print(f"tir static vs dynamic max |diff|: {np.abs(a - b).max():.2e}")
+    def time(f):
+        for _ in range(10): f(ids, mask)
+        torch.cuda.synchronize()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        ts = []
+        for _ in range(50):
+            s.record(); f(ids, mask); e.record(); torch.cuda.synchronize(); ts.append(s.elapsed_time(e))
+        return sorted(ts)[len(ts) // 2]
+    print(f"torch eager fp32 {binding}: {time(m):.3f} ms")
+    c = torch.compile(m)
+    print(f"torch.compile fp32 {binding}: {time(c):.3f} ms")
+PY
+    done
     exit $status
     ;;
 *)

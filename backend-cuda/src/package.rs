@@ -31,8 +31,9 @@ use tir_lower::Program;
 /// entry is persistent; 3: library matmuls may read B transposed; 4: kernels count their
 /// products' flops; 5: `approx_exp` takes a shift and a factor; 6: library matmuls may add a
 /// residual; 7: cubins shared by several kernels, as batches assemble them, are stored once;
-/// 8: dims may be expressions).
-pub const FORMAT_VERSION: u32 = 8;
+/// 8: dims may be expressions; 9: a kernel that reads dims has a second entry for dims that
+/// 16 divides).
+pub const FORMAT_VERSION: u32 = 9;
 /// The first bytes of every package.
 pub const MAGIC: [u8; 8] = *b"TIRPKG\0\0";
 /// Magic, version, payload length, checksum.
@@ -379,6 +380,7 @@ mod tests {
             .iter()
             .map(|k| KernelAbi {
                 entry: k.name.clone(),
+                divisible_entry: None,
                 params: 2,
                 dims: vec![],
                 grid_extents: false,

@@ -509,6 +509,7 @@ impl RefExecutable {
             .map(|(n, t)| (n.clone(), t.dims.clone()))
             .collect();
         let dims = run::bind_dims(&self.program, inputs, &parameter_dims, &held)?;
+        run::check_kernel_dims(&self.program, &dims)?;
         let shapes = self.shapes(&dims)?;
         run::checked_layout(&self.program, &dims, "ref")?;
         let values = inputs

@@ -38,6 +38,7 @@ fn sample_ops() -> Vec<Op> {
             Op::StateWriteSlice { .. } => 20,
             Op::Conv { .. } => 21,
             Op::Iota { .. } => 22,
+            Op::DimValue { .. } => 23,
         }
     }
     let name = String::from("s");
@@ -81,6 +82,7 @@ fn sample_ops() -> Vec<Op> {
             groups: 1,
         },
         Op::Iota { len: 6.into() },
+        Op::DimValue { dim: 6.into() },
     ];
     ops.extend(UnaryOp::ALL.map(Op::Unary));
     ops.extend(BinaryOp::ALL.map(Op::Binary));
@@ -90,7 +92,7 @@ fn sample_ops() -> Vec<Op> {
         keepdims: false,
     }));
     let kinds: BTreeSet<usize> = ops.iter().map(kind).collect();
-    assert_eq!(kinds.len(), 23, "a sample of every kind of op");
+    assert_eq!(kinds.len(), 24, "a sample of every kind of op");
     ops
 }
 
@@ -100,7 +102,7 @@ fn accepts(op: &Op, dtype: DType) -> bool {
     if op.is_source() {
         return true;
     }
-    if let Op::Iota { .. } = op {
+    if let Op::Iota { .. } | Op::DimValue { .. } = op {
         return dtype == DType::I64;
     }
     let ty = TensorType::new(dtype, shape![2, 3]);

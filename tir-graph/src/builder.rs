@@ -111,10 +111,20 @@ impl GraphBuilder {
 
     /// The `i64` vector `0, 1, .., len - 1`; `len` may be symbolic (an expression over the dims).
     pub fn iota(&self, len: Dim) -> Result<Tensor> {
-        let id = self
-            .graph
-            .borrow_mut()
-            .add_node(Op::Iota { len }, &[], None)?;
+        self.operandless(Op::Iota { len })
+    }
+
+    /// The value of `dim` as an `i64` scalar (a constant when `dim` is static).
+    pub fn dim_value(&self, dim: Dim) -> Result<Tensor> {
+        if let Some(n) = dim.as_static() {
+            return self.scalar(DType::I64, n as f64);
+        }
+        self.operandless(Op::DimValue { dim })
+    }
+
+    /// A node of `op`, which takes no operands.
+    fn operandless(&self, op: Op) -> Result<Tensor> {
+        let id = self.graph.borrow_mut().add_node(op, &[], None)?;
         Ok(Tensor {
             graph: self.graph.clone(),
             id,

@@ -726,6 +726,7 @@ fn concretize<'a>(
             dims: target.iter().map(bind).collect::<Result<_, _>>()?,
         }),
         Op::Iota { len } => Cow::Owned(Op::Iota { len: bind(len)? }),
+        Op::DimValue { dim } => Cow::Owned(Op::DimValue { dim: bind(dim)? }),
         _ => Cow::Borrowed(op),
     })
 }
@@ -762,6 +763,10 @@ fn compute(op: &Op, xs: &[&F64Tensor], out: &[u64], dtype: DType) -> Result<Vec<
     }
     Ok(match op {
         Op::Iota { .. } => (0..out[0]).map(|i| i as f64).collect(),
+        Op::DimValue { dim } => {
+            let n = dim.as_static().ok_or("a dim_value of an unbound dim")?;
+            vec![n as f64]
+        }
         Op::Unary(u) => unary_values(*u, dtype, &xs[0].data),
         Op::Cast { to } => xs[0].data.iter().map(|&x| to.round_value(x)).collect(),
         Op::Binary(b) => {

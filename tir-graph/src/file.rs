@@ -13,11 +13,15 @@ use std::io::Write;
 use std::path::Path;
 
 pub const MAGIC: [u8; 8] = *b"TIRGRAPH";
-/// The format version this build writes and the one it reads. Version 2 added expression dims
+/// The format version this build writes. Version 2 added expression dims
 /// ([`crate::Dim::Expr`]), the `iota` op and slice stops that are dims, which changed how slices
 /// are stored: a version-1 reader refuses version 2 files as newer, and this build refuses
 /// version 1 files as older (make them again from their source: `tirc parse`, `tirc import`).
-pub const FORMAT_VERSION: u32 = 2;
+/// Version 3 added the `dim_value` op: a version-2 reader refuses version 3 files as newer, and
+/// this build reads version 2 files, which are version 3 files without it.
+pub const FORMAT_VERSION: u32 = 3;
+/// The oldest format version this build reads.
+pub const OLDEST_READ_VERSION: u32 = 2;
 pub const HEADER_LEN: usize = 28;
 /// The largest body a reader accepts. The decoder's allocations are bounded by the body's
 /// length ([`decode_bincode`]).
@@ -44,7 +48,7 @@ pub enum FileError {
     )]
     NewerVersion { found: u32 },
     #[error(
-        "format version {found} is older than this build reads ({FORMAT_VERSION}); write the file again from its source (tirc parse, tirc import)"
+        "format version {found} is older than this build reads ({OLDEST_READ_VERSION}); write the file again from its source (tirc parse, tirc import)"
     )]
     OlderVersion { found: u32 },
     #[error("format version 0 is not a version tir ever wrote; the file is corrupt")]
@@ -155,7 +159,7 @@ pub fn decode(bytes: &[u8]) -> Result<Graph, FileError> {
     if version > FORMAT_VERSION {
         return Err(FileError::NewerVersion { found: version });
     }
-    if version < FORMAT_VERSION {
+    if version < OLDEST_READ_VERSION {
         return Err(FileError::OlderVersion { found: version });
     }
     if len > MAX_BODY_LEN {

@@ -484,6 +484,9 @@ impl Graph {
                 Op::Iota { len } => Op::Iota {
                     len: len.substitute(values).map_err(fail)?,
                 },
+                Op::DimValue { dim } => Op::DimValue {
+                    dim: dim.substitute(values).map_err(fail)?,
+                },
                 Op::Slice { ranges } => Op::Slice {
                     ranges: ranges
                         .iter()

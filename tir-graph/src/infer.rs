@@ -136,6 +136,11 @@ fn infer_checked(op: &Op, xs: &[&TensorType]) -> Res<TensorType> {
             DType::I64,
             Shape::new(vec![len.clone()]).map_err(|e| e.to_string())?,
         )),
+        Op::DimValue { dim } => {
+            // Through a shape, so that the dim is checked as a shape's dims are.
+            Shape::new(vec![dim.clone()]).map_err(|e| e.to_string())?;
+            Ok(TensorType::new(DType::I64, Shape::scalar()))
+        }
     }
 }
 

@@ -300,6 +300,11 @@ pub enum Op {
     Iota {
         len: Dim,
     },
+    /// `dim_value()`: the value of a dim as an `i64` scalar, so that run-time arithmetic can read
+    /// a symbolic size (an exported mask or index computation multiplies by `seq`).
+    DimValue {
+        dim: Dim,
+    },
 }
 
 /// How many operands an op takes.
@@ -465,6 +470,7 @@ impl Op {
             Op::MatMul => "matmul",
             Op::Conv { .. } => "conv",
             Op::Iota { .. } => "iota",
+            Op::DimValue { .. } => "dim_value",
             Op::Reshape { .. } => "reshape",
             Op::Permute { .. } => "permute",
             Op::BroadcastTo { .. } => "broadcast_to",
@@ -485,7 +491,8 @@ impl Op {
             | Op::Parameter { .. }
             | Op::Constant { .. }
             | Op::State { .. }
-            | Op::Iota { .. } => Arity::Exactly(0),
+            | Op::Iota { .. }
+            | Op::DimValue { .. } => Arity::Exactly(0),
             Op::Unary(_)
             | Op::Cast { .. }
             | Op::Reduce { .. }

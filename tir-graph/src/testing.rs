@@ -81,10 +81,11 @@ pub enum OpKind {
     StateAssign,
     StateWriteSlice,
     Iota,
+    DimValue,
 }
 
 impl OpKind {
-    pub const ALL: [OpKind; 23] = [
+    pub const ALL: [OpKind; 24] = [
         OpKind::Input,
         OpKind::Parameter,
         OpKind::Constant,
@@ -108,6 +109,7 @@ impl OpKind {
         OpKind::StateAssign,
         OpKind::StateWriteSlice,
         OpKind::Iota,
+        OpKind::DimValue,
     ];
 
     /// The kind of step that makes `op`. Exhaustive, so a new op must be added here (and to
@@ -137,6 +139,7 @@ impl OpKind {
             Op::StateAssign => OpKind::StateAssign,
             Op::StateWriteSlice { .. } => OpKind::StateWriteSlice,
             Op::Iota { .. } => OpKind::Iota,
+            Op::DimValue { .. } => OpKind::DimValue,
         }
     }
 
@@ -209,6 +212,9 @@ fn representative(kind: OpKind) -> Op {
         OpKind::Iota => Op::Iota {
             len: Dim::Static(1),
         },
+        OpKind::DimValue => Op::DimValue {
+            dim: Dim::Static(1),
+        },
     }
 }
 
@@ -253,9 +259,9 @@ impl GraphConfig {
     pub fn full() -> GraphConfig {
         let weight = |k: OpKind| match k {
             // Kinds added after the kept draws (`testsuite::differential::KEPT`) weigh nothing
-            // here, so that those draws stay the graphs they were kept for; [`Self::with_iota`]
+            // here, so that those draws stay the graphs they were kept for; [`Self::with_dim_ops`]
             // adds them.
-            OpKind::Iota => 0,
+            OpKind::Iota | OpKind::DimValue => 0,
             OpKind::Constant => 4,
             OpKind::Input | OpKind::Parameter => 3,
             OpKind::Unary | OpKind::Binary => 5,
@@ -282,10 +288,11 @@ impl GraphConfig {
         }
     }
 
-    /// This config with iotas drawn as often as most kinds (over its symbols, when it has any).
-    pub fn with_iota(mut self) -> GraphConfig {
+    /// This config with iotas and dim values drawn as often as most kinds (over its symbols, when
+    /// it has any).
+    pub fn with_dim_ops(mut self) -> GraphConfig {
         for (k, w) in &mut self.kinds {
-            if *k == OpKind::Iota {
+            if matches!(k, OpKind::Iota | OpKind::DimValue) {
                 *w = 2;
             }
         }
@@ -1013,16 +1020,24 @@ impl Builder<'_> {
             OpKind::StateAssign => self.state_assign(rng),
             OpKind::StateWriteSlice => self.state_write_slice(rng),
             OpKind::Iota => {
-                // A static length, a symbol, or a symbol plus one.
-                let symbol = rng.pick(&self.cfg.symbols);
-                let len = match (symbol, rng.below(3)) {
-                    (Some(s), 0) => Dim::Symbolic(s),
-                    (Some(s), 1) => Dim::Symbolic(s).offset(1).ok()?,
-                    _ => Dim::Static(rng.range(1, self.cfg.max_dim.max(1))),
-                };
+                let len = self.drawn_dim(rng)?;
                 self.add(Op::Iota { len }, &[])
             }
+            OpKind::DimValue => {
+                let dim = self.drawn_dim(rng)?;
+                self.add(Op::DimValue { dim }, &[])
+            }
         }
+    }
+
+    /// A static size, a symbol, or a symbol plus one.
+    fn drawn_dim(&self, rng: &mut Rng) -> Option<Dim> {
+        let symbol = rng.pick(&self.cfg.symbols);
+        Some(match (symbol, rng.below(3)) {
+            (Some(s), 0) => Dim::Symbolic(s),
+            (Some(s), 1) => Dim::Symbolic(s).offset(1).ok()?,
+            _ => Dim::Static(rng.range(1, self.cfg.max_dim.max(1))),
+        })
     }
 
     fn unary(&mut self, rng: &mut Rng) -> Option<NodeId> {
@@ -1699,7 +1714,7 @@ mod tests {
     /// graphs, every op name and every listed feature appears.
     #[test]
     fn generator_covers_every_op_and_feature() {
-        let graphs = sample(arb_graph_with(GraphConfig::full().with_iota()), 200);
+        let graphs = sample(arb_graph_with(GraphConfig::full().with_dim_ops()), 200);
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         for g in &graphs {
             for t in feature_tags(g) {
@@ -1827,7 +1842,7 @@ mod tests {
         let names = all_op_names();
         let unique: BTreeSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len());
-        assert_eq!(names.len(), 4 + 19 + 1 + 16 + 1 + 7 + 11 + 2 + 1);
+        assert_eq!(names.len(), 4 + 19 + 1 + 16 + 1 + 7 + 11 + 2 + 1 + 1);
     }
 }
 

@@ -204,6 +204,7 @@ fn attributes(op: &Op) -> Vec<String> {
         Op::Permute { perm } => vec![format!("perm = {}", list(perm))],
         Op::BroadcastTo { dims } => vec![format!("dims = {}", list(dims.iter().map(dim_text)))],
         Op::Iota { len } => vec![format!("len = {}", dim_text(len))],
+        Op::DimValue { dim } => vec![format!("dim = {}", dim_text(dim))],
         Op::Slice { ranges } => vec![format!("ranges = {}", list(ranges.iter().map(slice_range)))],
         Op::Concat { axis } | Op::Gather { axis } => vec![format!("axis = {axis}")],
         Op::Pad { pads, value } => {
@@ -780,6 +781,9 @@ fn op_templates() -> impl Iterator<Item = Op> {
         Op::Iota {
             len: Dim::Static(0),
         },
+        Op::DimValue {
+            dim: Dim::Static(0),
+        },
     ]
     .into_iter()
     .chain(UnaryOp::ALL.into_iter().map(Op::Unary))
@@ -892,6 +896,9 @@ fn build_op(template: Op, attrs: &mut Attrs) -> Result<Op> {
         },
         Op::Iota { .. } => Op::Iota {
             len: to_dim(&attrs.required("len")?, line)?,
+        },
+        Op::DimValue { .. } => Op::DimValue {
+            dim: to_dim(&attrs.required("dim")?, line)?,
         },
         Op::Slice { .. } => Op::Slice {
             ranges: to_list(&attrs.required("ranges")?, line, "ranges", to_range)?,
@@ -1662,7 +1669,10 @@ mod tests {
             },
             &[kv2, new1, pos],
         );
-        // An iota of a symbolic length and a slice to an expression stop.
+        // The value of an expression dim, an iota of a symbolic length and a slice to an
+        // expression stop.
+        let dim = Dim::parse("2*seq_len - 1").unwrap();
+        node(&mut g, Op::DimValue { dim }, &[]);
         let len = Dim::parse("seq_len + 2").unwrap();
         let positions = node(&mut g, Op::Iota { len }, &[]);
         let stop = Some(Dim::parse("seq_len + 1").unwrap());

@@ -3,7 +3,9 @@
 
 use proptest::prelude::*;
 use std::path::Path;
-use tir_graph::file::{self, FileError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_BODY_LEN};
+use tir_graph::file::{
+    self, FileError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_BODY_LEN, OLDEST_READ_VERSION,
+};
 use tir_graph::op::ConstData;
 use tir_graph::testing::{dir_names, largest_allocation, RecordingAllocator};
 use tir_graph::{
@@ -224,7 +226,7 @@ fn a_flipped_bit_in_the_magic_is_bad_magic() {
 }
 
 #[test]
-fn a_flipped_bit_in_the_version_is_zero_or_newer() {
+fn a_flipped_bit_in_the_version_is_zero_newer_older_or_read_as_that_version() {
     let bytes = sample_bytes();
     for bit in 0..32 {
         let mut bad = bytes.clone();
@@ -233,9 +235,19 @@ fn a_flipped_bit_in_the_version_is_zero_or_newer() {
         let expected = if version == 0 {
             assert!(matches!(refusal(&bad), FileError::ZeroVersion));
             "format version 0 is not a version tir ever wrote; the file is corrupt".to_string()
-        } else {
+        } else if version > FORMAT_VERSION {
             assert!(matches!(refusal(&bad), FileError::NewerVersion { found } if found == version));
             format!("format version {version} is newer than this build reads ({FORMAT_VERSION}); upgrade tir")
+        } else if version < OLDEST_READ_VERSION {
+            assert!(matches!(refusal(&bad), FileError::OlderVersion { found } if found == version));
+            format!("format version {version} is older than this build reads ({OLDEST_READ_VERSION}); write the file again from its source (tirc parse, tirc import)")
+        } else {
+            // An older version this build reads: the graph has nothing it lacks.
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("older.tir");
+            std::fs::write(&path, &bad).unwrap();
+            assert_eq!(file::read(&path).unwrap(), sample_graph(), "bit {bit}");
+            continue;
         };
         assert_eq!(message(&bad), expected, "bit {bit}");
     }
@@ -416,7 +428,7 @@ fn a_body_that_does_not_decode_is_a_decode_error() {
         // One node whose op is variant 99: not an op.
         (
             vec![1, 99, 0, 0],
-            "OtherString(\"invalid value: integer `99`, expected variant index 0 <= i < 23\")",
+            "OtherString(\"invalid value: integer `99`, expected variant index 0 <= i < 24\")",
         ),
         // An input whose name is not UTF-8.
         (
@@ -798,4 +810,17 @@ fn a_version_1_file_is_refused_as_older_with_one_line() {
         message(&old),
         "format version 1 is older than this build reads (2); write the file again from its source (tirc parse, tirc import)"
     );
+}
+
+#[test]
+fn a_version_2_file_reads_as_the_same_graph() {
+    // Version 3 only added an op, so a version-2 body is a version-3 body.
+    let bytes = sample_bytes();
+    let body = &bytes[HEADER_LEN..];
+    let v2 = with_header(2, body.len() as u64, file::checksum(body), body);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v2.tir");
+    std::fs::write(&path, &v2).unwrap();
+    let read = file::read(&path).unwrap();
+    assert_eq!(read, sample_graph());
 }

@@ -7,6 +7,7 @@
 
 use crate::legality::LaunchCheck;
 use crate::plan::{buffer_bytes, ArenaLayout, ALIGN};
+use crate::tile::TileOp;
 use crate::{BackendError, Program, TensorRef};
 use std::collections::BTreeMap;
 use tir_graph::{DType, Dim, TensorType};
@@ -185,6 +186,30 @@ fn check_bound_dims(
     }
     for b in &sig.bounds {
         b.check(dims).map_err(bad_input)?;
+    }
+    Ok(())
+}
+
+/// Every dim a kernel reads is bound by `dims` (a `dim_value` may name a dim that no tensor
+/// has). A walk over every kernel: for a backend to run when a binding changes, not per run.
+pub fn check_kernel_dims(
+    program: &Program,
+    dims: &BTreeMap<String, u64>,
+) -> Result<(), BackendError> {
+    for kernel in &program.kernels {
+        let mut unbound = None;
+        kernel.walk(&mut |stmt| match &stmt.op {
+            TileOp::Dim { name } if !dims.contains_key(name) => {
+                unbound.get_or_insert_with(|| name.clone());
+            }
+            _ => {}
+        });
+        if let Some(name) = unbound {
+            return Err(bad_input(format!(
+                "symbolic dim `{name}` is not bound by any input or parameter (kernel {} reads it)",
+                kernel.name
+            )));
+        }
     }
     Ok(())
 }

@@ -43,12 +43,24 @@ pub enum CodegenError {
 /// The alignment in bytes of every tensor parameter's base address: kernels assume it, and
 /// the runtime checks it before each launch.
 pub const PARAM_ALIGN: u64 = 16;
+/// The largest divisor a kernel tells the compiler of a dynamic stride or offset: enough for
+/// any vector or TMA load.
+const MAX_KNOWN_DIVISOR: i64 = 1 << 12;
+/// What divides every dim of a kernel's second entry ([`KernelAbi::divisible_entry`]), which a
+/// binding whose dims it divides runs: rows whose stride is a dim are then aligned for vector
+/// and TMA loads, as they are at static shapes (an encoder's attention at 32 x 128 tokens ran
+/// in 0.115 ms against 0.21 ms without it).
+pub const DIM_DIVISOR: i64 = 16;
 
 /// How the host passes arguments to a generated entry, in order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KernelAbi {
     /// The entry's symbol in the cubin.
     pub entry: String,
+    /// For a kernel that reads symbolic dims: the symbol of the same kernel compiled assuming
+    /// [`DIM_DIVISOR`] divides each of them, in the same cubin; a binding whose dims it all
+    /// divides runs this one. One compile serves both, so a new binding compiles nothing.
+    pub divisible_entry: Option<String>,
     /// One device pointer per tensor parameter, in parameter order.
     pub params: usize,
     /// Then the value of each of these symbolic dims, as `i64`.
@@ -135,6 +147,11 @@ struct Translator<'k> {
     kernel: &'k TileKernel,
     values: HashMap<ValueId, Value>,
     consts: HashMap<ValueId, i64>,
+    /// The largest power of two (at most [`MAX_KNOWN_DIVISOR`]) known to divide each index
+    /// value that index arithmetic computes; absent means 1.
+    divisors: HashMap<ValueId, i64>,
+    /// Whether this entry is the twin that assumes [`DIM_DIVISOR`] divides every dim.
+    dims_divisible: bool,
     types: HashMap<ValueId, TileType>,
     views: HashMap<ValueId, View>,
     params: Vec<Value>,
@@ -178,24 +195,58 @@ pub fn generate(kernel: &TileKernel, hints: &KernelHints) -> Result<Generated, C
     generate_entry(Module::new("tir"), kernel, hints, entry_name(&kernel.name))
 }
 
-/// Renames the one entry of a module [`generate`] made.
+/// Renames the entry of a module [`generate`] made (and its twin for divisible dims).
 pub fn rename_entry(generated: &mut Generated, entry: String) {
-    let op = generated.module.functions[0];
-    for (key, value) in &mut generated.module.op_mut(op).attributes {
-        if key == "sym_name" {
-            *value = Attribute::String(entry.clone());
+    let twin = generated
+        .abi
+        .divisible_entry
+        .as_ref()
+        .map(|_| divisible_name(&entry));
+    let names = std::iter::once(entry.clone()).chain(twin.clone());
+    let functions = generated.module.functions.clone();
+    for (op, name) in functions.into_iter().zip(names) {
+        for (key, value) in &mut generated.module.op_mut(op).attributes {
+            if key == "sym_name" {
+                *value = Attribute::String(name.clone());
+            }
         }
     }
     generated.abi.entry = entry;
+    generated.abi.divisible_entry = twin;
 }
 
-/// Adds `kernel` to `module` as an entry named `entry` that carries `hints`; a module of
+/// The symbol of the entry for dims that [`DIM_DIVISOR`] divides.
+fn divisible_name(entry: &str) -> String {
+    format!("{entry}_dims{DIM_DIVISOR}")
+}
+
+/// Adds `kernel` to `module` as an entry named `entry` that carries `hints` and, when the
+/// kernel reads symbolic dims, as its twin for dims that [`DIM_DIVISOR`] divides; a module of
 /// several entries (their names distinct) assembles into one cubin holding each.
 pub fn generate_entry(
     module: Module,
     kernel: &TileKernel,
     hints: &KernelHints,
     entry: String,
+) -> Result<Generated, CodegenError> {
+    let mut generated = add_entry(module, kernel, hints, entry.clone(), false)?;
+    if !generated.abi.dims.is_empty() {
+        let twin = divisible_name(&entry);
+        let with_twin = add_entry(generated.module, kernel, hints, twin.clone(), true)?;
+        generated.module = with_twin.module;
+        generated.abi.divisible_entry = Some(twin);
+    }
+    Ok(generated)
+}
+
+/// Adds one entry of `kernel` to `module`; with `dims_divisible`, its dims are assumed
+/// multiples of [`DIM_DIVISOR`].
+fn add_entry(
+    module: Module,
+    kernel: &TileKernel,
+    hints: &KernelHints,
+    entry: String,
+    dims_divisible: bool,
 ) -> Result<Generated, CodegenError> {
     let dims = body_dims(kernel);
     let persistent = hints.persistent.filter(|_| !kernel.grid.is_empty());
@@ -217,6 +268,8 @@ pub fn generate_entry(
         kernel,
         values: HashMap::new(),
         consts: HashMap::new(),
+        divisors: HashMap::new(),
+        dims_divisible,
         types: HashMap::new(),
         views: HashMap::new(),
         params: args[..n].to_vec(),
@@ -255,6 +308,7 @@ pub fn generate_entry(
         module,
         abi: KernelAbi {
             entry,
+            divisible_entry: None,
             params: n,
             dims,
             grid_extents,
@@ -464,6 +518,43 @@ impl Translator<'_> {
         }
     }
 
+    /// The largest power of two (at most [`MAX_KNOWN_DIVISOR`]) known to divide index `id`:
+    /// 0 is divided by every one, a dim or a program id by 1 only.
+    fn divisor(&self, id: ValueId) -> i64 {
+        match self.consts.get(&id) {
+            Some(0) => MAX_KNOWN_DIVISOR,
+            Some(&c) => (1i64 << c.trailing_zeros().min(62)).min(MAX_KNOWN_DIVISOR),
+            None => self.divisors.get(&id).copied().unwrap_or(1),
+        }
+    }
+
+    /// What divides `a op b` given what divides `a` and `b`: a sum, difference, minimum or
+    /// maximum keeps the smaller power of two, a product multiplies them.
+    fn arith_divisor(&self, op: IndexOp, a: ValueId, b: ValueId) -> i64 {
+        let (x, y) = (self.divisor(a), self.divisor(b));
+        match op {
+            IndexOp::Add | IndexOp::Sub | IndexOp::Min | IndexOp::Max => x.min(y),
+            IndexOp::Mul => x.saturating_mul(y).min(MAX_KNOWN_DIVISOR),
+            IndexOp::Div | IndexOp::Rem => 1,
+        }
+    }
+
+    /// `v` (of type `ty`) with the compiler told that `divisor` divides it, when it is more
+    /// than 1.
+    fn assume_div_by(&mut self, v: Value, divisor: i64) -> Value {
+        if divisor <= 1 {
+            return v;
+        }
+        let ty = self.e.ty(v);
+        let predicate = Attribute::DivBy(DivBy {
+            divisor: divisor as u64,
+            every: None,
+            along: None,
+        });
+        self.e
+            .op1(Opcode::Assume, &[v], vec![("predicate", predicate)], ty)
+    }
+
     fn fold(&self, op: IndexOp, a: ValueId, b: ValueId) -> Option<i64> {
         let (x, y) = (*self.consts.get(&a)?, *self.consts.get(&b)?);
         match op {
@@ -499,6 +590,12 @@ impl Translator<'_> {
                     .dims
                     .get(name)
                     .ok_or_else(|| malformed(format!("dim `{name}` is not an argument")))?;
+                if self.dims_divisible {
+                    if let Some((id, _)) = defs.first() {
+                        self.divisors.insert(*id, DIM_DIVISOR);
+                    }
+                    return one(self.assume_div_by(v, DIM_DIVISOR));
+                }
                 one(v)
             }
             TileOp::Index { value } => {
@@ -513,6 +610,12 @@ impl Translator<'_> {
                 {
                     self.consts.insert(*id, c);
                     return one(self.e.index_const(c));
+                }
+                if let Some((id, _)) = defs.first() {
+                    let divisor = self.arith_divisor(*op, *a, *b);
+                    if divisor > 1 {
+                        self.divisors.insert(*id, divisor);
+                    }
                 }
                 let (a, b) = (self.get(*a)?, self.get(*b)?);
                 one(self.index_arith(*op, a, b))
@@ -675,7 +778,7 @@ impl Translator<'_> {
         param: usize,
         offset: ValueId,
         shape: &[ValueId],
-        strides: &[ValueId],
+        strides_ids: &[ValueId],
     ) -> Res<View> {
         let ptr = self.param_ptr(param)?;
         let dtype = self.kernel.params[param].dtype;
@@ -683,7 +786,12 @@ impl Translator<'_> {
             ptr
         } else {
             let off = self.get(offset)?;
-            self.e.offset(ptr, off)
+            let moved = self.e.offset(ptr, off);
+            // Aligned as far as both the base and the offset's bytes are.
+            let bytes = self
+                .divisor(offset)
+                .saturating_mul(dtype.size_bytes() as i64);
+            self.assume_div_by(moved, bytes.min(PARAM_ALIGN as i64))
         };
         let with_const = |t: &Self, ids: &[ValueId]| -> Res<Vec<(Value, Option<i64>)>> {
             ids.iter()
@@ -691,7 +799,15 @@ impl Translator<'_> {
                 .collect()
         };
         let shape = with_const(self, shape)?;
-        let strides = with_const(self, strides)?;
+        // A dynamic stride with what divides it, so that rows stay as aligned as they are
+        // for vector and TMA loads (a stride of `256·seq` elements is a multiple of 256).
+        let mut strides = with_const(self, strides_ids)?;
+        for ((v, c), id) in strides.iter_mut().zip(strides_ids) {
+            if c.is_none() {
+                let divisor = self.divisor(*id);
+                *v = self.assume_div_by(*v, divisor);
+            }
+        }
         let repeated = shape
             .iter()
             .zip(&strides)

@@ -58,7 +58,12 @@ const GRAPHS: usize = 8;
 #[derive(Clone, Debug, PartialEq)]
 pub(super) enum Launch {
     /// The generated kernel: tile blocks (0: nothing to do) and arguments.
-    Tiles { blocks: u32, args: Vec<u64> },
+    /// `divisible`: the entry for dims that [`crate::codegen::DIM_DIVISOR`] divides.
+    Tiles {
+        blocks: u32,
+        args: Vec<u64>,
+        divisible: bool,
+    },
     /// cuBLASLt on the addresses of its operands.
     Blas {
         shape: MatmulShape,
@@ -131,8 +136,9 @@ pub(super) struct Shaped {
     pub(super) bytes: Vec<usize>,
     /// Arena buffers' offsets.
     offsets: BTreeMap<usize, u64>,
-    /// Per kernel: its tile blocks and the scalar arguments after its pointers.
-    grids: Vec<(u32, Vec<u64>)>,
+    /// Per kernel: its tile blocks, the scalar arguments after its pointers, and whether it
+    /// runs its entry for divisible dims.
+    grids: Vec<(u32, Vec<u64>, bool)>,
 }
 
 /// Where a run's outputs go.
@@ -153,7 +159,8 @@ pub(super) struct Placed {
 /// A program compiled for and loaded on one GPU (see the module doc).
 pub struct CudaExecutable {
     pub(super) program: Program,
-    kernels: Vec<Kernel>,
+    /// Each kernel's entry, and its entry for divisible dims when it has one.
+    kernels: Vec<(Kernel, Option<Kernel>)>,
     abis: Vec<KernelAbi>,
     /// One per kernel, recorded after its launch.
     done: Vec<Event>,
@@ -351,7 +358,11 @@ impl CudaExecutable {
                     l
                 }
             };
-            kernels.push(Kernel::get(&library, &abi.entry)?);
+            let divisible = abi.divisible_entry.as_ref();
+            kernels.push((
+                Kernel::get(&library, &abi.entry)?,
+                divisible.map(|e| Kernel::get(&library, e)).transpose()?,
+            ));
         }
         let done = (0..kernels.len())
             .map(|_| Event::new())
@@ -465,6 +476,7 @@ impl CudaExecutable {
         if self.shaped.as_ref().is_some_and(|s| s.dims == dims) {
             return Ok(());
         }
+        run::check_kernel_dims(&self.program, &dims)?;
         self.reshape(dims)
     }
 
@@ -529,7 +541,13 @@ impl CudaExecutable {
                 Some(per_sm) => blocks.min(i64::from(self.gpu.sms) * i64::from(per_sm)),
                 None => blocks,
             };
-            grids.push((blocks as u32, scalars));
+            // The entry for divisible dims where the binding's dims are.
+            let divisible = abi.divisible_entry.is_some()
+                && abi.dims.iter().all(|d| {
+                    dims.get(d)
+                        .is_some_and(|&n| n % crate::codegen::DIM_DIVISOR as u64 == 0)
+                });
+            grids.push((blocks as u32, scalars, divisible));
         }
         self.graphs.clear();
         self.shaped = Some(Shaped {
@@ -789,6 +807,15 @@ impl CudaExecutable {
         Ok(placed)
     }
 
+    /// Kernel `k`'s entry: for dims that [`crate::codegen::DIM_DIVISOR`] divides, when
+    /// `divisible` (set only where it has one).
+    fn entry(&self, k: usize, divisible: bool) -> &Kernel {
+        match &self.kernels[k] {
+            (_, Some(twin)) if divisible => twin,
+            (whole, _) => whole,
+        }
+    }
+
     /// Every kernel's launch with buffers at `addresses` (auto's choice timed on first use).
     pub(super) fn launches(&mut self, addresses: &[u64]) -> Result<Vec<Launch>, BackendError> {
         let mut launches = Vec::with_capacity(self.kernels.len());
@@ -796,7 +823,7 @@ impl CudaExecutable {
         for k in 0..self.kernels.len() {
             let shaped = self.shaped()?;
             let kernel = &self.program.kernels[k];
-            let (blocks, scalars) = &shaped.grids[k];
+            let (blocks, scalars, divisible) = &shaped.grids[k];
             let mut args: Vec<u64> = kernel.params.iter().map(|p| addresses[p.buffer]).collect();
             if let Some(p) = args.iter().position(|a| a % PARAM_ALIGN != 0) {
                 return Err(kernel_error(
@@ -808,6 +835,7 @@ impl CudaExecutable {
             let tiles = Launch::Tiles {
                 blocks: *blocks,
                 args,
+                divisible: *divisible,
             };
             let launch = match library_launch(kernel, &shaped.dims, addresses) {
                 Some(library) => {
@@ -934,7 +962,11 @@ impl CudaExecutable {
     ) -> Result<(), String> {
         match launch {
             Launch::Tiles { blocks: 0, .. } => Ok(()),
-            Launch::Tiles { blocks, args } => self.kernels[k].launch(*blocks, args, stream.0),
+            Launch::Tiles {
+                blocks,
+                args,
+                divisible,
+            } => self.entry(k, *divisible).launch(*blocks, args, stream.0),
             Launch::Blas { shape, buffers } => self
                 .blas()
                 .and_then(|blas| blas.matmul(*shape, *buffers, stream, lane)),
@@ -1082,8 +1114,12 @@ impl CudaExecutable {
                 let lane = lane % driver::MAX_STREAMS;
                 let node = match &launches[k] {
                     Launch::Tiles { blocks: 0, .. } => Node::Empty,
-                    Launch::Tiles { blocks, args } => Node::Kernel {
-                        kernel: &self.kernels[k],
+                    Launch::Tiles {
+                        blocks,
+                        args,
+                        divisible,
+                    } => Node::Kernel {
+                        kernel: self.entry(k, *divisible),
                         blocks: *blocks,
                         args,
                     },

@@ -49,5 +49,55 @@ cuda_tile.module @tir {
     %55 = store_view_tko weak %52, %54[%13, %14] token = %18 : tile<16x64xf16>, partition_view<tile=(16x64), tensor_view<?x64xf16, strides=[64,1]>>, tile<i64> -> token
     return
   }
+  entry @tir_elementwise_dims16(%56: tile<ptr<f16>>, %57: tile<ptr<f16>>, %58: tile<ptr<f16>>, %59: tile<i64>, %60: tile<i64>, %61: tile<i64>) {
+    %62 = assume div_by<16>, %56 : tile<ptr<f16>>
+    %63 = assume div_by<16>, %57 : tile<ptr<f16>>
+    %64 = assume div_by<16>, %58 : tile<ptr<f16>>
+    %65, %66, %67 = get_tile_block_id : tile<i32>
+    %68 = exti %65 unsigned : tile<i32> -> tile<i64>
+    %69 = divi %68, %61 signed : tile<i64>
+    %70 = remi %68, %61 signed : tile<i64>
+    %71 = assume div_by<16>, %59 : tile<i64>
+    %72 = constant <i64: 64> : tile<i64>
+    %73 = constant <i64: 0> : tile<i64>
+    %74 = constant <i64: 1> : tile<i64>
+    %75 = make_token : token
+    %76 = constant <i64: 0> : tile<i64>
+    %77 = make_tensor_view %62, shape = [%71, 64], strides = [64, 1] : tile<i64> -> tensor_view<?x64xf16, strides=[64,1]>
+    %78 = make_partition_view %77 : partition_view<tile=(16x64), padding_value = zero, tensor_view<?x64xf16, strides=[64,1]>>
+    %79, %80 = load_view_tko weak %78[%69, %70] : partition_view<tile=(16x64), padding_value = zero, tensor_view<?x64xf16, strides=[64,1]>>, tile<i64> -> tile<16x64xf16>, token
+    %81 = constant <i64: 0> : tile<i64>
+    %82 = constant <i64: 64> : tile<i64>
+    %83 = make_tensor_view %63, shape = [1, 64], strides = [64, 1] : tensor_view<1x64xf16, strides=[64,1]>
+    %84 = make_partition_view %83 : partition_view<tile=(1x64), padding_value = zero, tensor_view<1x64xf16, strides=[64,1]>>
+    %85, %86 = load_view_tko weak %84[%81, %70] : partition_view<tile=(1x64), padding_value = zero, tensor_view<1x64xf16, strides=[64,1]>>, tile<i64> -> tile<1x64xf16>, token
+    %87 = broadcast %85 : tile<1x64xf16> -> tile<16x64xf16>
+    %88 = constant <i64: 16> : tile<i64>
+    %89 = muli %69, %88 : tile<i64>
+    %90 = reshape %89 : tile<i64> -> tile<1x1xi64>
+    %91 = broadcast %90 : tile<1x1xi64> -> tile<16x1xi64>
+    %92 = iota : tile<16xi64>
+    %93 = reshape %92 : tile<16xi64> -> tile<16x1xi64>
+    %94 = addi %91, %93 : tile<16x1xi64>
+    %95 = reshape %71 : tile<i64> -> tile<1x1xi64>
+    %96 = broadcast %95 : tile<1x1xi64> -> tile<16x1xi64>
+    %97 = cmpi less_than %94, %96, signed : tile<16x1xi64> -> tile<16x1xi1>
+    %98 = broadcast %97 : tile<16x1xi1> -> tile<16x64xi1>
+    %99 = constant <f16: 0.0> : tile<f16>
+    %100 = reshape %99 : tile<f16> -> tile<1x1xf16>
+    %101 = broadcast %100 : tile<1x1xf16> -> tile<16x64xf16>
+    %102 = select %98, %87, %101 : tile<16x64xi1>, tile<16x64xf16>
+    %103 = addf %79, %102 : tile<16x64xf16>
+    %104 = ftof %103 : tile<16x64xf16> -> tile<16x64xf32>
+    %105 = constant <f32: 0.0> : tile<f32>
+    %106 = reshape %105 : tile<f32> -> tile<1x1xf32>
+    %107 = broadcast %106 : tile<1x1xf32> -> tile<16x64xf32>
+    %108 = maxf %104, %107 propagate_nan : tile<16x64xf32>
+    %109 = ftof %108 : tile<16x64xf32> -> tile<16x64xf16>
+    %110 = make_tensor_view %64, shape = [%71, 64], strides = [64, 1] : tile<i64> -> tensor_view<?x64xf16, strides=[64,1]>
+    %111 = make_partition_view %110 : partition_view<tile=(16x64), tensor_view<?x64xf16, strides=[64,1]>>
+    %112 = store_view_tko weak %109, %111[%69, %70] token = %75 : tile<16x64xf16>, partition_view<tile=(16x64), tensor_view<?x64xf16, strides=[64,1]>>, tile<i64> -> token
+    return
+  }
 }
 

@@ -27,9 +27,10 @@ cuda_tile.module @tir {
     %32, %33 = load_ptr_tko weak %31 : tile<ptr<i64>> -> tile<i64>, token
     %34 = muli %32, %22 : tile<i64>
     %35 = offset %7, %34 : tile<ptr<f16>>, tile<i64> -> tile<ptr<f16>>
-    %36 = make_tensor_view %35, shape = [4, 1, 8], strides = [128, 8, 1] : tensor_view<4x1x8xf16, strides=[128,8,1]>
-    %37 = make_partition_view %36 : partition_view<tile=(4x1x8), tensor_view<4x1x8xf16, strides=[128,8,1]>>
-    %38 = store_view_tko weak %29, %37[%14, %16, %17] token = %25 optimization_hints = #cuda_tile.optimization_hints<default = {allow_tma = false}> : tile<4x1x8xf16>, partition_view<tile=(4x1x8), tensor_view<4x1x8xf16, strides=[128,8,1]>>, tile<i64> -> token
+    %36 = assume div_by<16>, %35 : tile<ptr<f16>>
+    %37 = make_tensor_view %36, shape = [4, 1, 8], strides = [128, 8, 1] : tensor_view<4x1x8xf16, strides=[128,8,1]>
+    %38 = make_partition_view %37 : partition_view<tile=(4x1x8), tensor_view<4x1x8xf16, strides=[128,8,1]>>
+    %39 = store_view_tko weak %29, %38[%14, %16, %17] token = %25 optimization_hints = #cuda_tile.optimization_hints<default = {allow_tma = false}> : tile<4x1x8xf16>, partition_view<tile=(4x1x8), tensor_view<4x1x8xf16, strides=[128,8,1]>>, tile<i64> -> token
     return
   }
 }

@@ -83,5 +83,89 @@ cuda_tile.module @tir {
     %89 = store_view_tko weak %86, %88[%23, %36] token = %45 : tile<128x128xbf16>, partition_view<tile=(128x128), tensor_view<?x192xbf16, strides=[192,1]>>, tile<i64> -> token
     return
   }
+  entry @tir_matmul_dims16(%90: tile<ptr<bf16>>, %91: tile<ptr<bf16>>, %92: tile<ptr<bf16>>, %93: tile<i64>, %94: tile<i64>, %95: tile<i64>) {
+    %96 = assume div_by<16>, %90 : tile<ptr<bf16>>
+    %97 = assume div_by<16>, %91 : tile<ptr<bf16>>
+    %98 = assume div_by<16>, %92 : tile<ptr<bf16>>
+    %99, %100, %101 = get_tile_block_id : tile<i32>
+    %102 = exti %99 unsigned : tile<i32> -> tile<i64>
+    %103 = muli %94, %95 : tile<i64>
+    %104 = remi %102, %103 signed : tile<i64>
+    %105 = constant <i64: 8> : tile<i64>
+    %106 = muli %105, %95 : tile<i64>
+    %107 = divi %104, %106 signed : tile<i64>
+    %108 = muli %107, %105 : tile<i64>
+    %109 = subi %94, %108 : tile<i64>
+    %110 = mini %109, %105 signed : tile<i64>
+    %111 = remi %104, %106 signed : tile<i64>
+    %112 = remi %111, %110 signed : tile<i64>
+    %113 = addi %108, %112 : tile<i64>
+    %114 = divi %111, %110 signed : tile<i64>
+    %115 = muli %94, %95 : tile<i64>
+    %116 = remi %102, %115 signed : tile<i64>
+    %117 = constant <i64: 8> : tile<i64>
+    %118 = muli %117, %95 : tile<i64>
+    %119 = divi %116, %118 signed : tile<i64>
+    %120 = muli %119, %117 : tile<i64>
+    %121 = subi %94, %120 : tile<i64>
+    %122 = mini %121, %117 signed : tile<i64>
+    %123 = remi %116, %118 signed : tile<i64>
+    %124 = remi %123, %122 signed : tile<i64>
+    %125 = addi %120, %124 : tile<i64>
+    %126 = divi %123, %122 signed : tile<i64>
+    %127 = assume div_by<16>, %93 : tile<i64>
+    %128 = constant <i64: 192> : tile<i64>
+    %129 = constant <i64: 0> : tile<i64>
+    %130 = constant <i64: 256> : tile<i64>
+    %131 = constant <i64: 31> : tile<i64>
+    %132 = constant <i64: 32> : tile<i64>
+    %133 = constant <i64: 287> : tile<i64>
+    %134 = constant <i64: 8> : tile<i64>
+    %135 = constant <i64: 1> : tile<i64>
+    %136 = make_token : token
+    %137 = constant <f32: 0.0> : tile<f32>
+    %138 = reshape %137 : tile<f32> -> tile<1x1xf32>
+    %139 = broadcast %138 : tile<1x1xf32> -> tile<128x128xf32>
+    %153 = for %140 in (%129 to %134, step %135) : tile<i64> iter_values(%141 = %139) -> (tile<128x128xf32>) {
+      %142 = constant <i64: 0> : tile<i64>
+      %143 = make_tensor_view %96, shape = [%127, 256], strides = [256, 1] : tile<i64> -> tensor_view<?x256xbf16, strides=[256,1]>
+      %144 = make_partition_view %143 : partition_view<tile=(128x32), padding_value = zero, tensor_view<?x256xbf16, strides=[256,1]>>
+      %145, %146 = load_view_tko weak %144[%113, %140] : partition_view<tile=(128x32), padding_value = zero, tensor_view<?x256xbf16, strides=[256,1]>>, tile<i64> -> tile<128x32xbf16>, token
+      %147 = constant <i64: 0> : tile<i64>
+      %148 = make_tensor_view %97, shape = [256, 192], strides = [192, 1] : tensor_view<256x192xbf16, strides=[192,1]>
+      %149 = make_partition_view %148 : partition_view<tile=(32x128), padding_value = zero, tensor_view<256x192xbf16, strides=[192,1]>>
+      %150, %151 = load_view_tko weak %149[%140, %126] : partition_view<tile=(32x128), padding_value = zero, tensor_view<256x192xbf16, strides=[192,1]>>, tile<i64> -> tile<32x128xbf16>, token
+      %152 = mmaf %145, %150, %141 : tile<128x32xbf16>, tile<32x128xbf16>, tile<128x128xf32>
+      continue %152 : tile<128x128xf32>
+    }
+    %154 = ftof %153 : tile<128x128xf32> -> tile<128x128xbf16>
+    %155 = ftof %154 : tile<128x128xbf16> -> tile<128x128xf32>
+    %156 = constant <f32: 0.7978845834732056> : tile<f32>
+    %157 = reshape %156 : tile<f32> -> tile<1x1xf32>
+    %158 = broadcast %157 : tile<1x1xf32> -> tile<128x128xf32>
+    %159 = constant <f32: 0.044714998453855515> : tile<f32>
+    %160 = reshape %159 : tile<f32> -> tile<1x1xf32>
+    %161 = broadcast %160 : tile<1x1xf32> -> tile<128x128xf32>
+    %162 = mulf %155, %155 : tile<128x128xf32>
+    %163 = mulf %162, %155 : tile<128x128xf32>
+    %164 = mulf %161, %163 : tile<128x128xf32>
+    %165 = addf %155, %164 : tile<128x128xf32>
+    %166 = mulf %158, %165 : tile<128x128xf32>
+    %167 = tanh %166 : tile<128x128xf32>
+    %168 = constant <f32: 1.0> : tile<f32>
+    %169 = reshape %168 : tile<f32> -> tile<1x1xf32>
+    %170 = broadcast %169 : tile<1x1xf32> -> tile<128x128xf32>
+    %171 = constant <f32: 0.5> : tile<f32>
+    %172 = reshape %171 : tile<f32> -> tile<1x1xf32>
+    %173 = broadcast %172 : tile<1x1xf32> -> tile<128x128xf32>
+    %174 = addf %170, %167 : tile<128x128xf32>
+    %175 = mulf %173, %155 : tile<128x128xf32>
+    %176 = mulf %175, %174 : tile<128x128xf32>
+    %177 = ftof %176 : tile<128x128xf32> -> tile<128x128xbf16>
+    %178 = make_tensor_view %98, shape = [%127, 192], strides = [192, 1] : tile<i64> -> tensor_view<?x192xbf16, strides=[192,1]>
+    %179 = make_partition_view %178 : partition_view<tile=(128x128), tensor_view<?x192xbf16, strides=[192,1]>>
+    %180 = store_view_tko weak %177, %179[%113, %126] token = %136 : tile<128x128xbf16>, partition_view<tile=(128x128), tensor_view<?x192xbf16, strides=[192,1]>>, tile<i64> -> token
+    return
+  }
 }
 

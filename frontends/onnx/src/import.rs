@@ -17,7 +17,7 @@ use crate::{NodeErrorKind, OnnxError, UnsupportedNode};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
-use tir_graph::{ConstData, DType, Dim, Graph, GraphBuilder, HostTensor, Shape, Tensor};
+use tir_graph::{ConstData, DType, Dim, DimExpr, Graph, GraphBuilder, HostTensor, Shape, Tensor};
 
 /// How to import.
 #[derive(Clone, Debug)]
@@ -164,8 +164,12 @@ impl State {
         }
     }
 
-    /// A known value as a graph node: a constant when small, else a parameter named `name`.
+    /// A known value as a graph node: a constant when small, else a parameter named `name`; a
+    /// vector of dims as the dims' values.
     fn embed(&mut self, name: &str, k: &Known) -> Result<Tensor, NodeErrorKind> {
+        if let Known::Dims { entries, scalar } = k {
+            return self.dim_values(entries, *scalar);
+        }
         let data = k.to_tensor()?;
         let shape = Shape::of(data.dims());
         if data.numel() == 0 {
@@ -178,6 +182,32 @@ impl State {
         let t = self.b.parameter(name, data.dtype(), shape)?;
         self.weights.push((name.to_string(), data.into_owned()));
         Ok(t)
+    }
+
+    /// The `i64` values of `entries` at run time: a scalar, or a vector of one per entry.
+    fn dim_values(&mut self, entries: &[DimExpr], scalar: bool) -> Result<Tensor, NodeErrorKind> {
+        let values = entries
+            .iter()
+            .map(|e| {
+                let v = match e.as_constant() {
+                    // Shape vectors hold negatives too (a reshape's `-1`).
+                    Some(c) => self.b.scalar(DType::I64, c as f64)?,
+                    None => {
+                        let dim = Dim::from_expr(e.clone()).map_err(|err| {
+                            NodeErrorKind::Unsupported(format!(
+                                "the shape value {e} as a run-time tensor: {err}"
+                            ))
+                        })?;
+                        self.b.dim_value(dim)?
+                    }
+                };
+                Ok(if scalar { v } else { v.unsqueeze(&[0])? })
+            })
+            .collect::<Result<Vec<_>, NodeErrorKind>>()?;
+        match &values[..] {
+            [one] => Ok(one.clone()),
+            many => Ok(self.b.concat(&many.iter().collect::<Vec<_>>(), 0)?),
+        }
     }
 
     /// Value `name` as a value known at import, or why it is not one.

@@ -59,24 +59,29 @@ fn floats(name: &str, dims: &[i64], values: &[f32]) -> TensorProto {
 /// `y = relu(x @ w + b)` with `x: f32[batch, 3]`, `w` and `b` initializers.
 fn linear_relu() -> ModelProto {
     let w: Vec<f32> = (0..6).map(|i| 0.25 * i as f32 - 0.6).collect();
+    opset17(GraphProto {
+        name: Some("linear_relu".into()),
+        node: vec![
+            node("MatMul", &["x", "w"], &["xw"]),
+            node("Add", &["xw", "b"], &["z"]),
+            node("Relu", &["z"], &["y"]),
+        ],
+        initializer: vec![floats("w", &[3, 2], &w), floats("b", &[2], &[0.5, -0.25])],
+        input: vec![value("x", &[-1, 3])],
+        output: vec![value("y", &[-1, 2])],
+        ..Default::default()
+    })
+}
+
+/// `graph` as a model of the default domain at opset 17.
+fn opset17(graph: GraphProto) -> ModelProto {
     ModelProto {
         ir_version: Some(8),
         opset_import: vec![OperatorSetIdProto {
             domain: Some(String::new()),
             version: Some(17),
         }],
-        graph: Some(GraphProto {
-            name: Some("linear_relu".into()),
-            node: vec![
-                node("MatMul", &["x", "w"], &["xw"]),
-                node("Add", &["xw", "b"], &["z"]),
-                node("Relu", &["z"], &["y"]),
-            ],
-            initializer: vec![floats("w", &[3, 2], &w), floats("b", &[2], &[0.5, -0.25])],
-            input: vec![value("x", &[-1, 3])],
-            output: vec![value("y", &[-1, 2])],
-            ..Default::default()
-        }),
+        graph: Some(graph),
         ..Default::default()
     }
 }
@@ -707,4 +712,158 @@ fn fixed_dims_make_the_graph_static_and_unknown_ones_are_named() {
         err,
         "the model has no symbolic dim `sequence` to fix (its symbolic dims: batch, seq)"
     );
+}
+
+/// `model` imported and compiled for the reference backend.
+fn on_ref(model: &ModelProto) -> Box<dyn tir_lower::Executable> {
+    let imported = import(model).unwrap();
+    let backend = backend_ref::RefBackend::default();
+    let compiled =
+        tir_lower::compile_graph(&imported.graph, &backend.target(), &Default::default()).unwrap();
+    backend.compile(&compiled.program).unwrap()
+}
+
+/// Prefix sums along the symbolic batch (every `exclusive`/`reverse` pair) and the batch's
+/// size read at run time (`Shape`, `Gather`, `Cast`, `Mul`), checked at several bindings.
+fn scans_and_sizes_over_a_symbolic_dim() -> ModelProto {
+    let mut nodes = Vec::new();
+    let mut outputs = Vec::new();
+    for (exclusive, reverse) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
+        let name = format!("cumsum_{exclusive}{reverse}");
+        let mut n = node("CumSum", &["x", "zero"], &[&name]);
+        n.attribute.push(int_attr("exclusive", exclusive));
+        n.attribute.push(int_attr("reverse", reverse));
+        nodes.push(n);
+        outputs.push(value(&name, &[-1, 3]));
+    }
+    let mut cast = node("Cast", &["b"], &["bf"]);
+    cast.attribute.push(int_attr("to", DataType::Float as i64));
+    nodes.extend([
+        node("Shape", &["x"], &["s"]),
+        node("Gather", &["s", "zero"], &["b"]),
+        cast,
+        node("Mul", &["x", "bf"], &["scaled"]),
+    ]);
+    outputs.push(value("scaled", &[-1, 3]));
+    let graph = GraphProto {
+        name: Some("scans_and_sizes".into()),
+        node: nodes,
+        initializer: vec![int64s("zero", &[], &[0])],
+        input: vec![value("x", &[-1, 3])],
+        output: outputs,
+        ..Default::default()
+    };
+    opset17(graph)
+}
+
+#[test]
+fn scans_and_sizes_over_a_symbolic_dim_run_at_every_binding() {
+    let mut exe = on_ref(&scans_and_sizes_over_a_symbolic_dim());
+    for batch in [1usize, 2, 5] {
+        let x: Vec<f32> = (0..batch * 3)
+            .map(|i| ((i * 7 + 3) % 11) as f32 * 0.25 - 1.0)
+            .collect();
+        let input = HostTensor::from_slice(&x, &[batch as u64, 3]).unwrap();
+        let out = exe.run(&[("x", TensorRef::Host(&input))]).unwrap();
+        for (exclusive, reverse) in [(false, false), (true, false), (false, true), (true, true)] {
+            let name = format!("cumsum_{}{}", exclusive as u8, reverse as u8);
+            let got = out[&name].as_slice::<f32>().unwrap();
+            for r in 0..batch {
+                for c in 0..3 {
+                    let want: f64 = (0..batch)
+                        .filter(|&i| match (exclusive, reverse) {
+                            (false, false) => i <= r,
+                            (true, false) => i < r,
+                            (false, true) => i >= r,
+                            (true, true) => i > r,
+                        })
+                        .map(|i| f64::from(x[i * 3 + c]))
+                        .sum();
+                    let g = f64::from(got[r * 3 + c]);
+                    assert!(
+                        (g - want).abs() <= 1e-6,
+                        "{name}[{r}, {c}] at batch {batch}: {g} against {want}"
+                    );
+                }
+            }
+        }
+        let scaled = out["scaled"].as_slice::<f32>().unwrap();
+        for (i, (&got, &x)) in scaled.iter().zip(&x).enumerate() {
+            assert_eq!(got, x * batch as f32, "scaled[{i}] at batch {batch}");
+        }
+    }
+}
+
+/// Slices of the symbolic batch that a range cannot express: the last row, the last two rows,
+/// every row backwards and every other row backwards from the second to last.
+fn slices_from_the_end_of_a_symbolic_dim() -> ModelProto {
+    let cases: [(&str, i64, i64, i64); 4] = [
+        ("last", -1, i64::MAX, 1),
+        ("last_two", -2, i64::MAX, 1),
+        ("reversed", -1, i64::MIN, -1),
+        ("every_other_back", -2, i64::MIN, -2),
+    ];
+    let mut nodes = Vec::new();
+    let mut initializer = vec![int64s("axis0", &[1], &[0])];
+    let mut output = Vec::new();
+    for (name, start, end, step) in cases {
+        let bounds = [("start", start), ("end", end), ("step", step)];
+        for (what, v) in bounds {
+            initializer.push(int64s(&format!("{name}_{what}"), &[1], &[v]));
+        }
+        let inputs = [
+            "x".to_string(),
+            format!("{name}_start"),
+            format!("{name}_end"),
+            "axis0".to_string(),
+            format!("{name}_step"),
+        ];
+        let inputs: Vec<&str> = inputs.iter().map(String::as_str).collect();
+        nodes.push(node("Slice", &inputs, &[name]));
+        let mut y = value(name, &[-1, 3]);
+        if let Some(type_proto::Value::TensorType(t)) =
+            y.r#type.as_mut().and_then(|t| t.value.as_mut())
+        {
+            t.shape = None;
+        }
+        output.push(y);
+    }
+    opset17(GraphProto {
+        name: Some("slices_from_the_end".into()),
+        node: nodes,
+        initializer,
+        input: vec![value("x", &[-1, 3])],
+        output,
+        ..Default::default()
+    })
+}
+
+#[test]
+fn slices_from_the_end_of_a_symbolic_dim_run_at_every_binding() {
+    let mut exe = on_ref(&slices_from_the_end_of_a_symbolic_dim());
+    for batch in [1usize, 2, 5] {
+        let x: Vec<f32> = (0..batch * 3).map(|i| i as f32 * 0.5 - 2.0).collect();
+        let input = HostTensor::from_slice(&x, &[batch as u64, 3]).unwrap();
+        let out = exe.run(&[("x", TensorRef::Host(&input))]).unwrap();
+        let n = batch as i64;
+        let rows = |v: Vec<i64>| -> Vec<f32> {
+            v.into_iter()
+                .flat_map(|r| x[r as usize * 3..r as usize * 3 + 3].to_vec())
+                .collect()
+        };
+        let want = [
+            ("last", rows(vec![n - 1])),
+            ("last_two", rows(((n - 2).max(0)..n).collect())),
+            ("reversed", rows((0..n).rev().collect())),
+            (
+                "every_other_back",
+                rows((0..=(n - 2)).rev().step_by(2).collect()),
+            ),
+        ];
+        for (name, want) in want {
+            let got = out[name].as_slice::<f32>().unwrap();
+            assert_eq!(got, want.as_slice(), "{name} at batch {batch}");
+            assert_eq!(out[name].dims()[1], 3, "{name} at batch {batch}");
+        }
+    }
 }

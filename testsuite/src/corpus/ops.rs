@@ -793,15 +793,24 @@ fn layout_ops(c: &mut Corpus) -> Result<()> {
 }
 
 /// Shapes whose dims are expressions over the bound symbols (`n*s`, `s + 3`, `floor(s / 2) + 1`,
-/// `s + 1` of an iota), bound so that some tiles are partial and one binding makes a dim 1.
+/// `s + 1` of an iota), bound so that some tiles are partial and one binding makes a dim 1, and
+/// the values of such dims read at run time.
 fn expression_dims(c: &mut Corpus) -> Result<()> {
     type Build = fn(&GraphBuilder, DType) -> Result<Tensor>;
-    let cases: [(&str, u64, Build); 5] = [
+    let cases: [(&str, u64, Build); 6] = [
         ("iota_positions", 1, |g, d| {
             // Positions 0..s + 1 as a row added to every batch row (an exported `Range`).
             let x = g.input("x", d, shape!["n", "s + 1"])?;
             let positions = g.iota("s + 1".into())?.cast(d)?;
             &x + &positions
+        }),
+        ("dim_values", 1, |g, d| {
+            // Each row scaled by its length and shifted by the element count, as exported
+            // index arithmetic reads sizes (`x * (s + 1) + n*s`).
+            let x = g.input("x", d, shape!["n", "s + 1"])?;
+            let len = g.dim_value("s + 1".into())?.cast(d)?;
+            let count = g.dim_value("n*s".into())?.cast(d)?;
+            &(&x * &len)? + &count
         }),
         ("flatten_rows", 1, |g, d| {
             let x = g.input("x", d, shape!["n", "s", 24])?;

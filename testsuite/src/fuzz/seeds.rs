@@ -258,6 +258,7 @@ fn package_seeds() -> Result<Vec<Seed>, String> {
             .iter()
             .map(|k| KernelAbi {
                 entry: k.name.clone(),
+                divisible_entry: None,
                 params: k.params.len(),
                 dims: vec![],
                 grid_extents: false,

@@ -242,6 +242,10 @@ impl KernelLowering<'_> {
             Op::Gather { axis } => self.gather(node, axis, &operands, ix, space),
             Op::StateAssign => self.value(operands[1], ix, space),
             Op::Iota { .. } => Ok(self.b.materialize(&ix[0], space)),
+            Op::DimValue { dim } => {
+                let value = self.b.dim(&dim);
+                Ok(self.b.splat(value, space))
+            }
             Op::StateWriteSlice { axis, start } => self.write_slice(node, axis, start, ix, space),
             Op::MatMul => Err(self.unsupported("a matmul outside a matmul kernel".into())),
             other => Err(self.unsupported(format!(

@@ -19,12 +19,22 @@ enum Role {
     StateUpdate,
 }
 
+/// Whether `op` computes each element from the same element of its operands (broadcast): the
+/// ops whose absorption into a kernel of their users never costs more than it saves.
+pub(super) fn is_elementwise(op: &Op) -> bool {
+    role(op) == Role::Elementwise
+}
+
 fn role(op: &Op) -> Role {
     match op {
-        // An iota is computed from the coordinates alone: an elementwise op of no operands.
-        Op::Unary(_) | Op::Cast { .. } | Op::Binary(_) | Op::Select | Op::Iota { .. } => {
-            Role::Elementwise
-        }
+        // An iota is computed from the coordinates alone and a dim value from the launch's dims:
+        // elementwise ops of no operands.
+        Op::Unary(_)
+        | Op::Cast { .. }
+        | Op::Binary(_)
+        | Op::Select
+        | Op::Iota { .. }
+        | Op::DimValue { .. } => Role::Elementwise,
         Op::Reshape { .. } | Op::Permute { .. } | Op::Squeeze { .. } | Op::Unsqueeze { .. } => {
             Role::Bijective
         }

@@ -179,10 +179,16 @@ impl Search<'_> {
     }
 
     /// The kernels `candidate` grows into by absorbing one producer; an attention kernel
-    /// grows into one only ([`Search::grow_attention`]).
+    /// grows into one only ([`Search::grow_attention`]), and a kernel that can absorb
+    /// elementwise producers without changing its kind into one only, with all of them
+    /// ([`Search::absorb_elementwise`]).
     fn grow(&self, candidate: &Candidate) -> Vec<Candidate> {
-        if self.kind(&candidate.members, candidate.root) == Some(KernelKind::Attention) {
+        let kind = self.kind(&candidate.members, candidate.root);
+        if kind == Some(KernelKind::Attention) {
             return self.grow_attention(candidate).into_iter().collect();
+        }
+        if let Some(whole) = self.absorb_elementwise(candidate, kind) {
+            return vec![whole];
         }
         self.absorbable(candidate)
             .into_iter()
@@ -210,6 +216,45 @@ impl Search<'_> {
                 let mut members = whole.members.clone();
                 members.insert(p);
                 if self.kind(&members, whole.root) == Some(KernelKind::Attention) {
+                    whole.members = members;
+                }
+            }
+            if whole.members.len() == before {
+                break;
+            }
+        }
+        (whole.members.len() > candidate.members.len()).then_some(whole)
+    }
+
+    /// `candidate` with every elementwise producer it can absorb keeping its kind `kind`
+    /// absorbed, one at a time to a fixed point, or `None` when it absorbs none. Such a producer
+    /// has no user outside, so absorbing it saves its write and read and recomputes nothing:
+    /// the cheapest kernels contain all of them, and growing by each subset of an elementwise
+    /// tree (exponentially many: the mask computations of an exported decoder ran out of
+    /// fusion's time, and what a time bound cut off differed from run to run) finds nothing
+    /// better. Products, convolutions and attention choose their operand prologues by search.
+    fn absorb_elementwise(
+        &self,
+        candidate: &Candidate,
+        kind: Option<KernelKind>,
+    ) -> Option<Candidate> {
+        use KernelKind::*;
+        if !matches!(
+            kind,
+            Some(Elementwise | RowReduction | Gather | Layout | StateUpdate)
+        ) {
+            return None;
+        }
+        let mut whole = candidate.clone();
+        loop {
+            let before = whole.members.len();
+            for p in self.absorbable(&whole) {
+                if !kinds::is_elementwise(&self.graph.node(p).op) {
+                    continue;
+                }
+                let mut members = whole.members.clone();
+                members.insert(p);
+                if self.kind(&members, whole.root) == kind {
                     whole.members = members;
                 }
             }

@@ -1,8 +1,8 @@
 //! Scans and index contractions: `CumSum`, `Round` and `Einsum`, each composed from tir's
 //! elementwise, layout, reduction and matmul ops.
 //!
-//! Takes: `CumSum` of a numeric tensor along an axis known at import whose length is static
-//! (`exclusive`, `reverse`); `Round` of a float tensor; `Einsum` of any number of numeric operands
+//! Takes: `CumSum` of a numeric tensor along an axis known at import (`exclusive`, `reverse`;
+//! a log-step scan over a static length, a masked sum over a symbolic one); `Round` of a float tensor; `Einsum` of any number of numeric operands
 //! of one dtype, with explicit or implicit output, `...` broadcasting, size-1 broadcasting of a
 //! label, and repeated labels in one operand (diagonals) of a static size. Guarantees: integer
 //! results exact; `Round` exact (half to even, `-0`, NaN and infinities kept); float sums in
@@ -33,13 +33,11 @@ pub(super) fn cumsum(cx: &mut Cx) -> Res<Vec<Value>> {
     }
     let rank = x.rank();
     let a = axis(a, rank)?;
-    let Some(n) = x.shape().dims()[a].as_static() else {
-        return Err(unsupported(format!(
-            "CumSum over the symbolic axis {a} of {}",
-            x.ty()
-        )));
-    };
     let work = cast_to(&x, compute_dtype(x.dtype()))?;
+    let Some(n) = x.shape().dims()[a].as_static() else {
+        let y = masked_prefix_sums(&work, a, exclusive, reverse)?;
+        return Ok(vec![cast_to(&y, x.dtype())?.into()]);
+    };
     let b = cx.b();
     // `t` moved `d` places along the scan's direction, zeros shifted in.
     let shift = |t: &Tensor, d: u64| -> Res<Tensor> {
@@ -63,6 +61,53 @@ pub(super) fn cumsum(cx: &mut Cx) -> Res<Vec<Value>> {
         d *= 2;
     }
     Ok(vec![cast_to(&y, x.dtype())?.into()])
+}
+
+/// Prefix sums along an axis of symbolic length, where the number of scan steps is not known at
+/// import: `y[j]` is the sum over `i` of `x[i]` where `i <= j` (`<` when `exclusive`, `>=` or
+/// `>` when `reverse`), as a selection from `x` spread over a new axis `j` and a sum over `i`,
+/// innermost, so that fusion makes it one row reduction that never stores the square.
+/// Unselected elements are 0 by selection, never by a product, so NaN and infinities stay where
+/// they are.
+fn masked_prefix_sums(x: &Tensor, a: usize, exclusive: bool, reverse: bool) -> Res<Tensor> {
+    let rank = x.rank();
+    let last = rank - 1;
+    // The scanned axis moved last, and back at the end.
+    let mut perm: Vec<usize> = (0..rank).filter(|&d| d != a).collect();
+    perm.push(a);
+    let moved = if a == last {
+        x.clone()
+    } else {
+        x.permute(&perm)?
+    };
+    let len = x.shape().dims()[a].clone();
+    let b = x.builder();
+    let along = |at: usize| -> Res<Tensor> {
+        let mut dims = vec![Dim::Static(1); rank + 1];
+        dims[at] = len.clone();
+        let shape = Shape::new(dims).map_err(|e| unsupported(e.to_string()))?;
+        Ok(b.iota(len.clone())?.reshape_to(&shape)?)
+    };
+    // Dims [.., j, i].
+    let (j, i) = (along(last)?, along(rank)?);
+    let keep = match (exclusive, reverse) {
+        (false, false) => i.le(&j)?,
+        (true, false) => i.lt(&j)?,
+        (false, true) => i.ge(&j)?,
+        (true, true) => i.gt(&j)?,
+    };
+    let zero = b.scalar(x.dtype(), 0.0)?;
+    let sums = keep
+        .select(&moved.unsqueeze(&[last])?, &zero)?
+        .sum(&[rank], false)?;
+    if a == last {
+        return Ok(sums);
+    }
+    let mut back = vec![0; rank];
+    for (to, &from) in perm.iter().enumerate() {
+        back[from] = to;
+    }
+    Ok(sums.permute(&back)?)
 }
 
 /// Round half to even on the magnitude: `f = floor(|x|)` and `r = |x| - f` are exact, so the

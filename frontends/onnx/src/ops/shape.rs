@@ -336,12 +336,15 @@ enum AxisSlice {
     Range(SliceRange),
     /// The positions a negative step visits, in order (at least one).
     Descending(Vec<u64>),
+    /// On a symbolic axis, where a range cannot say it (a start counted from the end, a
+    /// symbolic start, a negative step): `count` positions `first + i * step`.
+    Strided { first: Dim, count: Dim, step: i64 },
 }
 
 impl AxisSlice {
     /// The positions taken of an axis of `len`.
-    fn positions(&self, len: u64) -> Vec<u64> {
-        match self {
+    fn positions(&self, len: u64) -> Res<Vec<u64>> {
+        Ok(match self {
             AxisSlice::Range(r) => (r.start
                 ..r.stop
                     .as_ref()
@@ -351,7 +354,20 @@ impl AxisSlice {
                 .step_by(r.step as usize)
                 .collect(),
             AxisSlice::Descending(p) => p.clone(),
-        }
+            AxisSlice::Strided { .. } => {
+                return Err(unsupported("Slice of a shape vector at symbolic positions"))
+            }
+        })
+    }
+
+    /// `x` sliced along `axis` by a [`AxisSlice::Strided`]: a gather at the positions.
+    fn gather_strided(x: &Tensor, axis: usize, first: &Dim, count: &Dim, step: i64) -> Res<Tensor> {
+        let b = x.builder();
+        let positions = b
+            .iota(count.clone())?
+            .mul_scalar(step as f64)?
+            .add(&b.dim_value(first.clone())?)?;
+        Ok(x.gather(&positions, axis)?)
     }
 }
 
@@ -362,12 +378,10 @@ fn axis_slice(start: i64, end: i64, step: i64, d: &Dim) -> Res<AxisSlice> {
         return Err(invalid("Slice with step 0"));
     }
     if step > 0 {
-        return slice_range(start, end, step, d).map(AxisSlice::Range);
+        return slice_range(start, end, step, d);
     }
     let Dim::Static(n) = d else {
-        return Err(unsupported(format!(
-            "Slice with step {step} of symbolic dim `{d}`"
-        )));
+        return symbolic_range(&DimExpr::constant(start), &DimExpr::constant(end), step, d);
     };
     let n = *n as i64;
     let resolve = |v: i64| if v < 0 { v.saturating_add(n) } else { v };
@@ -401,35 +415,33 @@ fn axis_slice(start: i64, end: i64, step: i64, d: &Dim) -> Res<AxisSlice> {
 }
 
 /// The range of one axis of size `d` that ONNX's Slice takes (`start`, `end` clamped; step > 0).
-fn slice_range(start: i64, end: i64, step: i64, d: &Dim) -> Res<SliceRange> {
+fn slice_range(start: i64, end: i64, step: i64, d: &Dim) -> Res<AxisSlice> {
     let Dim::Static(n) = d else {
         return symbolic_range(&DimExpr::constant(start), &DimExpr::constant(end), step, d);
     };
     let n = *n as i64;
     let clamp = |v: i64| (if v < 0 { v.saturating_add(n) } else { v }).clamp(0, n);
     let (s, e) = (clamp(start), clamp(end));
-    Ok(SliceRange::new(s as u64, e.max(s) as u64, step as u64))
+    Ok(AxisSlice::Range(SliceRange::new(
+        s as u64,
+        e.max(s) as u64,
+        step as u64,
+    )))
 }
 
-/// The range of one axis of non-static size `d` (or with a symbolic `start` or `end`): a
-/// constant start, a positive step; an end past the axis clamped to it (`min(end, d)`), a
-/// negative one counted from the end, a symbolic one taken as it is, with the run checking it
-/// is within the axis (as the exporter's model assumes: a table of positions sliced to the
-/// sequence's length).
-fn symbolic_range(start: &Entry, end: &Entry, step: i64, d: &Dim) -> Res<SliceRange> {
-    let what = || format!("Slice from {start} to {end} (step {step}) of an axis of size {d}");
-    let start = match start.as_constant() {
-        Some(s) if s >= 0 => s as u64,
-        _ => {
-            return Err(unsupported(format!(
-                "{}: a start that is not a constant ≥ 0",
-                what()
-            )))
-        }
-    };
-    if step < 1 {
-        return Err(unsupported(format!("{}: a negative step", what())));
+/// What one axis of non-static size `d` (or with a symbolic `start` or `end`) takes. With a
+/// constant start ≥ 0 and a positive step, a range: an end past the axis clamped to it
+/// (`min(end, d)`), a negative one counted from the end, a symbolic one taken as it is, with the
+/// run checking it is within the axis (as the exporter's model assumes: a table of positions
+/// sliced to the sequence's length). Otherwise ([`strided`]) the positions, gathered.
+fn symbolic_range(start: &Entry, end: &Entry, step: i64, d: &Dim) -> Res<AxisSlice> {
+    if step == 0 {
+        return Err(invalid("Slice with step 0"));
     }
+    let start = match start.as_constant() {
+        Some(s) if s >= 0 && step > 0 => s as u64,
+        _ => return strided(start, end, step, d),
+    };
     let stop = match end.as_constant() {
         Some(e) if e >= i64::from(i32::MAX) => None,
         Some(e) if e < 0 => Some(d.offset(e).map_err(|e| invalid(e.to_string()))?),
@@ -443,10 +455,62 @@ fn symbolic_range(start: &Entry, end: &Entry, step: i64, d: &Dim) -> Res<SliceRa
         None if end == &d.to_expr() => None,
         None => Some(entry_dim(end)?),
     };
-    Ok(SliceRange {
+    Ok(AxisSlice::Range(SliceRange {
         start,
         stop,
         step: step as u64,
+    }))
+}
+
+/// ONNX's Slice of an axis of symbolic size `d` as positions `first + i * step`, `i` below
+/// `count`, all expressions of the dims: a negative constant `start` or `end` counts from the
+/// end; with a positive step both are clamped to `[0, d]`, with a negative one `start` to at most
+/// `d - 1` and `end` to `[-1, d - 1]` (a constant end at or below `-d - 1` runs through
+/// position 0). A symbolic bound is taken as the position it names.
+fn strided(start: &Entry, end: &Entry, step: i64, d: &Dim) -> Res<AxisSlice> {
+    let fail = |e: tir_graph::DimError| invalid(e.to_string());
+    let n = d.to_expr();
+    let resolve = |v: &Entry| -> Res<DimExpr> {
+        match v.as_constant() {
+            // Far past either end: the clamps below bring it back.
+            Some(c) if c >= i64::from(i32::MAX) => Ok(n.clone()),
+            Some(c) if c <= -i64::from(i32::MAX) => Ok(DimExpr::constant(-1)),
+            Some(c) if c < 0 => n.add(&DimExpr::constant(c)).map_err(fail),
+            _ => Ok(v.clone()),
+        }
+    };
+    let clamp = |v: DimExpr, lo: i64, hi: &DimExpr| -> Res<DimExpr> {
+        let v = DimExpr::max(&[v, DimExpr::constant(lo)]).map_err(fail)?;
+        DimExpr::min(&[v, hi.clone()]).map_err(fail)
+    };
+    let last = n.add(&DimExpr::constant(-1)).map_err(fail)?;
+    let (first, span) = if step > 0 {
+        let (s, e) = (clamp(resolve(start)?, 0, &n)?, clamp(resolve(end)?, 0, &n)?);
+        let span = e.sub(&s).map_err(fail)?;
+        (s, span)
+    } else {
+        // A start before position 0 takes nothing, as NumPy and ONNX's reference have it (the
+        // spec would clamp it to 0; the static case refuses the disagreement, which a symbolic
+        // size can only meet at run time).
+        let s = DimExpr::min(&[resolve(start)?, last.clone()]).map_err(fail)?;
+        let e = clamp(resolve(end)?, -1, &last)?;
+        let span = s.sub(&e).map_err(fail)?;
+        (
+            DimExpr::max(&[s, DimExpr::constant(0)]).map_err(fail)?,
+            span,
+        )
+    };
+    let count = span
+        .ceil_div(&DimExpr::constant(step.abs()))
+        .map_err(fail)?;
+    let count = DimExpr::max(&[count, DimExpr::constant(0)]).map_err(fail)?;
+    let as_dim = |e: DimExpr| {
+        Dim::from_expr(e).map_err(|e| unsupported(format!("Slice of an axis of size {d}: {e}")))
+    };
+    Ok(AxisSlice::Strided {
+        first: as_dim(first)?,
+        count: as_dim(count)?,
+        step,
     })
 }
 
@@ -495,7 +559,7 @@ pub(super) fn slice(cx: &mut Cx) -> Res<Vec<Value>> {
             _ => return Err(unsupported("Slice of a symbolic shape vector")),
         };
         let picked = taken
-            .positions(len)
+            .positions(len)?
             .into_iter()
             .map(|p| e[p as usize].clone())
             .collect();
@@ -504,7 +568,7 @@ pub(super) fn slice(cx: &mut Cx) -> Res<Vec<Value>> {
     let x = cx.tensor(0)?;
     let dims = x.shape().dims().to_vec();
     let mut ranges = vec![SliceRange::FULL; dims.len()];
-    let mut descending = Vec::new();
+    let mut gathered = Vec::new();
     let mut seen = vec![false; dims.len()];
     for i in 0..count {
         let a = axis(list[i], dims.len())?;
@@ -513,23 +577,31 @@ pub(super) fn slice(cx: &mut Cx) -> Res<Vec<Value>> {
         }
         let range = match (starts[i].as_constant(), ends[i].as_constant()) {
             (Some(s), Some(e)) => axis_slice(s, e, steps[i], &dims[a])?,
-            _ => AxisSlice::Range(symbolic_range(&starts[i], &ends[i], steps[i], &dims[a])?),
+            _ => symbolic_range(&starts[i], &ends[i], steps[i], &dims[a])?,
         };
         match range {
             AxisSlice::Range(r) => ranges[a] = r,
-            AxisSlice::Descending(p) => descending.push((a, p)),
+            other => gathered.push((a, other)),
         }
     }
     let whole = ranges.iter().all(|r| *r == SliceRange::FULL);
-    let mut y = if whole && !descending.is_empty() {
+    let mut y = if whole && !gathered.is_empty() {
         x
     } else {
         x.slice(&ranges)?
     };
-    // A negative step gathers the positions it visits (its axis is whole in `y`).
-    for (a, positions) in descending {
-        let values = positions.into_iter().map(|p| p as i64).collect();
-        y = y.gather(&index_table(&y, values, "Slice with a negative step")?, a)?;
+    // A negative step or a strided slice gathers its positions (its axis is whole in `y`).
+    for (a, taken) in gathered {
+        y = match taken {
+            AxisSlice::Descending(positions) => {
+                let values = positions.into_iter().map(|p| p as i64).collect();
+                y.gather(&index_table(&y, values, "Slice with a negative step")?, a)?
+            }
+            AxisSlice::Strided { first, count, step } => {
+                AxisSlice::gather_strided(&y, a, &first, &count, step)?
+            }
+            AxisSlice::Range(_) => unreachable!("ranges are sliced above"),
+        };
     }
     Ok(vec![y.into()])
 }
@@ -639,10 +711,10 @@ pub(super) fn gather(cx: &mut Cx) -> Res<Vec<Value>> {
     }
     let x = cx.tensor(0)?;
     let a = axis(a, x.rank())?;
-    let size = x.shape().dims()[a].as_static();
+    let size = x.shape().dims()[a].clone();
     let indices = match cx.st.value(&cx.input_name(1).unwrap_or_default()) {
-        Some(Value::Known(Known::Data(_))) => known_indices(cx, size)?,
-        _ => runtime_indices(cx.tensor(1)?, size)?,
+        Some(Value::Known(Known::Data(_))) => known_indices(cx, size.as_static())?,
+        _ => runtime_indices(cx.tensor(1)?, &size)?,
     };
     Ok(vec![x.gather(&indices, a)?.into()])
 }
@@ -658,49 +730,49 @@ pub(super) fn gather_elements(cx: &mut Cx) -> Res<Vec<Value>> {
 /// replaced by `index[p]` (negative counts from the end). Off the axis, `index`'s dims are at
 /// most `x`'s. Lowered as one gather from `x` flattened, at linear positions computed from the
 /// index, so the work is one read per output; an index out of range is out of range for that
-/// gather too (never wrapped into another row).
+/// gather too (never wrapped into another row). Symbolic dims enter the positions as their
+/// run-time values.
 pub(super) fn take_along(x: &Tensor, index: &Tensor, axis: usize) -> Res<Tensor> {
-    // The data static; the indices too, except along `axis` (no coordinate is built there).
-    let idims: Option<Vec<u64>> = index
-        .shape()
-        .dims()
-        .iter()
-        .enumerate()
-        .map(|(i, d)| {
-            if i == axis {
-                Some(d.as_static().unwrap_or(1))
-            } else {
-                d.as_static()
-            }
-        })
-        .collect();
-    let (Some(dims), Some(idims)) = (x.shape().static_dims(), idims) else {
-        return Err(unsupported(format!(
-            "GatherElements over symbolic dims ({} by {})",
-            x.ty(),
-            index.ty()
-        )));
-    };
-    let fits =
-        idims.len() == dims.len() && (0..dims.len()).all(|i| i == axis || idims[i] <= dims[i]);
-    if !fits || !index.dtype().is_int() {
+    let (shape, ishape) = (x.shape(), index.shape());
+    let (dims, idims) = (shape.dims(), ishape.dims());
+    if idims.len() != dims.len() || !index.dtype().is_int() {
         return Err(invalid(format!(
             "indices {} do not fit data {} off axis {axis}",
             index.ty(),
             x.ty()
         )));
     }
-    let strides = row_major_strides(&dims);
-    let idx = runtime_indices(index.cast(DType::I64)?, Some(dims[axis]))?;
-    let mut linear = idx.mul_scalar(strides[axis] as f64)?;
-    for (i, (&len, &stride)) in idims.iter().zip(&strides).enumerate() {
-        if i == axis || len == 1 {
+    for i in (0..dims.len()).filter(|&i| i != axis) {
+        match (idims[i].as_static(), dims[i].as_static()) {
+            (Some(a), Some(b)) if a > b => {
+                return Err(invalid(format!(
+                    "indices {} do not fit data {} off axis {axis}",
+                    index.ty(),
+                    x.ty()
+                )))
+            }
+            (Some(_), Some(_)) => {}
+            _ if idims[i] == dims[i] => {}
+            _ => {
+                return Err(unsupported(format!(
+                    "GatherElements of indices {} into data {}: dim {i} of the indices is not known to fit the data's",
+                    index.ty(),
+                    x.ty()
+                )))
+            }
+        }
+    }
+    let strides = row_major_strides(dims)?;
+    let idx = runtime_indices(index.cast(DType::I64)?, &dims[axis])?;
+    let mut linear = scaled(&idx, &strides[axis])?;
+    for (i, (len, stride)) in idims.iter().zip(&strides).enumerate() {
+        if i == axis || len.as_static() == Some(1) {
             continue;
         }
-        linear = linear.add(&coordinate(x, len, i, idims.len())?.mul_scalar(stride as f64)?)?;
+        linear = linear.add(&scaled(&coordinate(x, len, i, idims.len())?, stride)?)?;
     }
-    let linear = out_of_range_to(&idx, dims[axis], &linear)?;
-    let flat = x.reshape_to(&Shape::of(&[dims.iter().product()]))?;
+    let linear = out_of_range_to(&idx, &dims[axis], &linear)?;
+    let flat = x.reshape_to(&shape_of(vec![product(dims)?])?)?;
     Ok(flat.gather(&linear, 0)?)
 }
 
@@ -723,13 +795,8 @@ pub(super) fn gather_nd(cx: &mut Cx) -> Res<Vec<Value>> {
 /// Lowered like [`take_along`]: `x` as `[B·D1···Dm, T..]`, one gather at the linear position of
 /// each tuple; a tuple with an entry out of range reads out of range (never another slice).
 fn take_nd(x: &Tensor, index: &Tensor, batch: i64) -> Res<Tensor> {
-    let (Some(dims), Some(idims)) = (x.shape().static_dims(), index.shape().static_dims()) else {
-        return Err(unsupported(format!(
-            "GatherND over symbolic dims ({} by {})",
-            x.ty(),
-            index.ty()
-        )));
-    };
+    let (shape, ishape) = (x.shape(), index.shape());
+    let (dims, idims) = (shape.dims(), ishape.dims());
     let (r, q) = (dims.len(), idims.len());
     let b = usize::try_from(batch)
         .ok()
@@ -741,7 +808,13 @@ fn take_nd(x: &Tensor, index: &Tensor, batch: i64) -> Res<Tensor> {
                 index.ty()
             ))
         })?;
-    let m = idims[q - 1] as usize;
+    let Some(m) = idims[q - 1].as_static() else {
+        return Err(unsupported(format!(
+            "GatherND with tuples of a symbolic length ({})",
+            index.ty()
+        )));
+    };
+    let m = m as usize;
     if b + m > r || idims[..b] != dims[..b] || !index.dtype().is_int() {
         return Err(invalid(format!(
             "indices {} do not index data {} past {b} batch dims",
@@ -750,7 +823,7 @@ fn take_nd(x: &Tensor, index: &Tensor, batch: i64) -> Res<Tensor> {
         )));
     }
     let lead = &idims[..q - 1];
-    let strides = row_major_strides(&dims[..b + m]);
+    let strides = row_major_strides(&dims[..b + m])?;
     let idx = index.cast(DType::I64)?;
     let mut linear: Option<Tensor> = None;
     let mut add = |t: Tensor| -> Res<()> {
@@ -761,19 +834,22 @@ fn take_nd(x: &Tensor, index: &Tensor, batch: i64) -> Res<Tensor> {
         Ok(())
     };
     for i in 0..b {
-        add(coordinate(x, dims[i], i, lead.len())?.mul_scalar(strides[i] as f64)?)?;
+        add(scaled(
+            &coordinate(x, &dims[i], i, lead.len())?,
+            &strides[i],
+        )?)?;
     }
     let mut tuple = Vec::with_capacity(m);
     for j in 0..m {
-        let n = dims[b + j];
+        let n = &dims[b + j];
         let entry = idx
             .slice_axis(q - 1, j as u64, j as u64 + 1)?
             .squeeze(&[q - 1])?;
-        let entry = runtime_indices(entry, Some(n))?;
-        add(entry.mul_scalar(strides[b + j] as f64)?)?;
+        let entry = runtime_indices(entry, n)?;
+        add(scaled(&entry, &strides[b + j])?)?;
         tuple.push((entry, n));
     }
-    let lead_shape = Shape::of(lead);
+    let lead_shape = shape_of(lead.to_vec())?;
     let mut linear = match linear {
         Some(l) if l.shape() == lead_shape => l,
         Some(l) => l.broadcast_to(&lead_shape)?,
@@ -783,36 +859,56 @@ fn take_nd(x: &Tensor, index: &Tensor, batch: i64) -> Res<Tensor> {
             .broadcast_to(&lead_shape)?,
     };
     for (entry, n) in &tuple {
-        linear = out_of_range_to(entry, *n, &linear)?;
+        linear = out_of_range_to(entry, n, &linear)?;
     }
-    let mut slices = vec![dims[..b + m].iter().product()];
+    let mut slices = vec![product(&dims[..b + m])?];
     slices.extend_from_slice(&dims[b + m..]);
-    Ok(x.reshape_to(&Shape::of(&slices))?.gather(&linear, 0)?)
+    Ok(x.reshape_to(&shape_of(slices)?)?.gather(&linear, 0)?)
+}
+
+/// `dims` as a shape; an expression tir cannot keep is refused.
+fn shape_of(dims: Vec<Dim>) -> Res<Shape> {
+    Shape::new(dims).map_err(|e| unsupported(e.to_string()))
+}
+
+/// The product of `dims`.
+fn product(dims: &[Dim]) -> Res<Dim> {
+    dims.iter().try_fold(Dim::Static(1), |acc, d| {
+        acc.combine(d, DimExpr::mul)
+            .map_err(|e| unsupported(e.to_string()))
+    })
 }
 
 /// The row-major strides of `dims`, in elements.
-fn row_major_strides(dims: &[u64]) -> Vec<u64> {
-    (0..dims.len())
-        .map(|i| dims[i + 1..].iter().product())
-        .collect()
+fn row_major_strides(dims: &[Dim]) -> Res<Vec<Dim>> {
+    (0..dims.len()).map(|i| product(&dims[i + 1..])).collect()
+}
+
+/// The `i64` tensor `t` times `d`'s value.
+fn scaled(t: &Tensor, d: &Dim) -> Res<Tensor> {
+    Ok(match d.as_static() {
+        Some(1) => t.clone(),
+        Some(n) => t.mul_scalar(n as f64)?,
+        None => t.mul(&t.builder().dim_value(d.clone())?)?,
+    })
 }
 
 /// `0..len` (i64) along axis `axis` of a rank-`rank` tensor, 1 on every other axis.
-fn coordinate(like: &Tensor, len: u64, axis: usize, rank: usize) -> Res<Tensor> {
-    let mut at = vec![1; rank];
-    at[axis] = len;
+fn coordinate(like: &Tensor, len: &Dim, axis: usize, rank: usize) -> Res<Tensor> {
+    let mut at = vec![Dim::Static(1); rank];
+    at[axis] = len.clone();
     Ok(like
         .builder()
-        .arange(DType::I64, len)?
-        .reshape_to(&Shape::of(&at))?)
+        .iota(len.clone())?
+        .reshape_to(&shape_of(at)?)?)
 }
 
 /// `linear`, or -1 (out of range for any gather) where `idx` is outside `0..n`.
-fn out_of_range_to(idx: &Tensor, n: u64, linear: &Tensor) -> Res<Tensor> {
+fn out_of_range_to(idx: &Tensor, n: &Dim, linear: &Tensor) -> Res<Tensor> {
     let b = idx.builder();
     let in_range = idx
         .ge(&b.scalar(DType::I64, 0.0)?)?
-        .and(&idx.lt(&b.scalar(DType::I64, n as f64)?)?)?;
+        .and(&idx.lt(&b.dim_value(n.clone())?)?)?;
     Ok(in_range.select(linear, &b.scalar(DType::I64, -1.0)?)?)
 }
 
@@ -839,14 +935,12 @@ fn known_indices(cx: &mut Cx, size: Option<u64>) -> Res<Tensor> {
         .constant_data(DType::I64, Shape::of(&dims), ConstData::Int(values))?)
 }
 
-/// Run-time indices with negatives counted from the end (the axis must be static to do so).
-fn runtime_indices(indices: Tensor, size: Option<u64>) -> Res<Tensor> {
-    let Some(n) = size else {
-        return Ok(indices);
-    };
+/// Run-time indices with negatives counted from the end of an axis of `size`.
+fn runtime_indices(indices: Tensor, size: &Dim) -> Res<Tensor> {
     let b = indices.builder();
     let zero = b.scalar(indices.dtype(), 0.0)?;
-    let wrapped = indices.add(&b.scalar(indices.dtype(), n as f64)?)?;
+    let n = b.dim_value(size.clone())?.cast(indices.dtype())?;
+    let wrapped = indices.add(&n)?;
     Ok(indices.lt(&zero)?.select(&wrapped, &indices)?)
 }
 
