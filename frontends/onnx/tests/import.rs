@@ -106,15 +106,7 @@ fn a_model_imports_and_runs_with_its_values() {
     let imported = import(&linear_relu()).unwrap();
     // Six and two elements: small enough to embed as constants.
     assert!(imported.weights.is_empty());
-    let compiled = tir_lower::compile_graph(
-        &imported.graph,
-        &backend_ref::RefBackend::default().target(),
-        &Default::default(),
-    )
-    .unwrap();
-    let mut exe = backend_ref::RefBackend::default()
-        .compile(&compiled.program)
-        .unwrap();
+    let mut exe = on_ref(&imported);
     let x: Vec<f32> = vec![0.3, -1.2, 0.7, 2.0, 0.1, -0.4];
     let input = HostTensor::from_slice(&x, &[2, 3]).unwrap();
     let out = exe.run(&[("x", TensorRef::Host(&input))]).unwrap();
@@ -662,15 +654,7 @@ fn shape_computations_on_symbolic_dims_stay_symbolic() {
     let imported = import(&flatten_with_positions()).unwrap();
     let y = imported.graph.outputs()[0].1;
     assert_eq!(imported.graph.ty(y).to_string(), "f32[batch*seq, 4]");
-    let compiled = tir_lower::compile_graph(
-        &imported.graph,
-        &backend_ref::RefBackend::default().target(),
-        &Default::default(),
-    )
-    .unwrap();
-    let mut exe = backend_ref::RefBackend::default()
-        .compile(&compiled.program)
-        .unwrap();
+    let mut exe = on_ref(&imported);
     // Two bindings of one executable.
     for (batch, seq) in [(2usize, 3usize), (1, 5)] {
         let x: Vec<f32> = (0..batch * seq * 4).map(|i| i as f32 * 0.5 - 1.0).collect();
@@ -714,9 +698,8 @@ fn fixed_dims_make_the_graph_static_and_unknown_ones_are_named() {
     );
 }
 
-/// `model` imported and compiled for the reference backend.
-fn on_ref(model: &ModelProto) -> Box<dyn tir_lower::Executable> {
-    let imported = import(model).unwrap();
+/// An imported model compiled for the reference backend.
+fn on_ref(imported: &tir_onnx::Imported) -> Box<dyn tir_lower::Executable> {
     let backend = backend_ref::RefBackend::default();
     let compiled =
         tir_lower::compile_graph(&imported.graph, &backend.target(), &Default::default()).unwrap();
@@ -758,7 +741,7 @@ fn scans_and_sizes_over_a_symbolic_dim() -> ModelProto {
 
 #[test]
 fn scans_and_sizes_over_a_symbolic_dim_run_at_every_binding() {
-    let mut exe = on_ref(&scans_and_sizes_over_a_symbolic_dim());
+    let mut exe = on_ref(&import(&scans_and_sizes_over_a_symbolic_dim()).unwrap());
     for batch in [1usize, 2, 5] {
         let x: Vec<f32> = (0..batch * 3)
             .map(|i| ((i * 7 + 3) % 11) as f32 * 0.25 - 1.0)
@@ -840,7 +823,7 @@ fn slices_from_the_end_of_a_symbolic_dim() -> ModelProto {
 
 #[test]
 fn slices_from_the_end_of_a_symbolic_dim_run_at_every_binding() {
-    let mut exe = on_ref(&slices_from_the_end_of_a_symbolic_dim());
+    let mut exe = on_ref(&import(&slices_from_the_end_of_a_symbolic_dim()).unwrap());
     for batch in [1usize, 2, 5] {
         let x: Vec<f32> = (0..batch * 3).map(|i| i as f32 * 0.5 - 2.0).collect();
         let input = HostTensor::from_slice(&x, &[batch as u64, 3]).unwrap();
