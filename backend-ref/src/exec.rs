@@ -100,6 +100,11 @@ fn poison(dtype: DType) -> Word {
         DType::U8 => Word::int(i64::from(u8::MAX)),
         DType::I32 => Word::int(i64::from(i32::MIN)),
         DType::I64 => Word::int(i64::MIN),
+        DType::I16 => Word::int(i64::from(i16::MIN)),
+        DType::U16 => Word::int(i64::from(u16::MAX)),
+        DType::U32 => Word::int(i64::from(u32::MAX)),
+        // All ones: `u64::MAX`.
+        DType::U64 => Word::int(-1),
         _ => Word::float(f64::NAN),
     }
 }

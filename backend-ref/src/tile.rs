@@ -109,7 +109,8 @@ pub fn unary(op: UnaryOp, x: &Tile) -> Result<Tile, String> {
             unary_values(op, dtype, &x.floats()),
         ));
     }
-    let f = int_unary(op).ok_or_else(|| format!("{} takes floats, not {dtype}", op.name()))?;
+    let f =
+        int_unary(op, dtype).ok_or_else(|| format!("{} takes floats, not {dtype}", op.name()))?;
     Ok(Tile::from_i64s(dtype, &x.dims, x.ints().map(f)))
 }
 
@@ -122,7 +123,7 @@ pub fn binary(op: BinaryOp, a: &Tile, b: &Tile) -> Result<Tile, String> {
         let values = binary_values(op, a.dtype, &a.floats(), &b.floats());
         return Ok(Tile::from_f64s(dtype, &a.dims, values));
     }
-    let f = int_binary(op);
+    let f = int_binary(op, a.dtype);
     Ok(Tile::from_i64s(
         dtype,
         &a.dims,
@@ -272,7 +273,9 @@ pub fn reduce(op: ReduceOp, x: &Tile, axis: usize) -> Result<Tile, String> {
     };
     let data = if int_lane(x.dtype) {
         let values: Vec<i64> = x.ints().collect();
-        lanes.map(&values, |lane| Word::from_i64(dtype, reduce_ints(op, lane)))
+        lanes.map(&values, |lane| {
+            Word::from_i64(dtype, reduce_ints(op, x.dtype, lane))
+        })
     } else {
         let values = x.floats();
         let wide = x.dtype == DType::F64;

@@ -2,7 +2,7 @@
 //!
 //! Every element is its dtype's value in 64 bits: a float dtype's value as an `f64` (exact for
 //! `f16`, `bf16`, `f32` and `f64`), an integer's or a bool's as an `i64` (exact for every
-//! integer dtype, which an `f64` is only up to 2^53). The dtype, which every tile and buffer
+//! integer dtype, which an `f64` is only up to 2^53; a `u64` as its bits). The dtype, which every tile and buffer
 //! carries, says which ([`int_lane`]); moving elements (loads, stores, broadcasts, permutes,
 //! selects) copies words without looking at them.
 
@@ -58,17 +58,25 @@ impl Word {
         }
     }
 
-    /// The value of this `dtype` element as an `f64` (an integer past 2^53 rounds to nearest).
+    /// The value of this `dtype` element as an `f64` (an integer past 2^53 rounds to nearest;
+    /// a `u64` word is read unsigned).
     pub fn to_f64(self, dtype: DType) -> f64 {
-        if int_lane(dtype) {
-            self.as_int() as f64
-        } else {
-            self.as_float()
+        match dtype {
+            DType::U64 => self.0 as f64,
+            d if int_lane(d) => self.as_int() as f64,
+            _ => self.as_float(),
         }
     }
 
     /// This element of `from` converted to `to`, as a cast converts.
     pub fn cast(self, from: DType, to: DType) -> Word {
+        if from == DType::U64 && !int_lane(to) {
+            // Unsigned to float, rounded once (f16 and bf16 through f64, as from i64).
+            return match to {
+                DType::F32 => Word::float(f64::from(self.0 as f32)),
+                d => Word::float(d.round_value(self.0 as f64)),
+            };
+        }
         if int_lane(from) {
             Word::from_i64(to, self.as_int())
         } else {
@@ -134,6 +142,10 @@ impl Tile {
             DType::U8 => read(t, |v: u8| Word::int(i64::from(v)))?,
             DType::I32 => read(t, |v: i32| Word::int(i64::from(v)))?,
             DType::I64 => read(t, Word::int)?,
+            DType::I16 => read(t, |v: i16| Word::int(i64::from(v)))?,
+            DType::U16 => read(t, |v: u16| Word::int(i64::from(v)))?,
+            DType::U32 => read(t, |v: u32| Word::int(i64::from(v)))?,
+            DType::U64 => read(t, |v: u64| Word(v))?,
             DType::F16 => read(t, |v: half::f16| Word::float(f64::from(v)))?,
             DType::BF16 => read(t, |v: half::bf16| Word::float(f64::from(v)))?,
             DType::F32 => read(t, |v: f32| Word::float(f64::from(v)))?,
@@ -170,6 +182,10 @@ impl Tile {
             DType::U8 => write(self, |w| w.as_int() as u8),
             DType::I32 => write(self, |w| w.as_int() as i32),
             DType::I64 => write(self, Word::as_int),
+            DType::I16 => write(self, |w| w.as_int() as i16),
+            DType::U16 => write(self, |w| w.as_int() as u16),
+            DType::U32 => write(self, |w| w.as_int() as u32),
+            DType::U64 => write(self, |w| w.0),
             DType::F16 => write(self, |w| half::f16::from_f64(w.as_float())),
             DType::BF16 => write(self, |w| half::bf16::from_f64(w.as_float())),
             DType::F32 => write(self, |w| w.as_float() as f32),

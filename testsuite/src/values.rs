@@ -32,14 +32,19 @@ pub enum Values {
     List(Vec<f64>),
 }
 
-/// The integer range [`Values::Default`] draws from: all of `i8`, `u8` and `i32` (sums of a
-/// thousand stay exact in `f64`), and ±2^40 for `i64` (exact sums, no overflow).
+/// The integer range [`Values::Default`] draws from: all of the 8-, 16- and 32-bit dtypes
+/// (sums of a thousand stay exact in `f64`), and ±2^40 for `i64` (`0..2^40` for `u64`: exact
+/// sums, no overflow).
 pub fn int_range(dtype: DType) -> (f64, f64) {
     match dtype {
         DType::I8 => (-128.0, 127.0),
         DType::U8 => (0.0, 255.0),
+        DType::I16 => (f64::from(i16::MIN), f64::from(i16::MAX)),
+        DType::U16 => (0.0, f64::from(u16::MAX)),
         DType::I32 => (f64::from(i32::MIN), f64::from(i32::MAX)),
+        DType::U32 => (0.0, f64::from(u32::MAX)),
         DType::I64 => (-(2f64.powi(40)), 2f64.powi(40)),
+        DType::U64 => (0.0, 2f64.powi(40)),
         _ => (0.0, 1.0),
     }
 }
@@ -150,8 +155,12 @@ fn int_range_full(dtype: DType) -> (f64, f64) {
     match dtype {
         DType::I8 => (-128.0, 127.0),
         DType::U8 => (0.0, 255.0),
+        DType::I16 => (f64::from(i16::MIN), f64::from(i16::MAX)),
+        DType::U16 => (0.0, f64::from(u16::MAX)),
         DType::I32 => (f64::from(i32::MIN), f64::from(i32::MAX)),
+        DType::U32 => (0.0, f64::from(u32::MAX)),
         DType::I64 => (-(2f64.powi(62)), 2f64.powi(62)),
+        DType::U64 => (0.0, 2f64.powi(62)),
         _ => (0.0, 1.0),
     }
 }

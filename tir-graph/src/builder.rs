@@ -296,6 +296,8 @@ impl Tensor {
         ceil => Ceil;
         /// Logical not (bool only).
         not => Not;
+        /// Bitwise complement (integers only).
+        bit_not => BitNot;
     }
 
     binary_methods! {
@@ -315,6 +317,11 @@ impl Tensor {
         ge => Ge;
         and => And;
         or => Or;
+        bit_and => BitAnd;
+        bit_or => BitOr;
+        bit_xor => BitXor;
+        shift_left => ShiftLeft;
+        shift_right => ShiftRight;
     }
 
     reduce_methods! {

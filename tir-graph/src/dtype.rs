@@ -16,11 +16,16 @@ pub enum DType {
     BF16,
     F32,
     F64,
+    // Appended after the rest: `.tir` files and packages store the variant index.
+    I16,
+    U16,
+    U32,
+    U64,
 }
 
 impl DType {
     /// Every dtype, in declaration order.
-    pub const ALL: [DType; 9] = [
+    pub const ALL: [DType; 13] = [
         DType::Bool,
         DType::I8,
         DType::U8,
@@ -30,6 +35,22 @@ impl DType {
         DType::BF16,
         DType::F32,
         DType::F64,
+        DType::I16,
+        DType::U16,
+        DType::U32,
+        DType::U64,
+    ];
+
+    /// The integer dtypes, narrowest first, signed before unsigned.
+    pub const INTS: [DType; 8] = [
+        DType::I8,
+        DType::U8,
+        DType::I16,
+        DType::U16,
+        DType::I32,
+        DType::U32,
+        DType::I64,
+        DType::U64,
     ];
 
     /// The name used in the text form and in error messages (`f16`, `i64`, ...).
@@ -40,6 +61,10 @@ impl DType {
             DType::U8 => "u8",
             DType::I32 => "i32",
             DType::I64 => "i64",
+            DType::I16 => "i16",
+            DType::U16 => "u16",
+            DType::U32 => "u32",
+            DType::U64 => "u64",
             DType::F16 => "f16",
             DType::BF16 => "bf16",
             DType::F32 => "f32",
@@ -51,9 +76,9 @@ impl DType {
     pub fn size_bytes(self) -> usize {
         match self {
             DType::Bool | DType::I8 | DType::U8 => 1,
-            DType::F16 | DType::BF16 => 2,
-            DType::I32 | DType::F32 => 4,
-            DType::I64 | DType::F64 => 8,
+            DType::I16 | DType::U16 | DType::F16 | DType::BF16 => 2,
+            DType::I32 | DType::U32 | DType::F32 => 4,
+            DType::I64 | DType::U64 | DType::F64 => 8,
         }
     }
 
@@ -63,7 +88,20 @@ impl DType {
 
     /// Signed or unsigned integer (bool is not an integer here).
     pub fn is_int(self) -> bool {
-        matches!(self, DType::I8 | DType::U8 | DType::I32 | DType::I64)
+        self.is_signed_int() || self.is_unsigned_int()
+    }
+
+    pub fn is_signed_int(self) -> bool {
+        matches!(self, DType::I8 | DType::I16 | DType::I32 | DType::I64)
+    }
+
+    pub fn is_unsigned_int(self) -> bool {
+        matches!(self, DType::U8 | DType::U16 | DType::U32 | DType::U64)
+    }
+
+    /// Bits of an integer dtype (8 for bool, which is stored in a byte).
+    pub fn bits(self) -> u32 {
+        8 * self.size_bytes() as u32
     }
 
     /// Integer or float: the dtypes arithmetic accepts.
@@ -83,6 +121,10 @@ impl DType {
             DType::U8 => f64::from(value as i128 as u8),
             DType::I32 => f64::from(value as i128 as i32),
             DType::I64 => value as i128 as i64 as f64,
+            DType::I16 => f64::from(value as i128 as i16),
+            DType::U16 => f64::from(value as i128 as u16),
+            DType::U32 => f64::from(value as i128 as u32),
+            DType::U64 => value as i128 as u64 as f64,
             DType::F16 => f64::from(half::f16::from_f64(value)),
             DType::BF16 => f64::from(half::bf16::from_f64(value)),
             DType::F32 => f64::from(value as f32),
@@ -105,6 +147,10 @@ impl DType {
             DType::U8 => each(DType::U8, values),
             DType::I32 => each(DType::I32, values),
             DType::I64 => each(DType::I64, values),
+            DType::I16 => each(DType::I16, values),
+            DType::U16 => each(DType::U16, values),
+            DType::U32 => each(DType::U32, values),
+            DType::U64 => each(DType::U64, values),
             DType::F16 => each(DType::F16, values),
             DType::BF16 => each(DType::BF16, values),
             DType::F32 => each(DType::F32, values),
@@ -121,7 +167,7 @@ impl fmt::Display for DType {
 
 /// The text was not the name of a dtype.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown dtype `{0}` (expected one of bool, i8, u8, i32, i64, f16, bf16, f32, f64)")]
+#[error("unknown dtype `{0}` (expected one of bool, i8, u8, i16, u16, i32, u32, i64, u64, f16, bf16, f32, f64)")]
 pub struct UnknownDType(pub String);
 
 impl FromStr for DType {
@@ -154,6 +200,11 @@ mod tests {
         assert_eq!(DType::Bool.round_value(-3.0), 1.0);
         assert_eq!(DType::F64.round_value(0.1), 0.1);
         assert_eq!(DType::I64.round_value(2f64.powi(63)), -(2f64.powi(63)));
+        assert_eq!(DType::I16.round_value(32768.0), -32768.0);
+        assert_eq!(DType::U16.round_value(-1.0), 65535.0);
+        assert_eq!(DType::U32.round_value(-1.0), 4294967295.0);
+        assert_eq!(DType::U64.round_value(2f64.powi(63)), 2f64.powi(63));
+        assert_eq!(DType::U64.round_value(-1.0), 2f64.powi(64));
     }
 
     #[test]

@@ -16,7 +16,12 @@
 //!   the reference backend computes with too) and the result then wraps to the dtype (two's
 //!   complement, `round_value`): `i8` 100 + 100 = -56, `u8` 0 - 1 = 255, `i8` `neg(-128)` = -128. As values are held in `f64`, an `i64` value is exact only up to 2^53 in
 //!   magnitude; beyond that the oracle is not exact (and may wrap 2^63 to -2^63). The reference
-//!   backend holds integers as `i64` and is exact over the whole range.
+//!   backend holds integers as `i64` and is exact over the whole range. Unsigned dtypes compare,
+//!   divide, shift and reduce as unsigned (a `u64` word is its bits, [`int_word`]).
+//! - `bit_and`, `bit_or`, `bit_xor`, `bit_not` act on the two's-complement bits. `shift_left`
+//!   discards the bits shifted past the top; `shift_right` is arithmetic for signed dtypes and
+//!   logical for unsigned; an amount outside `0..bits` gives 0, or -1 for a right shift of a
+//!   negative value (NumPy's rule, as ONNX's `BitShift` states it).
 //! - Integer `div` truncates toward zero (-7 / 2 = -3); **division by zero gives 0**, and
 //!   `i64::MIN / -1` wraps. Float `div` is IEEE (`1/0 = inf`, `0/0 = NaN`).
 //! - `rem` is the remainder of that division, `x - (x / y) * y`: the dividend's sign, `x rem 0 =
@@ -316,7 +321,7 @@ impl SplitMix64 {
 fn random_value(dtype: DType, bits: u64) -> f64 {
     match dtype {
         DType::Bool => (bits >> 63) as f64,
-        DType::U8 => (bits >> 60) as f64,
+        d if d.is_unsigned_int() => (bits >> 60) as f64,
         d if d.is_int() => (bits >> 60) as f64 - 8.0,
         // 53 random bits in [0, 1), scaled to [-2, 2).
         d => d.round_value((bits >> 11) as f64 * (4.0 / (1u64 << 53) as f64) - 2.0),
@@ -836,33 +841,63 @@ pub fn wrap_int(dtype: DType, v: i64) -> i64 {
     match dtype {
         DType::I8 => i64::from(v as i8),
         DType::U8 => i64::from(v as u8),
+        DType::I16 => i64::from(v as i16),
+        DType::U16 => i64::from(v as u16),
         DType::I32 => i64::from(v as i32),
+        DType::U32 => i64::from(v as u32),
         DType::Bool => i64::from(v != 0),
+        // `i64` and `u64` use every bit of the word (`u64` as its bits).
         _ => v,
     }
 }
 
 /// [`wrap_int`] as an `f64` (wrapped in the integers first: through `f64` the low bits of
-/// values past 2^53 would be lost before wrapping).
+/// values past 2^53 would be lost before wrapping); a `u64` word is read unsigned.
 pub fn wrap(dtype: DType, v: i64) -> f64 {
-    wrap_int(dtype, v) as f64
+    let w = wrap_int(dtype, v);
+    if dtype == DType::U64 {
+        w as u64 as f64
+    } else {
+        w as f64
+    }
 }
 
-/// `u` on an integer or bool value, in `i64` (the caller wraps the result to the dtype);
-/// `None` for an op that takes floats only.
-pub fn int_unary(u: UnaryOp) -> Option<fn(i64) -> i64> {
+/// The `i64` word holding the integer value `x` of `dtype` (a `u64` past `i64::MAX` as its
+/// bits), as [`int_unary`], [`int_binary`] and [`reduce_ints`] take it.
+pub fn int_word(dtype: DType, x: f64) -> i64 {
+    if dtype == DType::U64 {
+        x as u64 as i64
+    } else {
+        x as i64
+    }
+}
+
+/// `u` on an integer or bool word of `dtype`, in `i64` (the caller wraps the result to the
+/// dtype); `None` for an op that takes floats only.
+pub fn int_unary(u: UnaryOp, dtype: DType) -> Option<fn(i64) -> i64> {
+    let unsigned = dtype.is_unsigned_int();
     Some(match u {
         UnaryOp::Neg => i64::wrapping_neg,
+        // An unsigned value is its own magnitude, and never below zero.
+        UnaryOp::Abs | UnaryOp::Relu if unsigned => |v| v,
         UnaryOp::Abs => i64::wrapping_abs,
         UnaryOp::Relu => |v| v.max(0),
         UnaryOp::Not => |v| i64::from(v == 0),
+        UnaryOp::BitNot => |v| !v,
         _ => return None,
     })
 }
 
-/// `b` on integer or bool values, in `i64`: arithmetic wraps (the caller wraps the result to
-/// the dtype), comparisons and logic give 0 or 1.
-pub fn int_binary(b: BinaryOp) -> fn(i64, i64) -> i64 {
+/// `b` on integer or bool words of `dtype`, in `i64`: arithmetic wraps (the caller wraps the
+/// result to the dtype), comparisons and logic give 0 or 1. Words of `u8` to `u32` hold their
+/// value, so signed `i64` arithmetic is exact for them; `u64` words are compared, divided and
+/// shifted unsigned.
+pub fn int_binary(b: BinaryOp, dtype: DType) -> fn(i64, i64) -> i64 {
+    if dtype == DType::U64 {
+        if let Some(f) = u64_binary(b) {
+            return f;
+        }
+    }
     match b {
         BinaryOp::Add => i64::wrapping_add,
         BinaryOp::Sub => i64::wrapping_sub,
@@ -880,13 +915,99 @@ pub fn int_binary(b: BinaryOp) -> fn(i64, i64) -> i64 {
         BinaryOp::Ge => |x, y| i64::from(x >= y),
         BinaryOp::And => |x, y| i64::from(x != 0 && y != 0),
         BinaryOp::Or => |x, y| i64::from(x != 0 || y != 0),
+        BinaryOp::BitAnd => |x, y| x & y,
+        BinaryOp::BitOr => |x, y| x | y,
+        BinaryOp::BitXor => |x, y| x ^ y,
+        BinaryOp::ShiftLeft => shift_left(dtype),
+        BinaryOp::ShiftRight => shift_right(dtype),
     }
 }
 
-/// `op` over one (non-empty) lane of integers, in `i64`: sums and products wrap, the mean
-/// truncates the wrapped sum, `ArgMax`/`ArgMin` give the first extreme's position (the caller
-/// wraps a value, not a position, to the dtype).
-pub fn reduce_ints(op: ReduceOp, lane: &[i64]) -> i64 {
+/// The ops whose `u64` meaning differs from the `i64` one on the same bits.
+fn u64_binary(b: BinaryOp) -> Option<fn(i64, i64) -> i64> {
+    Some(match b {
+        BinaryOp::Div => |x, y| (x as u64).checked_div(y as u64).unwrap_or(0) as i64,
+        BinaryOp::Rem => |x, y| (x as u64).checked_rem(y as u64).unwrap_or(x as u64) as i64,
+        BinaryOp::Pow => {
+            |x, y| (x as u64).wrapping_pow(y.clamp(0, i64::from(u32::MAX)) as u32) as i64
+        }
+        BinaryOp::Maximum => |x, y| (x as u64).max(y as u64) as i64,
+        BinaryOp::Minimum => |x, y| (x as u64).min(y as u64) as i64,
+        BinaryOp::Lt => |x, y| i64::from((x as u64) < (y as u64)),
+        BinaryOp::Le => |x, y| i64::from((x as u64) <= (y as u64)),
+        BinaryOp::Gt => |x, y| i64::from((x as u64) > (y as u64)),
+        BinaryOp::Ge => |x, y| i64::from((x as u64) >= (y as u64)),
+        _ => return None,
+    })
+}
+
+/// `x << y` in a dtype of `bits` bits: an amount outside `0..bits` gives 0.
+fn shl<const BITS: i64>(x: i64, y: i64) -> i64 {
+    if (0..BITS).contains(&y) {
+        x.wrapping_shl(y as u32)
+    } else {
+        0
+    }
+}
+
+/// Arithmetic `x >> y` of a sign-extended word: an amount outside `0..bits` gives the sign fill.
+fn sar<const BITS: i64>(x: i64, y: i64) -> i64 {
+    if (0..BITS).contains(&y) {
+        x >> y
+    } else {
+        x >> 63
+    }
+}
+
+/// Logical `x >> y`: an amount outside `0..bits` gives 0 (a `u64` amount past `i64::MAX` is
+/// negative as a word, so out of range too).
+fn shr<const BITS: i64>(x: i64, y: i64) -> i64 {
+    if (0..BITS).contains(&y) {
+        ((x as u64) >> y) as i64
+    } else {
+        0
+    }
+}
+
+fn shift_left(dtype: DType) -> fn(i64, i64) -> i64 {
+    match dtype.bits() {
+        8 => shl::<8>,
+        16 => shl::<16>,
+        32 => shl::<32>,
+        _ => shl::<64>,
+    }
+}
+
+fn shift_right(dtype: DType) -> fn(i64, i64) -> i64 {
+    match (dtype.is_unsigned_int(), dtype.bits()) {
+        (true, 8) => shr::<8>,
+        (true, 16) => shr::<16>,
+        (true, 32) => shr::<32>,
+        (true, _) => shr::<64>,
+        (false, 8) => sar::<8>,
+        (false, 16) => sar::<16>,
+        (false, 32) => sar::<32>,
+        (false, _) => sar::<64>,
+    }
+}
+
+/// `op` over one (non-empty) lane of integer words of `dtype`, in `i64`: sums and products
+/// wrap, the mean truncates the wrapped sum, `ArgMax`/`ArgMin` give the first extreme's
+/// position (the caller wraps a value, not a position, to the dtype).
+pub fn reduce_ints(op: ReduceOp, dtype: DType, lane: &[i64]) -> i64 {
+    if dtype == DType::U64 {
+        // Unsigned order: flip the sign bit, reduce as signed, flip back (positions unchanged).
+        let flipped: Vec<i64> = lane.iter().map(|&v| v ^ i64::MIN).collect();
+        return match op {
+            ReduceOp::Max | ReduceOp::Min => reduce_ints(op, DType::I64, &flipped) ^ i64::MIN,
+            ReduceOp::ArgMax | ReduceOp::ArgMin => reduce_ints(op, DType::I64, &flipped),
+            ReduceOp::Mean => {
+                let sum = lane.iter().fold(0u64, |a, &v| a.wrapping_add(v as u64));
+                (sum / lane.len() as u64) as i64
+            }
+            ReduceOp::Sum | ReduceOp::Prod => reduce_ints(op, DType::I64, lane),
+        };
+    }
     let first_index = |beats: fn(i64, i64) -> bool| {
         (1..lane.len()).fold(
             0,
@@ -948,8 +1069,8 @@ pub fn unary_values(u: UnaryOp, dtype: DType, xs: &[f64]) -> Vec<f64> {
     fn map(xs: &[f64], f: impl Fn(f64) -> f64) -> Vec<f64> {
         xs.iter().map(|&x| f(x)).collect()
     }
-    if let Some(f) = int_unary(u).filter(|_| dtype.is_int()) {
-        return map(xs, |x| wrap(dtype, f(x as i64)));
+    if let Some(f) = int_unary(u, dtype).filter(|_| dtype.is_int()) {
+        return map(xs, |x| wrap(dtype, f(int_word(dtype, x))));
     }
     match u {
         UnaryOp::Neg => map(xs, |x| -x),
@@ -976,6 +1097,8 @@ pub fn unary_values(u: UnaryOp, dtype: DType, xs: &[f64]) -> Vec<f64> {
         UnaryOp::Floor => map(xs, f64::floor),
         UnaryOp::Ceil => map(xs, f64::ceil),
         UnaryOp::Not => map(xs, |x| truth(x == 0.0)),
+        // Inference refuses floats for `bit_not`; NaN if asked anyway.
+        UnaryOp::BitNot => map(xs, |_| f64::NAN),
     }
 }
 
@@ -987,8 +1110,9 @@ pub fn binary_values(b: BinaryOp, dtype: DType, xs: &[f64], ys: &[f64]) -> Vec<f
     }
     if dtype.is_int() {
         // Comparisons give 0 or 1, which every integer dtype holds unchanged.
-        let f = int_binary(b);
-        return zip(xs, ys, |x, y| wrap(dtype, f(x as i64, y as i64)));
+        let f = int_binary(b, dtype);
+        let word = |v| int_word(dtype, v);
+        return zip(xs, ys, |x, y| wrap(dtype, f(word(x), word(y))));
     }
     match b {
         BinaryOp::Add => zip(xs, ys, |x, y| x + y),
@@ -1007,6 +1131,12 @@ pub fn binary_values(b: BinaryOp, dtype: DType, xs: &[f64], ys: &[f64]) -> Vec<f
         BinaryOp::Ge => zip(xs, ys, |x, y| truth(x >= y)),
         BinaryOp::And => zip(xs, ys, |x, y| truth(x != 0.0 && y != 0.0)),
         BinaryOp::Or => zip(xs, ys, |x, y| truth(x != 0.0 || y != 0.0)),
+        // Inference refuses floats for the bitwise ops; NaN if asked anyway.
+        BinaryOp::BitAnd
+        | BinaryOp::BitOr
+        | BinaryOp::BitXor
+        | BinaryOp::ShiftLeft
+        | BinaryOp::ShiftRight => zip(xs, ys, |_, _| f64::NAN),
     }
 }
 
@@ -1165,8 +1295,8 @@ fn reduce(op: ReduceOp, axes: &[usize], x: &F64Tensor) -> Result<Vec<f64>, Strin
 /// One output of a reduction over the (non-empty) values `c` of dtype `dtype`.
 fn reduce_group(op: ReduceOp, dtype: DType, c: &[f64]) -> f64 {
     if dtype.is_int() {
-        let lane: Vec<i64> = c.iter().map(|&v| v as i64).collect();
-        let r = reduce_ints(op, &lane);
+        let lane: Vec<i64> = c.iter().map(|&v| int_word(dtype, v)).collect();
+        let r = reduce_ints(op, dtype, &lane);
         return match op {
             ReduceOp::ArgMax | ReduceOp::ArgMin => r as f64,
             _ => wrap(dtype, r),

@@ -5,7 +5,8 @@
 //! - Float-only: exp, log, sqrt, rsqrt, reciprocal, sin, cos, tanh, sigmoid, gelu, silu, floor,
 //!   ceil, pow, mean. Numeric (int or float): neg, abs, relu, add, sub, mul, div, rem, maximum,
 //!   minimum, sum, prod, max, min, argmax, argmin, matmul, ordering comparisons. Bool-only: not,
-//!   and, or, select's condition. `eq`/`ne` take any dtype. `cast` takes any dtype to any other.
+//!   and, or, select's condition. Integer-only: bit_not, bit_and, bit_or, bit_xor, shift_left,
+//!   shift_right. `eq`/`ne` take any dtype. `cast` takes any dtype to any other.
 //! - Broadcasting follows NumPy (see [`Shape::broadcast`]).
 //! - Ops that need sizes (slice, pad, concat along an axis, squeeze) need that axis static, except
 //!   where the op leaves the axis whole.
@@ -160,6 +161,14 @@ fn need_numeric(dtype: DType) -> Res<()> {
     }
 }
 
+fn need_int(dtype: DType) -> Res<()> {
+    if dtype.is_int() {
+        Ok(())
+    } else {
+        Err(format!("needs an integer dtype, got {dtype}"))
+    }
+}
+
 fn need_bool(dtype: DType, what: &str) -> Res<()> {
     if dtype == DType::Bool {
         Ok(())
@@ -186,6 +195,7 @@ pub fn unary_dtype(u: UnaryOp, x: DType) -> Result<DType, String> {
     match u {
         UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu => need_numeric(x)?,
         UnaryOp::Not => need_bool(x, "the operand")?,
+        UnaryOp::BitNot => need_int(x)?,
         _ => need_float(x)?,
     }
     Ok(x)
@@ -212,6 +222,10 @@ pub fn binary_dtype(b: BinaryOp, x: DType, y: DType) -> Result<DType, String> {
         }
         BinaryOp::Pow => {
             need_float(x)?;
+            x
+        }
+        b if b.is_bitwise() => {
+            need_int(x)?;
             x
         }
         _ => {

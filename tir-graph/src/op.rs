@@ -30,6 +30,8 @@ pub enum UnaryOp {
     Ceil,
     /// Logical not of a bool tensor.
     Not,
+    /// Bitwise complement of an integer (appended: `.tir` files store the variant index).
+    BitNot,
 }
 
 /// Elementwise ops of two operands with NumPy broadcasting; both operands share one dtype.
@@ -54,6 +56,16 @@ pub enum BinaryOp {
     /// floats; integers wrap and `x rem 0 = x` (as `x / 0 = 0`). Appended last: `.tir` files
     /// store the variant index.
     Rem,
+    /// Bitwise and, or and exclusive or of integers.
+    BitAnd,
+    BitOr,
+    BitXor,
+    /// `x << y` of integers, bits shifted past the top discarded; an amount outside
+    /// `0..bits` gives 0 (NumPy's rule, which ONNX's `BitShift` states).
+    ShiftLeft,
+    /// `x >> y` of integers: arithmetic for signed dtypes, logical for unsigned; an amount
+    /// outside `0..bits` gives the sign fill (-1 for a negative signed `x`, else 0).
+    ShiftRight,
 }
 
 /// Reductions over a set of axes.
@@ -197,7 +209,12 @@ fn int_fits(x: i64, dtype: DType) -> bool {
     match dtype {
         DType::I8 => i8::try_from(x).is_ok(),
         DType::U8 => u8::try_from(x).is_ok(),
+        DType::I16 => i16::try_from(x).is_ok(),
+        DType::U16 => u16::try_from(x).is_ok(),
         DType::I32 => i32::try_from(x).is_ok(),
+        DType::U32 => u32::try_from(x).is_ok(),
+        // A `u64` constant is held in an `i64`: values past `i64::MAX` are not representable.
+        DType::U64 => x >= 0,
         _ => true,
     }
 }
@@ -333,7 +350,7 @@ impl fmt::Display for Arity {
 }
 
 impl UnaryOp {
-    pub const ALL: [UnaryOp; 19] = [
+    pub const ALL: [UnaryOp; 20] = [
         UnaryOp::Neg,
         UnaryOp::Abs,
         UnaryOp::Exp,
@@ -353,6 +370,7 @@ impl UnaryOp {
         UnaryOp::Floor,
         UnaryOp::Ceil,
         UnaryOp::Not,
+        UnaryOp::BitNot,
     ];
 
     pub fn name(self) -> &'static str {
@@ -376,12 +394,13 @@ impl UnaryOp {
             UnaryOp::Floor => "floor",
             UnaryOp::Ceil => "ceil",
             UnaryOp::Not => "not",
+            UnaryOp::BitNot => "bit_not",
         }
     }
 }
 
 impl BinaryOp {
-    pub const ALL: [BinaryOp; 16] = [
+    pub const ALL: [BinaryOp; 21] = [
         BinaryOp::Add,
         BinaryOp::Sub,
         BinaryOp::Mul,
@@ -398,6 +417,11 @@ impl BinaryOp {
         BinaryOp::Ge,
         BinaryOp::And,
         BinaryOp::Or,
+        BinaryOp::BitAnd,
+        BinaryOp::BitOr,
+        BinaryOp::BitXor,
+        BinaryOp::ShiftLeft,
+        BinaryOp::ShiftRight,
     ];
 
     pub fn name(self) -> &'static str {
@@ -418,7 +442,24 @@ impl BinaryOp {
             BinaryOp::Ge => "ge",
             BinaryOp::And => "and",
             BinaryOp::Or => "or",
+            BinaryOp::BitAnd => "bit_and",
+            BinaryOp::BitOr => "bit_or",
+            BinaryOp::BitXor => "bit_xor",
+            BinaryOp::ShiftLeft => "shift_left",
+            BinaryOp::ShiftRight => "shift_right",
         }
+    }
+
+    /// The ops on the bits of integers: and, or, xor and the shifts.
+    pub fn is_bitwise(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::BitAnd
+                | BinaryOp::BitOr
+                | BinaryOp::BitXor
+                | BinaryOp::ShiftLeft
+                | BinaryOp::ShiftRight
+        )
     }
 
     /// Comparisons produce bool.

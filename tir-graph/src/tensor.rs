@@ -104,6 +104,10 @@ pod_element! {
     u8 => U8, 0;
     i32 => I32, 0;
     i64 => I64, 0;
+    i16 => I16, 0;
+    u16 => U16, 0;
+    u32 => U32, 0;
+    u64 => U64, 0;
     half::f16 => F16, half::f16::ZERO;
     half::bf16 => BF16, half::bf16::ZERO;
     f32 => F32, 0.0;
@@ -184,6 +188,10 @@ fn zeroed(dtype: DType, n: usize) -> Box<dyn HostMemory> {
         DType::I8 => of::<i8>(n),
         DType::I32 => of::<i32>(n),
         DType::I64 => of::<i64>(n),
+        DType::I16 => of::<i16>(n),
+        DType::U16 => of::<u16>(n),
+        DType::U32 => of::<u32>(n),
+        DType::U64 => of::<u64>(n),
         DType::F16 => of::<half::f16>(n),
         DType::BF16 => of::<half::bf16>(n),
         DType::F32 => of::<f32>(n),
@@ -401,6 +409,10 @@ fn element_f64(dtype: DType, b: &[u8]) -> f64 {
         DType::U8 => f64::from(b[0]),
         DType::I32 => f64::from(i32::read(b)),
         DType::I64 => i64::read(b) as f64,
+        DType::I16 => f64::from(i16::read(b)),
+        DType::U16 => f64::from(u16::read(b)),
+        DType::U32 => f64::from(u32::read(b)),
+        DType::U64 => u64::read(b) as f64,
         DType::F16 => half::f16::read(b).to_f64(),
         DType::BF16 => half::bf16::read(b).to_f64(),
         DType::F32 => f64::from(f32::read(b)),
@@ -416,6 +428,10 @@ fn write_element(dtype: DType, v: f64, out: &mut [u8]) {
         DType::U8 => out[0] = v as u8,
         DType::I32 => out.copy_from_slice(&(v as i32).to_le_bytes()),
         DType::I64 => out.copy_from_slice(&(v as i64).to_le_bytes()),
+        DType::I16 => out.copy_from_slice(&(v as i16).to_le_bytes()),
+        DType::U16 => out.copy_from_slice(&(v as u16).to_le_bytes()),
+        DType::U32 => out.copy_from_slice(&(v as u32).to_le_bytes()),
+        DType::U64 => out.copy_from_slice(&(v as u64).to_le_bytes()),
         DType::F16 => out.copy_from_slice(&half::f16::from_f64(v).to_le_bytes()),
         DType::BF16 => out.copy_from_slice(&half::bf16::from_f64(v).to_le_bytes()),
         DType::F32 => out.copy_from_slice(&(v as f32).to_le_bytes()),

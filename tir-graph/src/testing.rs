@@ -573,7 +573,12 @@ fn int_range(dtype: DType) -> (i64, i64) {
         DType::Bool => (0, 1),
         DType::I8 => (i8::MIN.into(), i8::MAX.into()),
         DType::U8 => (0, u8::MAX.into()),
+        DType::I16 => (i16::MIN.into(), i16::MAX.into()),
+        DType::U16 => (0, u16::MAX.into()),
         DType::I32 => (i32::MIN.into(), i32::MAX.into()),
+        DType::U32 => (0, u32::MAX.into()),
+        // A u64 constant is held in an i64 (see `ConstData`).
+        DType::U64 => (0, i64::MAX),
         _ => (i64::MIN, i64::MAX),
     }
 }
@@ -582,6 +587,7 @@ fn unary_accepts(u: UnaryOp, d: DType) -> bool {
     match u {
         UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu => d.is_numeric(),
         UnaryOp::Not => d == DType::Bool,
+        UnaryOp::BitNot => d.is_int(),
         _ => d.is_float(),
     }
 }
@@ -591,6 +597,7 @@ fn binary_accepts(b: BinaryOp, d: DType) -> bool {
         BinaryOp::And | BinaryOp::Or => d == DType::Bool,
         BinaryOp::Eq | BinaryOp::Ne => true,
         BinaryOp::Pow => d.is_float(),
+        b if b.is_bitwise() => d.is_int(),
         _ => d.is_numeric(),
     }
 }
@@ -1727,7 +1734,7 @@ mod tests {
             required.push(format!("source:{d}"));
             required.push(format!("cast:to-{d}"));
         }
-        for d in [DType::I8, DType::U8, DType::I32, DType::I64] {
+        for d in DType::INTS {
             required.push(format!("constant:{d}-extreme"));
         }
         for f in ["nan", "nan-noncanonical", "inf", "-inf", "-0", "subnormal"] {

@@ -16,8 +16,9 @@ pub fn reg_scalar(dtype: DType) -> ScalarType {
     match dtype {
         DType::Bool => ScalarType::I1,
         DType::I8 | DType::U8 => ScalarType::I8,
-        DType::I32 => ScalarType::I32,
-        DType::I64 => ScalarType::I64,
+        DType::I16 | DType::U16 => ScalarType::I16,
+        DType::I32 | DType::U32 => ScalarType::I32,
+        DType::I64 | DType::U64 => ScalarType::I64,
         DType::F16 => ScalarType::F16,
         DType::BF16 => ScalarType::BF16,
         DType::F32 => ScalarType::F32,
@@ -498,6 +499,16 @@ pub fn segments_attr(sizes: &[i64]) -> Attribute {
     Attribute::Array(sizes.iter().map(|&s| i32_attr(s)).collect())
 }
 
+/// The 64-bit word of the integer `value`: a `u64` value past `i64::MAX` (an identity of a
+/// `u64` reduction) as its bits; an `i64` one saturates (i64::MAX is 2^63 as an `f64`).
+pub fn int_bits(value: f64) -> i64 {
+    if value >= 2f64.powi(63) {
+        value as u64 as i64
+    } else {
+        value as i64
+    }
+}
+
 /// The little-endian bytes of `value` as one element of `elem`.
 fn const_bytes(elem: ScalarType, value: f64) -> Vec<u8> {
     let int = if value.is_finite() { value as i128 } else { 0 };
@@ -506,8 +517,7 @@ fn const_bytes(elem: ScalarType, value: f64) -> Vec<u8> {
         ScalarType::I8 => vec![int as i8 as u8],
         ScalarType::I16 => (int as i16).to_le_bytes().to_vec(),
         ScalarType::I32 => (int as i32).to_le_bytes().to_vec(),
-        // Saturating: an identity such as i64::MAX is 2^63 as an f64.
-        ScalarType::I64 => (value as i64).to_le_bytes().to_vec(),
+        ScalarType::I64 => int_bits(value).to_le_bytes().to_vec(),
         ScalarType::F16 => half::f16::from_f64(value).to_le_bytes().to_vec(),
         ScalarType::BF16 => half::bf16::from_f64(value).to_le_bytes().to_vec(),
         ScalarType::F64 => value.to_le_bytes().to_vec(),

@@ -1,7 +1,7 @@
 //! The element semantics of the tile IR's compute ops in Tile IR: the same results as the
 //! oracle's (`tir_graph::eval`) up to floating-point rounding. 16-bit floats compute in `f32`
 //! and round back after each op, except where the native 16-bit op gives the same bits
-//! ([`native_16_bit`]); integers wrap; `u8` compares, divides and extends unsigned.
+//! ([`native_16_bit`]); integers wrap; unsigned dtypes compare, divide, shift and extend unsigned.
 
 use super::emit::{is_float, reg_scalar, Emitter, Pred};
 use super::CodegenError;
@@ -17,7 +17,7 @@ fn unsupported(what: String) -> CodegenError {
 }
 
 fn signed(dtype: DType) -> bool {
-    !matches!(dtype, DType::U8 | DType::Bool)
+    dtype.is_signed_int()
 }
 
 /// The type arithmetic on `dtype` runs in.
@@ -303,7 +303,9 @@ impl Emitter {
                 let t = self.unary(Opcode::TanH, arg, vec![]);
                 self.gelu_tail(x, t)
             }
-            UnaryOp::Not => return Err(unsupported("not of a float tile".into())),
+            UnaryOp::Not | UnaryOp::BitNot => {
+                return Err(unsupported(format!("{} of a float tile", op.name())))
+            }
         })
     }
 
@@ -332,6 +334,10 @@ impl Emitter {
                 let one = self.like(x, 1.0);
                 self.same(Opcode::XOrI, x, one, vec![])
             }
+            UnaryOp::BitNot => {
+                let ones = self.like(x, -1.0);
+                self.same(Opcode::XOrI, x, ones, vec![])
+            }
             _ => return Err(unsupported(format!("{op:?} of a {dtype} tile"))),
         })
     }
@@ -352,6 +358,41 @@ impl Emitter {
         let q = self.int_div(dtype, x, y);
         let qy = self.muli(q, y);
         self.subi(x, qy)
+    }
+
+    /// `x << y` or `x >> y` (arithmetic for signed dtypes) with the oracle's rule for an amount
+    /// outside `0..bits` (0, or the sign fill for a right shift), which the hardware's shifts
+    /// do not give: they see the amount modulo the width.
+    fn shift(&mut self, right: bool, dtype: DType, x: Value, y: Value) -> Value {
+        let zero = self.like(y, 0.0);
+        let width = self.like(y, f64::from(dtype.bits()));
+        // Compared unsigned, a negative amount is huge: out of range like one past the width.
+        let in_range = self.cmpi(Pred::Lt, y, width, false);
+        let safe = self.select(in_range, y, zero);
+        let (shifted, fill) = if right {
+            let s = signed(dtype);
+            let shifted = self.same(
+                Opcode::ShRI,
+                x,
+                safe,
+                vec![("signedness", Attribute::i32(s as i64))],
+            );
+            let fill = if s {
+                let top = self.like(y, f64::from(dtype.bits() - 1));
+                self.same(
+                    Opcode::ShRI,
+                    x,
+                    top,
+                    vec![("signedness", Attribute::i32(1))],
+                )
+            } else {
+                self.like(x, 0.0)
+            };
+            (shifted, fill)
+        } else {
+            (self.same(Opcode::ShLI, x, safe, vec![]), self.like(x, 0.0))
+        };
+        self.select(in_range, shifted, fill)
     }
 
     /// Wrapping `base^exp` by squaring (64 steps cover every exponent); a negative exponent
@@ -480,8 +521,11 @@ pub fn binary(e: &mut Emitter, op: BinaryOp, dtype: DType, a: Value, b: Value) -
         BinaryOp::Pow => e.int_pow(a, b),
         BinaryOp::Maximum => e.signed_op(Opcode::MaxI, a, b, signed(dtype)),
         BinaryOp::Minimum => e.signed_op(Opcode::MinI, a, b, signed(dtype)),
-        BinaryOp::And => e.same(Opcode::AndI, a, b, vec![]),
-        BinaryOp::Or => e.same(Opcode::OrI, a, b, vec![]),
+        BinaryOp::And | BinaryOp::BitAnd => e.same(Opcode::AndI, a, b, vec![]),
+        BinaryOp::Or | BinaryOp::BitOr => e.same(Opcode::OrI, a, b, vec![]),
+        BinaryOp::BitXor => e.same(Opcode::XOrI, a, b, vec![]),
+        BinaryOp::ShiftLeft => e.shift(false, dtype, a, b),
+        BinaryOp::ShiftRight => e.shift(true, dtype, a, b),
         _ => return Err(unsupported(format!("{op:?} of {dtype} tiles"))),
     })
 }
@@ -515,11 +559,7 @@ fn identity_attr(elem: ScalarType, value: f64) -> Attribute {
     } else if elem == ScalarType::I1 {
         Attribute::int((value != 0.0) as i64, elem)
     } else {
-        let v = if value >= 9.2e18 {
-            i64::MAX
-        } else {
-            value as i64
-        };
+        let v = super::emit::int_bits(value);
         // Integer attributes are written as their bit pattern at the element's width.
         let width = super::emit::bits(elem);
         let v = if width < 64 {

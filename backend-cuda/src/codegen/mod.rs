@@ -636,7 +636,9 @@ impl Translator<'_> {
                 let index = self.get(*index)?;
                 let p = self.e.offset(ptr, index);
                 let v = self.e.load_ptr(p, mem_scalar(dtype), None);
-                one(self.e.int_resize(v, ScalarType::I64, dtype != DType::U8))
+                one(self
+                    .e
+                    .int_resize(v, ScalarType::I64, !dtype.is_unsigned_int()))
             }
             TileOp::MakeView {
                 param,
@@ -1163,7 +1165,7 @@ impl Translator<'_> {
         acc: Value,
         [batch, m, k, n]: [i64; 4],
     ) -> Res<Value> {
-        let signed = dtype != DType::U8;
+        let signed = !dtype.is_unsigned_int();
         let sc = self.e.shape(acc);
         let a = self.e.int_resize(a, ScalarType::I64, signed);
         let b = self.e.int_resize(b, ScalarType::I64, signed);

@@ -113,7 +113,7 @@ fn int_values(t: &HostTensor<'_>) -> Option<Vec<i64>> {
             .as_slice::<i32>()
             .ok()
             .map(|v| v.iter().map(|&x| x.into()).collect()),
-        DType::I8 | DType::U8 => Some(
+        DType::I8 | DType::U8 | DType::I16 | DType::U16 | DType::U32 => Some(
             (0..t.numel())
                 .map(|i| t.element_f64(i).expect("in range") as i64)
                 .collect(),

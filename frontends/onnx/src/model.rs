@@ -97,6 +97,10 @@ pub fn dtype_of(data_type: i32) -> Result<DType, String> {
         DataType::Uint8 => DType::U8,
         DataType::Int32 => DType::I32,
         DataType::Int64 => DType::I64,
+        DataType::Int16 => DType::I16,
+        DataType::Uint16 => DType::U16,
+        DataType::Uint32 => DType::U32,
+        DataType::Uint64 => DType::U64,
         DataType::Bool => DType::Bool,
         other => return Err(format!("dtype {} has no tir dtype", other.as_str_name())),
     })
@@ -110,6 +114,10 @@ pub fn onnx_type_of(dtype: DType) -> DataType {
         DType::U8 => DataType::Uint8,
         DType::I32 => DataType::Int32,
         DType::I64 => DataType::Int64,
+        DType::I16 => DataType::Int16,
+        DType::U16 => DataType::Uint16,
+        DType::U32 => DataType::Uint32,
+        DType::U64 => DataType::Uint64,
         DType::F16 => DataType::Float16,
         DType::BF16 => DataType::Bfloat16,
         DType::F32 => DataType::Float,
@@ -172,6 +180,7 @@ fn typed_field_bytes(t: &TensorProto, dtype: DType, numel: usize) -> Result<Vec<
         DType::F32 => t.float_data.len(),
         DType::F64 => t.double_data.len(),
         DType::I64 => t.int64_data.len(),
+        DType::U32 | DType::U64 => t.uint64_data.len(),
         _ => t.int32_data.len(),
     };
     if count != numel {
@@ -200,6 +209,26 @@ fn typed_field_bytes(t: &TensorProto, dtype: DType, numel: usize) -> Result<Vec<
             for &x in &t.int32_data {
                 let bits = u16::try_from(x).map_err(|_| format!("{x} is not 16-bit float bits"))?;
                 out.extend(bits.to_le_bytes());
+            }
+        }
+        // u32 and u64 are stored one per uint64.
+        DType::U64 => t
+            .uint64_data
+            .iter()
+            .for_each(|x| out.extend(x.to_le_bytes())),
+        DType::U32 => {
+            for &x in &t.uint64_data {
+                let v = u32::try_from(x).map_err(|_| format!("{x} is not a u32 value"))?;
+                out.extend(v.to_le_bytes());
+            }
+        }
+        DType::I16 | DType::U16 => {
+            for &x in &t.int32_data {
+                let bits = match dtype {
+                    DType::I16 => i16::try_from(x).map(|v| v.to_le_bytes()),
+                    _ => u16::try_from(x).map(|v| v.to_le_bytes()),
+                };
+                out.extend(bits.map_err(|_| format!("{x} is not a {dtype} value"))?);
             }
         }
         DType::I8 | DType::U8 | DType::Bool => {

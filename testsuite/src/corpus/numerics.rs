@@ -103,7 +103,8 @@ fn unary_tolerance(u: UnaryOp) -> Tolerance {
         | UnaryOp::Relu
         | UnaryOp::Floor
         | UnaryOp::Ceil
-        | UnaryOp::Not => Tolerance::EXACT,
+        | UnaryOp::Not
+        | UnaryOp::BitNot => Tolerance::EXACT,
         UnaryOp::Sqrt | UnaryOp::Reciprocal => Tolerance::ELEMENTWISE,
         _ => Tolerance::TRANSCENDENTAL,
     }
@@ -112,7 +113,7 @@ fn unary_tolerance(u: UnaryOp) -> Tolerance {
 /// Every float unary op (and neg, abs, relu) on NaN, ±inf, ±0 and a few finite values.
 fn special_unary(c: &mut Corpus) -> Result<()> {
     for u in UnaryOp::ALL {
-        if u == UnaryOp::Not {
+        if matches!(u, UnaryOp::Not | UnaryOp::BitNot) {
             continue;
         }
         for d in FLOATS {
@@ -134,7 +135,7 @@ fn special_binary(c: &mut Corpus) -> Result<()> {
     let values = [NAN, INF, -INF, 0.0, -0.0, 1.0, -2.0];
     let n = values.len() as u64;
     for b in BinaryOp::ALL {
-        if matches!(b, BinaryOp::And | BinaryOp::Or) {
+        if matches!(b, BinaryOp::And | BinaryOp::Or) || b.is_bitwise() {
             continue;
         }
         for d in FLOATS {
@@ -279,6 +280,10 @@ fn edge_values(d: DType, mul: bool) -> Vec<f64> {
     match (d, mul) {
         (DType::I8, _) => vec![127.0, -128.0, 100.0, -100.0, 64.0, -1.0, 0.0, 3.0],
         (DType::U8, _) => vec![255.0, 0.0, 1.0, 128.0, 200.0, 100.0, 16.0, 3.0],
+        (DType::I16, _) => vec![32767.0, -32768.0, 20000.0, -20000.0, 256.0, -1.0, 0.0, 3.0],
+        (DType::U16, _) => vec![65535.0, 0.0, 1.0, 32768.0, 50000.0, 256.0, 300.0, 3.0],
+        (DType::U32, false) => vec![p(32) - 1.0, 0.0, 1.0, p(31), 3e9, 65536.0, 7.0, 3.0],
+        (DType::U32, true) => vec![65536.0, 65535.0, 46341.0, p(26), p(20), 3.0, 1.0, 0.0],
         (_, false) => vec![p(31) - 1.0, -p(31), p(30), -p(30), 65536.0, -1.0, 0.0, 1.0],
         (_, true) => vec![65536.0, -65536.0, 46341.0, p(26), -p(26), 3.0, -1.0, 0.0],
     }
@@ -286,7 +291,15 @@ fn edge_values(d: DType, mul: bool) -> Vec<f64> {
 
 /// Wrap-around as documented: two's complement in every integer dtype.
 fn integer_wrap(c: &mut Corpus) -> Result<()> {
-    for d in [DType::I8, DType::U8, DType::I32] {
+    let narrow = [
+        DType::I8,
+        DType::U8,
+        DType::I16,
+        DType::U16,
+        DType::I32,
+        DType::U32,
+    ];
+    for d in narrow {
         for b in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul] {
             let values = edge_values(d, b == BinaryOp::Mul);
             let n = values.len() as u64;
@@ -304,15 +317,9 @@ fn integer_wrap(c: &mut Corpus) -> Result<()> {
     }
     // neg and abs of the minimum (which wrap to itself), relu, for every integer dtype.
     for d in INTS {
-        let min = match d {
-            DType::I8 => -128.0,
-            DType::U8 => 0.0,
-            DType::I32 => f64::from(i32::MIN),
-            _ => i64::MIN as f64,
-        };
         let values = [
-            min,
-            -1.0 + f64::from(u8::from(d == DType::U8)) * 2.0,
+            int_min(d),
+            -1.0 + f64::from(u8::from(d.is_unsigned_int())) * 2.0,
             0.0,
             5.0,
         ];
@@ -383,7 +390,25 @@ fn integer_wrap(c: &mut Corpus) -> Result<()> {
     );
 
     // Casts truncate toward zero and wrap (float to integer, integer to narrower integer).
-    let casts: [(DType, Vec<f64>); 5] = [
+    let casts: [(DType, Vec<f64>); 7] = [
+        (
+            DType::I16,
+            vec![-32768.0, 32767.0, -1.0, 255.0, 256.0, -129.0, 0.0, 1000.0],
+        ),
+        // Past i64::MAX, past 2^53 and narrow values: unsigned to signed and to floats.
+        (
+            DType::U64,
+            vec![
+                2f64.powi(63),
+                18_446_744_073_709_549_568.0,
+                2f64.powi(53) + 2.0,
+                4294967297.0,
+                65537.0,
+                257.0,
+                1.0,
+                0.0,
+            ],
+        ),
         (
             DType::F32,
             vec![300.0, -129.0, 255.75, -1.0, -2.75, 2.9, 1e9, -0.5],
@@ -433,8 +458,14 @@ fn integer_wrap(c: &mut Corpus) -> Result<()> {
         ),
     ];
     for (from, values) in casts {
+        // Integers also to floats: a u64 past 2^63 converts unsigned.
+        let floats: &[DType] = if from.is_int() {
+            &[DType::F32, DType::F64]
+        } else {
+            &[]
+        };
         let g = graph_of(from, &[8], |g, x| {
-            for to in INTS {
+            for &to in INTS.iter().chain(floats) {
                 if to != from {
                     g.output(&format!("to_{to}"), &x.cast(to)?)?;
                 }
@@ -448,18 +479,30 @@ fn integer_wrap(c: &mut Corpus) -> Result<()> {
     Ok(())
 }
 
-/// Integer division truncates toward zero, `x / 0 = 0`, and `MIN / -1` wraps to `MIN`.
+/// The smallest value of the integer dtype `d`.
+fn int_min(d: DType) -> f64 {
+    if d.is_unsigned_int() {
+        0.0
+    } else {
+        -(2f64.powi(d.bits() as i32 - 1))
+    }
+}
+
+/// Integer division truncates toward zero, `x / 0 = 0`, and `MIN / -1` wraps to `MIN`;
+/// unsigned dtypes divide their values past the signed range as unsigned.
 fn integer_division(c: &mut Corpus) -> Result<()> {
     for d in INTS {
-        let a: Vec<f64> = match d {
-            DType::U8 => vec![7.0, 8.0, 0.0, 1.0, 255.0, 200.0, 3.0, 128.0],
-            DType::I8 => vec![-7.0, 7.0, -8.0, 8.0, 0.0, 1.0, -1.0, -128.0],
-            DType::I32 => vec![-7.0, 7.0, -8.0, 8.0, 0.0, 1.0, -1.0, f64::from(i32::MIN)],
-            _ => vec![-7.0, 7.0, -8.0, 8.0, 0.0, 1.0, -1.0, i64::MIN as f64],
-        };
-        let b: Vec<f64> = match d {
-            DType::U8 => vec![2.0, 3.0, 0.0, 1.0, 255.0, 7.0, 128.0, 16.0],
-            _ => vec![2.0, -2.0, 3.0, -3.0, 0.0, 1.0, -1.0, 7.0],
+        let top = 2f64.powi(d.bits() as i32 - 1);
+        let (a, b) = if d.is_unsigned_int() {
+            (
+                vec![7.0, 8.0, 0.0, 1.0, top + 1.0, 200.0, 3.0, top],
+                vec![2.0, 3.0, 0.0, 1.0, top + 3.0, 7.0, top, 16.0],
+            )
+        } else {
+            (
+                vec![-7.0, 7.0, -8.0, 8.0, 0.0, 1.0, -1.0, int_min(d)],
+                vec![2.0, -2.0, 3.0, -3.0, 0.0, 1.0, -1.0, 7.0],
+            )
         };
         let g = GraphBuilder::new();
         let x = g.input("a", d, shape![8, 1])?;

@@ -4,7 +4,7 @@
 //! Names are `op/OP/DTYPE/SHAPE`. Inputs are drawn where the op is well-conditioned and away
 //! from its discontinuities (see each op's [`Values`]).
 
-use super::{Binding, ByOp, Corpus, Result, FLOATS, NUMERIC};
+use super::{rare_int, Binding, ByOp, Corpus, Result, FLOATS, INTS, NUMERIC};
 use crate::tolerance::Tolerance;
 use crate::values::Values;
 use tir_graph::{
@@ -75,6 +75,11 @@ impl Layout {
         }
     }
 
+    /// The layouts that cover the rare integer dtypes ([`rare_int`]).
+    fn for_rare_ints(self) -> bool {
+        matches!(self, Layout::Vector | Layout::Symbolic)
+    }
+
     fn operand(self, g: &GraphBuilder, name: &str, d: DType) -> Result<Tensor> {
         match self {
             Layout::Scalar => g.input(name, d, shape![]),
@@ -104,6 +109,7 @@ fn unary_spec(u: UnaryOp) -> (Vec<DType>, Values, Tolerance) {
             (NUMERIC.to_vec(), Values::Default, Tolerance::EXACT)
         }
         UnaryOp::Not => (vec![DType::Bool], Values::Default, Tolerance::EXACT),
+        UnaryOp::BitNot => (INTS.to_vec(), Values::Default, Tolerance::EXACT),
         UnaryOp::Floor | UnaryOp::Ceil => {
             (FLOATS.to_vec(), Values::OffGrid(-4, 4), Tolerance::EXACT)
         }
@@ -130,7 +136,8 @@ fn unary_ops(c: &mut Corpus) -> Result<()> {
     for u in UnaryOp::ALL {
         let (dtypes, values, tolerance) = unary_spec(u);
         for d in dtypes {
-            for layout in Layout::ALL {
+            let layouts = Layout::ALL.into_iter();
+            for layout in layouts.filter(|l| !rare_int(d) || l.for_rare_ints()) {
                 let g = GraphBuilder::new();
                 let x = layout.operand(&g, "x", d)?;
                 let y = x.apply_unary(u)?;
@@ -192,6 +199,11 @@ impl Pair {
             Pair::Symbolic => "symbolic",
             Pair::Strided => "strided",
         }
+    }
+
+    /// The pairs that cover the rare integer dtypes ([`rare_int`]).
+    fn for_rare_ints(self) -> bool {
+        matches!(self, Pair::Vectors | Pair::Outer | Pair::Symbolic)
     }
 
     fn operands(self, g: &GraphBuilder, d: DType) -> Result<(Tensor, Tensor)> {
@@ -272,6 +284,18 @@ fn binary_spec(b: BinaryOp) -> (Vec<DType>, Values, Values, Tolerance) {
             Tolerance::EXACT,
         ),
         BinaryOp::And | BinaryOp::Or => (vec![DType::Bool], d.clone(), d, Tolerance::EXACT),
+        BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor => {
+            (INTS.to_vec(), d.clone(), d, Tolerance::EXACT)
+        }
+        // Amounts from -3 to 70: in range, past every width, and negative.
+        BinaryOp::ShiftLeft | BinaryOp::ShiftRight => (
+            INTS.to_vec(),
+            d,
+            Values::Choice(vec![
+                0.0, 1.0, 3.0, 7.0, 8.0, 15.0, 31.0, 33.0, 63.0, 70.0, -1.0, -3.0,
+            ]),
+            Tolerance::EXACT,
+        ),
     }
 }
 
@@ -279,7 +303,10 @@ fn binary_ops(c: &mut Corpus) -> Result<()> {
     for b in BinaryOp::ALL {
         let (dtypes, left, right, tolerance) = binary_spec(b);
         for d in dtypes {
-            for pair in Pair::ALL {
+            for pair in Pair::ALL
+                .into_iter()
+                .filter(|p| !rare_int(d) || p.for_rare_ints())
+            {
                 let g = GraphBuilder::new();
                 let (x, y) = pair.operands(&g, d)?;
                 g.output("y", &x.apply_binary(b, &y)?)?;
@@ -497,7 +524,8 @@ fn reductions(c: &mut Corpus) -> Result<()> {
         let arg = matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin);
         for d in dtypes {
             for r in Reduced::ALL {
-                if arg && !r.single_axis() {
+                let rare = rare_int(d) && !matches!(r, Reduced::Rows | Reduced::Columns);
+                if rare || arg && !r.single_axis() {
                     continue;
                 }
                 let g = GraphBuilder::new();
@@ -596,7 +624,9 @@ fn matmuls(c: &mut Corpus) -> Result<()> {
                 a.matmul(&g.input("b", d, shape![40, 16])?)
             }),
         ];
-        for (shape_name, k, build) in shapes {
+        // The rare integer dtypes: the first two shapes (an edge tile and a multi-tile K).
+        let count = if rare_int(d) { 2 } else { shapes.len() };
+        for (shape_name, k, build) in shapes.into_iter().take(count) {
             let g = GraphBuilder::new();
             g.output("y", &build(&g, d)?)?;
             let bindings = if shape_name == "symbolic" {

@@ -946,7 +946,12 @@ pub fn identity(op: ReduceOp, dtype: DType) -> f64 {
         DType::Bool => (0.0, 1.0),
         DType::I8 => (i8::MIN as f64, i8::MAX as f64),
         DType::U8 => (0.0, u8::MAX as f64),
+        DType::I16 => (i16::MIN as f64, i16::MAX as f64),
+        DType::U16 => (0.0, u16::MAX as f64),
         DType::I32 => (i32::MIN as f64, i32::MAX as f64),
+        DType::U32 => (0.0, u32::MAX as f64),
+        // 2^64 - 2048, the largest f64 below 2^64 (as for i64 below).
+        DType::U64 => (0.0, 18_446_744_073_709_549_568.0),
         // 2^63 - 1024, the largest f64 below 2^63: values are held as f64, and 2^63 itself
         // would wrap to i64::MIN.
         DType::I64 => (i64::MIN as f64, 9_223_372_036_854_774_784.0),

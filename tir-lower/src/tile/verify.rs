@@ -36,7 +36,7 @@ use super::ir::{
 use super::print::{access_name, op_name, type_name};
 use crate::program::Program;
 use std::collections::{BTreeMap, BTreeSet};
-use tir_graph::{BinaryOp, DType, ReduceOp, UnaryOp};
+use tir_graph::{DType, ReduceOp};
 
 /// Why a kernel or program is not valid tile IR. `at` names the statement: `%7 (load)`.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -784,12 +784,8 @@ impl<'k> Verifier<'k> {
             }
             TileOp::Unary { op, x } => {
                 let (dtype, shape) = self.tile(stmt, *x, "operand")?;
-                let class_ok = match op {
-                    UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu => dtype.is_numeric(),
-                    UnaryOp::Not => dtype == DType::Bool,
-                    _ => dtype.is_float(),
-                };
-                if !class_ok {
+                // The graph's typing: one table for both IRs.
+                if tir_graph::infer::unary_dtype(*op, dtype).is_err() {
                     return Err(
                         self.type_error(stmt, format!("{} does not take {dtype} tiles", op.name()))
                     );
@@ -837,7 +833,7 @@ impl<'k> Verifier<'k> {
                         ),
                     ));
                 }
-                let dtype = binary_dtype(*op, da).ok_or_else(|| {
+                let dtype = tir_graph::infer::binary_dtype(*op, da, da).map_err(|_| {
                     self.type_error(stmt, format!("{} does not take {da} tiles", op.name()))
                 })?;
                 self.defines(stmt, &Type::tile(dtype, &sa))?;
@@ -1086,16 +1082,5 @@ fn mma_acc_dtype(dtype: DType) -> Option<DType> {
         DType::F64 => Some(DType::F64),
         d if d.is_int() => Some(DType::I64),
         _ => None,
-    }
-}
-
-/// The result dtype of `op` on `dtype` operands, or `None` where the graph's rules refuse it.
-fn binary_dtype(op: BinaryOp, dtype: DType) -> Option<DType> {
-    match op {
-        BinaryOp::And | BinaryOp::Or => (dtype == DType::Bool).then_some(DType::Bool),
-        BinaryOp::Eq | BinaryOp::Ne => Some(DType::Bool),
-        op if op.is_comparison() => dtype.is_numeric().then_some(DType::Bool),
-        BinaryOp::Pow => dtype.is_float().then_some(dtype),
-        _ => dtype.is_numeric().then_some(dtype),
     }
 }

@@ -199,9 +199,15 @@ pub fn lossless(from: DType, to: DType) -> bool {
         return true;
     }
     match from {
-        I8 => matches!(to, I32 | I64 | F16 | BF16 | F32 | F64),
-        U8 => matches!(to, I32 | I64 | F16 | BF16 | F32 | F64),
+        I8 => matches!(to, I16 | I32 | I64 | F16 | BF16 | F32 | F64),
+        U8 => matches!(
+            to,
+            I16 | U16 | I32 | U32 | I64 | U64 | F16 | BF16 | F32 | F64
+        ),
+        I16 => matches!(to, I32 | I64 | F32 | F64),
+        U16 => matches!(to, I32 | U32 | I64 | U64 | F32 | F64),
         I32 => matches!(to, I64 | F64),
+        U32 => matches!(to, I64 | U64 | F64),
         F16 | BF16 => matches!(to, F32 | F64),
         F32 => to == F64,
         _ => false,

@@ -176,7 +176,8 @@ fn kernel_axes(n: usize) -> Vec<usize> {
 fn lowest(dtype: DType) -> f64 {
     match dtype {
         DType::I8 => f64::from(i8::MIN),
-        DType::U8 | DType::Bool => 0.0,
+        DType::I16 => f64::from(i16::MIN),
+        d if d.is_unsigned_int() || d == DType::Bool => 0.0,
         DType::I32 => f64::from(i32::MIN),
         DType::I64 => i64::MIN as f64,
         _ => f64::NEG_INFINITY,

@@ -60,6 +60,30 @@ pub(super) fn binary(cx: &mut Cx) -> Res<Vec<Value>> {
     Ok(vec![y.into()])
 }
 
+/// `BitShift` (`direction` LEFT or RIGHT) and `BitwiseAnd`, `BitwiseOr`, `BitwiseXor`,
+/// `BitwiseNot`: tir's bit ops, on integers of one dtype.
+pub(super) fn bitwise(cx: &mut Cx) -> Res<Vec<Value>> {
+    let a = cx.tensor(0)?;
+    if !a.dtype().is_int() {
+        return Err(unsupported(format!("{} of {}", cx.op(), a.dtype())));
+    }
+    if cx.op() == "BitwiseNot" {
+        return Ok(vec![a.bit_not()?.into()]);
+    }
+    let b = cx.tensor(1)?;
+    let y = match cx.op() {
+        "BitwiseAnd" => a.bit_and(&b)?,
+        "BitwiseOr" => a.bit_or(&b)?,
+        "BitwiseXor" => a.bit_xor(&b)?,
+        _ => match cx.attrs.string("direction", "")?.as_str() {
+            "LEFT" => a.shift_left(&b)?,
+            "RIGHT" => a.shift_right(&b)?,
+            other => return Err(invalid(format!("BitShift direction `{other}`"))),
+        },
+    };
+    Ok(vec![y.into()])
+}
+
 /// Pow's exponent in the base's dtype: ONNX lets them differ, tir's binary ops do not.
 fn pow_exponent(base: &Tensor, exponent: Tensor) -> Res<Tensor> {
     let (bt, et) = (base.dtype(), exponent.dtype());

@@ -37,6 +37,7 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
         "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Equal" | "Less" | "LessOrEqual" | "Greater"
         | "GreaterOrEqual" | "And" | "Or" | "Xor" => e::binary,
         "Max" | "Min" | "Sum" | "Mean" => e::variadic,
+        "BitShift" | "BitwiseAnd" | "BitwiseOr" | "BitwiseXor" | "BitwiseNot" => e::bitwise,
         "Identity" => e::identity,
         "Where" => e::where_,
         "Mod" => e::modulo,
