@@ -10,11 +10,15 @@ mod attention;
 mod conv;
 mod dims;
 mod elementwise;
+mod gates;
 mod loss;
 mod nn;
+mod norms;
+mod rearrange;
 mod resize;
 mod scan;
 mod shape;
+mod trig;
 
 use crate::import::{Attrs, State, Value};
 use crate::known::Known;
@@ -47,6 +51,17 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
         "LeakyRelu" | "Elu" | "Selu" | "Celu" | "ThresholdedRelu" | "HardSigmoid" | "HardSwish"
         | "Softplus" | "Softsign" | "Mish" | "Gelu" | "PRelu" | "Swish" => e::activation,
         "Dropout" => e::dropout,
+        "Shrink" => gates::shrink,
+        "SwiGLU" => gates::swiglu,
+        "MeanVarianceNormalization" => norms::mean_variance,
+        "InstanceNormalization" => norms::instance_norm,
+        "GroupNormalization" => norms::group_norm,
+        "LRN" => norms::lrn,
+        "DepthToSpace" => rearrange::depth_to_space,
+        "SpaceToDepth" => rearrange::space_to_depth,
+        "Atan" | "Asin" | "Acos" | "Tan" | "Sinh" | "Cosh" | "Asinh" | "Acosh" | "Atanh" => {
+            trig::trig
+        }
         "Reshape" => shape::reshape,
         "Transpose" => shape::transpose,
         "Squeeze" => shape::squeeze,
