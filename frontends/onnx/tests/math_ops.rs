@@ -1,12 +1,14 @@
 //! Lowerings whose node tests do not reach their edges: the trigonometric composites over their
-//! whole domain (to a few ulps, where the node tests check 1e-3 on a few values), and refusals.
+//! whole domain (to a few ulps, where the node tests check 1e-3 on a few values), TopK's order
+//! with NaN and ties, and refusals.
 
 use prost::Message;
 use tir_graph::HostTensor;
 use tir_lower::{Backend, TensorRef};
 use tir_onnx::proto::{
-    tensor_proto::DataType, tensor_shape_proto::dimension, type_proto, AttributeProto, GraphProto,
-    ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto, TypeProto, ValueInfoProto,
+    attribute_proto::AttributeType, tensor_proto::DataType, tensor_shape_proto::dimension,
+    type_proto, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
+    TensorShapeProto, TypeProto, ValueInfoProto,
 };
 use tir_onnx::{ImportOptions, Model};
 
@@ -151,4 +153,79 @@ fn trigonometry_of_integers_is_refused() {
     let model = unary_model("Atan", vec![], DataType::Int32, &[3]);
     let message = import(&model).err().unwrap().to_string();
     assert!(message.contains("Atan of i32"), "{message}");
+}
+
+/// `TopK(x, K = k)` of an f32 vector on the reference backend: values and indices.
+fn top_k(xs: &[f32], k: i64, largest: bool) -> (Vec<f32>, Vec<i64>) {
+    let mut model = unary_model(
+        "TopK",
+        vec![AttributeProto {
+            name: Some("largest".into()),
+            r#type: Some(AttributeType::Int as i32),
+            i: Some(i64::from(largest)),
+            ..Default::default()
+        }],
+        DataType::Float,
+        &[xs.len() as i64],
+    );
+    let g = model.graph.as_mut().unwrap();
+    g.node[0].input.push("k".into());
+    g.node[0].output = vec!["values".into(), "indices".into()];
+    g.initializer.push(TensorProto {
+        name: Some("k".into()),
+        dims: vec![1],
+        data_type: Some(DataType::Int64 as i32),
+        int64_data: vec![k],
+        ..Default::default()
+    });
+    g.output = vec![
+        value("values", DataType::Float, &[k]),
+        value("indices", DataType::Int64, &[k]),
+    ];
+    let imported = import(&model).unwrap();
+    let backend = backend_ref::RefBackend::default();
+    let compiled =
+        tir_lower::compile_graph(&imported.graph, &backend.target(), &Default::default()).unwrap();
+    let mut exe = backend.compile(&compiled.program).unwrap();
+    let input = HostTensor::from_slice(xs, &[xs.len() as u64]).unwrap();
+    let out = exe.run(&[("x", TensorRef::Host(&input))]).unwrap();
+    (
+        out["values"].as_slice::<f32>().unwrap().to_vec(),
+        out["indices"].as_slice::<i64>().unwrap().to_vec(),
+    )
+}
+
+#[test]
+fn top_k_ranks_nan_highest_and_breaks_ties_by_index() {
+    let xs = [
+        1.0,
+        f32::NAN,
+        3.0,
+        3.0,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        f32::NEG_INFINITY,
+    ];
+    let (values, indices) = top_k(&xs, 4, true);
+    assert_eq!(indices, [1, 5, 2, 3]);
+    assert!(values[0].is_nan() && values[1].is_nan() && values[2..] == [3.0, 3.0]);
+    let (values, indices) = top_k(&xs, 4, false);
+    assert_eq!(indices, [4, 6, 0, 2]);
+    assert_eq!(values, [f32::NEG_INFINITY, f32::NEG_INFINITY, 1.0, 3.0]);
+}
+
+#[test]
+fn top_k_beyond_its_bound_is_refused() {
+    let mut model = unary_model("TopK", vec![], DataType::Float, &[5000]);
+    let g = model.graph.as_mut().unwrap();
+    g.node[0].input.push("k".into());
+    g.initializer.push(TensorProto {
+        name: Some("k".into()),
+        dims: vec![1],
+        data_type: Some(DataType::Int64 as i32),
+        int64_data: vec![3],
+        ..Default::default()
+    });
+    let message = import(&model).err().unwrap().to_string();
+    assert!(message.contains("an axis of 5000 elements"), "{message}");
 }

@@ -18,7 +18,9 @@ mod rearrange;
 mod resize;
 mod scan;
 mod shape;
+mod topk;
 mod trig;
+mod windows;
 
 use crate::import::{Attrs, State, Value};
 use crate::known::Known;
@@ -83,6 +85,11 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
         "Pad" => shape::pad,
         "Trilu" => shape::trilu,
         "CumSum" => scan::cumsum,
+        "CumProd" => scan::cumprod,
+        "TopK" => topk::topk,
+        "HannWindow" | "HammingWindow" | "BlackmanWindow" => windows::window,
+        "ReverseSequence" => rearrange::reverse_sequence,
+        "CenterCropPad" => rearrange::center_crop_pad,
         "Round" => scan::round,
         "Einsum" => scan::einsum,
         "Attention" => attention::attention,

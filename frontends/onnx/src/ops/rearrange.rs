@@ -1,9 +1,12 @@
-//! Data movement between axes: `DepthToSpace` and `SpaceToDepth` (both modes), as one reshape,
-//! one permutation and one reshape.
+//! Data movement: `DepthToSpace` and `SpaceToDepth` (both modes) as one reshape, one
+//! permutation and one reshape; `ReverseSequence` as one gather; `CenterCropPad` as one slice
+//! and one pad.
 //!
-//! Takes a rank-4 tensor of any dtype whose channel, height and width are static (the batch may
-//! be symbolic). Guarantees: the element order of ONNX's reference (`DCR`: blocks outer, depth
-//! inner; `CRD`: depth outer), values copied bit for bit.
+//! Takes: for the block moves, a rank-4 tensor of any dtype whose channel, height and width are
+//! static (the batch may be symbolic); for `ReverseSequence`, run-time lengths; for
+//! `CenterCropPad`, sizes known at import and static dims on the listed axes. Guarantees: the
+//! element order of ONNX's reference (`DCR`: blocks outer, depth inner; `CRD`: depth outer),
+//! values copied bit for bit, zeros where `CenterCropPad` pads.
 
 use super::{Cx, Res};
 use crate::import::Value;
@@ -101,5 +104,97 @@ pub(super) fn space_to_depth(cx: &mut Cx) -> Res<Vec<Value>> {
         [0, 3, 5, 1, 2, 4]
     };
     let y = with_batch(&t.permute(&perm)?, &batch, &[c * bs * bs, h / bs, w / bs])?;
+    Ok(vec![y.into()])
+}
+
+/// `x` with the first `sequence_lens[b]` steps of each batch entry `b` reversed along the time
+/// axis: one gather at `t < len ? len - 1 - t : t` (ONNX's `take_along`, so a length past the
+/// axis is out of range for the gather, never wrapped).
+pub(super) fn reverse_sequence(cx: &mut Cx) -> Res<Vec<Value>> {
+    let batch_axis = cx.attrs.int("batch_axis", 1)?;
+    let time_axis = cx.attrs.int("time_axis", 0)?;
+    let (ba, ta) = match (batch_axis, time_axis) {
+        (1, 0) => (1, 0),
+        (0, 1) => (0, 1),
+        _ => {
+            return Err(invalid(format!(
+                "batch_axis {batch_axis} and time_axis {time_axis} (one is 0, the other 1)"
+            )))
+        }
+    };
+    let (x, lens) = (cx.tensor(0)?, cx.tensor(1)?);
+    if x.rank() < 2 || !lens.dtype().is_int() || lens.rank() != 1 {
+        return Err(invalid(format!(
+            "ReverseSequence of {} by lengths {}",
+            x.ty(),
+            lens.ty()
+        )));
+    }
+    let rank = x.rank();
+    // A vector laid along `at` of a rank-`rank` tensor.
+    let along = |v: Tensor, at: usize| -> Res<Tensor> {
+        let others: Vec<usize> = (0..rank).filter(|&i| i != at).collect();
+        Ok(v.unsqueeze(&others)?)
+    };
+    let t = along(cx.b().iota(x.shape().dims()[ta].clone())?, ta)?;
+    let len = along(lens.cast(tir_graph::DType::I64)?, ba)?;
+    let reversed = len.add_scalar(-1.0)?.sub(&t)?;
+    let index = t
+        .lt(&len)?
+        .select(&reversed, &t)?
+        .broadcast_to(&x.shape())?;
+    Ok(vec![super::shape::take_along(&x, &index, ta)?.into()])
+}
+
+/// Each listed axis cropped to its centered window or zero-padded around its middle (the odd
+/// element of a crop on the left, of a pad on the right), as one slice and one pad.
+pub(super) fn center_crop_pad(cx: &mut Cx) -> Res<Vec<Value>> {
+    let listed = cx.attrs.ints("axes")?;
+    let sizes = cx.ints(1)?;
+    let x = cx.tensor(0)?;
+    let rank = x.rank();
+    // In the listed order (sizes pair with it); `axes` refuses a repeated axis.
+    let list: Vec<usize> = match listed {
+        Some(l) => {
+            super::axes(&l, rank)?;
+            l.iter()
+                .map(|&a| super::axis(a, rank))
+                .collect::<Res<_>>()?
+        }
+        None => (0..rank).collect(),
+    };
+    if list.len() != sizes.len() {
+        return Err(invalid(format!(
+            "{} sizes for {} axes",
+            sizes.len(),
+            list.len()
+        )));
+    }
+    let dims = x.shape().into_dims();
+    let mut ranges = vec![tir_graph::SliceRange::FULL; rank];
+    let mut pads = vec![(0, 0); rank];
+    for (&a, &size) in list.iter().zip(&sizes) {
+        let Some(have) = dims[a].as_static() else {
+            return Err(unsupported(format!("CenterCropPad of symbolic dim {a}")));
+        };
+        let want = u64::try_from(size)
+            .ok()
+            .filter(|&w| w > 0)
+            .ok_or_else(|| unsupported(format!("CenterCropPad to size {size}")))?;
+        if want < have {
+            let start = (have - want) / 2;
+            ranges[a] = tir_graph::SliceRange::new(start, start + want, 1);
+        } else {
+            let before = (want - have) / 2;
+            pads[a] = (before, want - have - before);
+        }
+    }
+    let mut y = x;
+    if ranges.iter().any(|r| *r != tir_graph::SliceRange::FULL) {
+        y = y.slice(&ranges)?;
+    }
+    if pads.iter().any(|&p| p != (0, 0)) {
+        y = y.pad(&pads, 0.0)?;
+    }
     Ok(vec![y.into()])
 }
