@@ -10,11 +10,17 @@ mod attention;
 mod conv;
 mod dims;
 mod elementwise;
+mod gates;
 mod loss;
 mod nn;
+mod norms;
+mod rearrange;
 mod resize;
 mod scan;
 mod shape;
+mod topk;
+mod trig;
+mod windows;
 
 use crate::import::{Attrs, State, Value};
 use crate::known::Known;
@@ -48,6 +54,17 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
         "LeakyRelu" | "Elu" | "Selu" | "Celu" | "ThresholdedRelu" | "HardSigmoid" | "HardSwish"
         | "Softplus" | "Softsign" | "Mish" | "Gelu" | "PRelu" | "Swish" => e::activation,
         "Dropout" => e::dropout,
+        "Shrink" => gates::shrink,
+        "SwiGLU" => gates::swiglu,
+        "MeanVarianceNormalization" => norms::mean_variance,
+        "InstanceNormalization" => norms::instance_norm,
+        "GroupNormalization" => norms::group_norm,
+        "LRN" => norms::lrn,
+        "DepthToSpace" => rearrange::depth_to_space,
+        "SpaceToDepth" => rearrange::space_to_depth,
+        "Atan" | "Asin" | "Acos" | "Tan" | "Sinh" | "Cosh" | "Asinh" | "Acosh" | "Atanh" => {
+            trig::trig
+        }
         "Reshape" => shape::reshape,
         "Transpose" => shape::transpose,
         "Squeeze" => shape::squeeze,
@@ -69,6 +86,11 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
         "Pad" => shape::pad,
         "Trilu" => shape::trilu,
         "CumSum" => scan::cumsum,
+        "CumProd" => scan::cumprod,
+        "TopK" => topk::topk,
+        "HannWindow" | "HammingWindow" | "BlackmanWindow" => windows::window,
+        "ReverseSequence" => rearrange::reverse_sequence,
+        "CenterCropPad" => rearrange::center_crop_pad,
         "Round" => scan::round,
         "Einsum" => scan::einsum,
         "Attention" => attention::attention,

@@ -1,14 +1,15 @@
-//! Scans and index contractions: `CumSum`, `Round` and `Einsum`, each composed from tir's
-//! elementwise, layout, reduction and matmul ops.
+//! Scans and index contractions: `CumSum`, `CumProd`, `Round` and `Einsum`, each composed from
+//! tir's elementwise, layout, reduction and matmul ops.
 //!
-//! Takes: `CumSum` of a numeric tensor along an axis known at import (`exclusive`, `reverse`;
-//! a log-step scan over a static length, a masked sum over a symbolic one); `Round` of a float tensor; `Einsum` of any number of numeric operands
-//! of one dtype, with explicit or implicit output, `...` broadcasting, size-1 broadcasting of a
-//! label, and repeated labels in one operand (diagonals) of a static size. Guarantees: integer
-//! results exact; `Round` exact (half to even, `-0`, NaN and infinities kept); float sums in
-//! another order than ONNX's reference (a log-step scan, matmul and reduction order), with 16-bit
-//! floats computed in f32 and rounded once. Symbolic lengths a composition needs static are
-//! refused, never approximated.
+//! Takes: `CumSum` and `CumProd` of a numeric tensor along an axis known at import
+//! (`exclusive`, `reverse`; a log-step scan over a static length, a masked reduction over a
+//! symbolic one); `Round` of a float tensor; `Einsum` of any number of numeric operands of one
+//! dtype, with explicit or implicit output, `...` broadcasting, size-1 broadcasting of a label,
+//! and repeated labels in one operand (diagonals) of a static size. Guarantees: integer results
+//! exact (products wrap as NumPy's do); `Round` exact (half to even, `-0`, NaN and infinities
+//! kept); float sums and products in another order than ONNX's reference (a log-step scan,
+//! matmul and reduction order), with 16-bit floats computed in f32 and rounded once. Symbolic
+//! lengths a composition needs static are refused, never approximated.
 
 use super::{axis, cast_to, compute_dtype, Cx, Res};
 use crate::import::Value;
@@ -16,11 +17,50 @@ use crate::{invalid, unsupported};
 use std::collections::{BTreeMap, HashSet};
 use tir_graph::{DType, Dim, Shape, SliceRange, Tensor, MAX_RANK};
 
-/// Inclusive prefix sums as a Hillis-Steele scan: after the step of distance `d`, element `i`
-/// holds the sum of the `2d` elements ending at `i`, so ceil(log2 n) shifted adds cover the axis.
-/// An element shifted in from outside the axis is 0 (a pad, never a product, so NaN and
-/// infinities stay where they are).
+/// What a prefix scan combines: sums (`CumSum`) or products (`CumProd`).
+#[derive(Clone, Copy)]
+enum Combine {
+    Sum,
+    Prod,
+}
+
+impl Combine {
+    /// The value that changes nothing: what is shifted in from outside the axis.
+    fn identity(self) -> f64 {
+        match self {
+            Combine::Sum => 0.0,
+            Combine::Prod => 1.0,
+        }
+    }
+
+    fn apply(self, a: &Tensor, b: &Tensor) -> Res<Tensor> {
+        Ok(match self {
+            Combine::Sum => a.add(b)?,
+            Combine::Prod => a.mul(b)?,
+        })
+    }
+
+    fn reduce(self, t: &Tensor, axis: usize) -> Res<Tensor> {
+        Ok(match self {
+            Combine::Sum => t.sum(&[axis], false)?,
+            Combine::Prod => t.prod(&[axis], false)?,
+        })
+    }
+}
+
 pub(super) fn cumsum(cx: &mut Cx) -> Res<Vec<Value>> {
+    scan(cx, Combine::Sum)
+}
+
+pub(super) fn cumprod(cx: &mut Cx) -> Res<Vec<Value>> {
+    scan(cx, Combine::Prod)
+}
+
+/// Inclusive prefix sums (products) as a Hillis-Steele scan: after the step of distance `d`,
+/// element `i` combines the `2d` elements ending at `i`, so ceil(log2 n) shifted steps cover the
+/// axis. An element shifted in from outside the axis is the identity (a pad, never a product
+/// with 0, so NaN and infinities stay where they are).
+fn scan(cx: &mut Cx, combine: Combine) -> Res<Vec<Value>> {
     let exclusive = cx.attrs.int("exclusive", 0)? != 0;
     let reverse = cx.attrs.int("reverse", 0)? != 0;
     let a = match cx.ints(1)?[..] {
@@ -29,47 +69,54 @@ pub(super) fn cumsum(cx: &mut Cx) -> Res<Vec<Value>> {
     };
     let x = cx.tensor(0)?;
     if !x.dtype().is_numeric() {
-        return Err(unsupported(format!("CumSum of {}", x.dtype())));
+        return Err(unsupported(format!("{} of {}", cx.op(), x.dtype())));
     }
     let rank = x.rank();
     let a = axis(a, rank)?;
     let work = cast_to(&x, compute_dtype(x.dtype()))?;
     let Some(n) = x.shape().dims()[a].as_static() else {
-        let y = masked_prefix_sums(&work, a, exclusive, reverse)?;
+        let y = masked_prefix_scan(&work, a, exclusive, reverse, combine)?;
         return Ok(vec![cast_to(&y, x.dtype())?.into()]);
     };
     let b = cx.b();
-    // `t` moved `d` places along the scan's direction, zeros shifted in.
+    let fill = combine.identity();
+    // `t` moved `d` places along the scan's direction, the identity shifted in.
     let shift = |t: &Tensor, d: u64| -> Res<Tensor> {
         if d >= n {
-            let zero = b.scalar(t.dtype(), 0.0)?;
-            return Ok(zero.broadcast_to(&t.shape())?);
+            let pad = b.scalar(t.dtype(), fill)?;
+            return Ok(pad.broadcast_to(&t.shape())?);
         }
         let mut pads = vec![(0, 0); rank];
         Ok(if reverse {
             pads[a] = (0, d);
-            t.slice_axis(a, d, n)?.pad(&pads, 0.0)?
+            t.slice_axis(a, d, n)?.pad(&pads, fill)?
         } else {
             pads[a] = (d, 0);
-            t.slice_axis(a, 0, n - d)?.pad(&pads, 0.0)?
+            t.slice_axis(a, 0, n - d)?.pad(&pads, fill)?
         })
     };
     let mut y = if exclusive { shift(&work, 1)? } else { work };
     let mut d = 1;
     while d < n {
-        y = y.add(&shift(&y, d)?)?;
+        y = combine.apply(&y, &shift(&y, d)?)?;
         d *= 2;
     }
     Ok(vec![cast_to(&y, x.dtype())?.into()])
 }
 
-/// Prefix sums along an axis of symbolic length, where the number of scan steps is not known at
-/// import: `y[j]` is the sum over `i` of `x[i]` where `i <= j` (`<` when `exclusive`, `>=` or
-/// `>` when `reverse`), as a selection from `x` spread over a new axis `j` and a sum over `i`,
-/// innermost, so that fusion makes it one row reduction that never stores the square.
-/// Unselected elements are 0 by selection, never by a product, so NaN and infinities stay where
-/// they are.
-fn masked_prefix_sums(x: &Tensor, a: usize, exclusive: bool, reverse: bool) -> Res<Tensor> {
+/// Prefix sums (products) along an axis of symbolic length, where the number of scan steps is
+/// not known at import: `y[j]` combines the `x[i]` where `i <= j` (`<` when `exclusive`, `>=`
+/// or `>` when `reverse`), as a selection from `x` spread over a new axis `j` and a reduction
+/// over `i`, innermost, so that fusion makes it one row reduction that never stores the square.
+/// Unselected elements are the identity by selection, never by a product, so NaN and infinities
+/// stay where they are.
+fn masked_prefix_scan(
+    x: &Tensor,
+    a: usize,
+    exclusive: bool,
+    reverse: bool,
+    combine: Combine,
+) -> Res<Tensor> {
     let rank = x.rank();
     let last = rank - 1;
     // The scanned axis moved last, and back at the end.
@@ -96,10 +143,8 @@ fn masked_prefix_sums(x: &Tensor, a: usize, exclusive: bool, reverse: bool) -> R
         (false, true) => i.ge(&j)?,
         (true, true) => i.gt(&j)?,
     };
-    let zero = b.scalar(x.dtype(), 0.0)?;
-    let sums = keep
-        .select(&moved.unsqueeze(&[last])?, &zero)?
-        .sum(&[rank], false)?;
+    let fill = b.scalar(x.dtype(), combine.identity())?;
+    let sums = combine.reduce(&keep.select(&moved.unsqueeze(&[last])?, &fill)?, rank)?;
     if a == last {
         return Ok(sums);
     }
