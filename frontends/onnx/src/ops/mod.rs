@@ -8,6 +8,7 @@
 
 mod attention;
 mod conv;
+mod deconv;
 mod dims;
 mod elementwise;
 mod loss;
@@ -73,6 +74,7 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
         "Attention" => attention::attention,
         "NegativeLogLikelihoodLoss" | "SoftmaxCrossEntropyLoss" => loss::class_loss,
         "Conv" => conv::conv,
+        "ConvTranspose" => deconv::conv_transpose,
         "MaxPool" | "AveragePool" | "LpPool" => conv::pool,
         "Resize" | "Upsample" => resize::resize,
         "MatMul" => nn::matmul,
