@@ -15,6 +15,7 @@ mod loss;
 mod nn;
 mod resize;
 mod scan;
+mod scatter;
 mod shape;
 
 use crate::import::{Attrs, State, Value};
@@ -60,6 +61,9 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
         "Gather" => shape::gather,
         "GatherElements" => shape::gather_elements,
         "GatherND" => shape::gather_nd,
+        "ScatterElements" | "Scatter" => scatter::scatter_elements,
+        "ScatterND" => scatter::scatter_nd,
+        "TensorScatter" => scatter::tensor_scatter,
         "Shape" => shape::shape,
         "Size" => shape::size,
         "Constant" => shape::constant,
