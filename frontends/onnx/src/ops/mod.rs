@@ -14,6 +14,7 @@ mod elementwise;
 mod loss;
 mod nn;
 mod resize;
+mod rnn;
 mod scan;
 mod scatter;
 mod shape;
@@ -82,6 +83,7 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
         "MaxPool" | "AveragePool" | "LpPool" => conv::pool,
         "Resize" | "Upsample" => resize::resize,
         "MatMul" => nn::matmul,
+        "RNN" | "GRU" | "LSTM" => rnn::recurrent,
         "Gemm" => nn::gemm,
         "Softmax" | "LogSoftmax" => nn::softmax,
         "LayerNormalization" => nn::layer_norm,
