@@ -11,6 +11,7 @@ mod conv;
 mod deconv;
 mod dims;
 mod elementwise;
+mod grid;
 mod loss;
 mod nn;
 mod resize;
@@ -82,6 +83,7 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
         "ConvTranspose" => deconv::conv_transpose,
         "MaxPool" | "AveragePool" | "LpPool" => conv::pool,
         "Resize" | "Upsample" => resize::resize,
+        "GridSample" => grid::grid_sample,
         "MatMul" => nn::matmul,
         "RNN" | "GRU" | "LSTM" => rnn::recurrent,
         "Gemm" => nn::gemm,
