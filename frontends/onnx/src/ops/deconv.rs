@@ -62,7 +62,11 @@ fn axes(cx: &mut Cx, sizes: &[i64], kernel: &[i64]) -> Res<Vec<Axis>> {
     let dilations = per_axis(cx, "dilations", n, 1)?;
     let extra = match cx.attrs.ints("output_padding")? {
         Some(v) if v.len() == n && v.iter().all(|&p| p >= 0) => v,
-        Some(v) => return Err(invalid(format!("output_padding {v:?} for {n} spatial dims"))),
+        Some(v) => {
+            return Err(invalid(format!(
+                "output_padding {v:?} for {n} spatial dims"
+            )))
+        }
         None => vec![0; n],
     };
     let auto_pad = cx.attrs.string("auto_pad", "NOTSET")?;
@@ -124,7 +128,10 @@ fn axes(cx: &mut Cx, sizes: &[i64], kernel: &[i64]) -> Res<Vec<Axis>> {
                 (other, None) => return Err(invalid(format!("auto_pad `{other}`"))),
             }
             if a.out < 1 {
-                return Err(invalid(format!("an output of {} along spatial axis {i}", a.out)));
+                return Err(invalid(format!(
+                    "an output of {} along spatial axis {i}",
+                    a.out
+                )));
             }
             Ok(a)
         })
@@ -164,7 +171,10 @@ pub(super) fn conv_transpose(cx: &mut Cx) -> Res<Vec<Value>> {
     let kernel = wdims[2..].to_vec();
     if let Some(k) = cx.attrs.ints("kernel_shape")? {
         if k != kernel {
-            return Err(invalid(format!("kernel_shape {k:?} for weights {}", w.ty())));
+            return Err(invalid(format!(
+                "kernel_shape {k:?} for weights {}",
+                w.ty()
+            )));
         }
     }
     let axes = axes(cx, &xdims[1..], &kernel)?;
@@ -197,7 +207,12 @@ fn zero_inserted(x: &Tensor, axes: &[Axis]) -> Res<(Tensor, Vec<(u64, u64)>)> {
                 .collect();
             dims[0] = ReshapeDim::Infer;
             dims.push(ReshapeDim::Dim(Dim::Static((a.size * a.stride) as u64)));
-            dims.extend(t.shape().dims()[at + 2..].iter().cloned().map(ReshapeDim::Dim));
+            dims.extend(
+                t.shape().dims()[at + 2..]
+                    .iter()
+                    .cloned()
+                    .map(ReshapeDim::Dim),
+            );
             t = t.reshape(&dims)?;
         }
         // The windows read [start, start + out + d·(k−1)) of the zero-inserted input.

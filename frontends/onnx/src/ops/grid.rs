@@ -1,4 +1,4 @@
-//! `GridSample` (opset 16: 2-D, `bilinear`/`nearest`/`bicubic`; opset 20 on: any number of
+//! Sampling grids: `AffineGrid` (below) and `GridSample` (opset 16: 2-D, `bilinear`/`nearest`/`bicubic`; opset 20 on: any number of
 //! spatial dims, `linear`/`nearest`/`cubic`) over `X: [N, C, D1..Dn]` and a run-time
 //! `grid: [N, O1..On, n]` of static shapes, with `padding_mode` zeros/border/reflection and
 //! `align_corners`, following ONNX's reference implementation step by step.
@@ -74,7 +74,13 @@ pub(super) fn grid_sample(cx: &mut Cx) -> Res<Vec<Value>> {
     let wide = compute_dtype(dtype);
     let (xd, gd) = match (x.shape().static_dims(), grid.shape().static_dims()) {
         (Some(a), Some(b)) => (a, b),
-        _ => return Err(unsupported(format!("GridSample of {} and {}", x.ty(), grid.ty()))),
+        _ => {
+            return Err(unsupported(format!(
+                "GridSample of {} and {}",
+                x.ty(),
+                grid.ty()
+            )))
+        }
     };
     let n = xd.len().saturating_sub(2);
     let fits = n >= 1
@@ -84,12 +90,20 @@ pub(super) fn grid_sample(cx: &mut Cx) -> Res<Vec<Value>> {
         && grid.dtype().is_float()
         && (cx.opset >= 20 || n == 2);
     if !fits {
-        return Err(invalid(format!("GridSample of {} on a grid {}", x.ty(), grid.ty())));
+        return Err(invalid(format!(
+            "GridSample of {} on a grid {}",
+            x.ty(),
+            grid.ty()
+        )));
     }
     let axes: Vec<Axis> = xd[2..]
         .iter()
         .map(|&len| {
-            let (lo, hi) = if align { (0.0, len as f64 - 1.0) } else { (-0.5, len as f64 - 0.5) };
+            let (lo, hi) = if align {
+                (0.0, len as f64 - 1.0)
+            } else {
+                (-0.5, len as f64 - 0.5)
+            };
             Axis { len, lo, hi, align }
         })
         .collect();
@@ -139,10 +153,14 @@ pub(super) fn grid_sample(cx: &mut Cx) -> Res<Vec<Value>> {
     let mut full = vec![batch, p];
     full.extend(vec![taps; n]);
     let flat = |v: Tensor, to: &[u64]| -> Res<Tensor> {
-        Ok(v.broadcast_to(&Shape::of(&full))?.reshape_to(&Shape::of(to))?)
+        Ok(v.broadcast_to(&Shape::of(&full))?
+            .reshape_to(&Shape::of(to))?)
     };
-    let linear = flat(linear.expect("n ≥ 1"), &[batch, 1, p * t])?
-        .broadcast_to(&Shape::of(&[batch, channels, p * t]))?;
+    let linear = flat(linear.expect("n ≥ 1"), &[batch, 1, p * t])?.broadcast_to(&Shape::of(&[
+        batch,
+        channels,
+        p * t,
+    ]))?;
     let values = take_along(
         &cast_to(&x, wide)?.reshape_to(&Shape::of(&[batch, channels, s]))?,
         &linear,
@@ -160,7 +178,9 @@ pub(super) fn grid_sample(cx: &mut Cx) -> Res<Vec<Value>> {
     let y = values.mul(&weight)?.sum(&[3], false)?;
     let mut dims = vec![batch, channels];
     dims.extend(out);
-    Ok(vec![cast_to(&y.reshape_to(&Shape::of(&dims))?, dtype)?.into()])
+    Ok(vec![
+        cast_to(&y.reshape_to(&Shape::of(&dims))?, dtype)?.into()
+    ])
 }
 
 impl Mode {
@@ -189,7 +209,10 @@ fn axis_taps(
     let mut x = if a.align {
         g.add_scalar(1.0)?.mul_scalar(0.5)?.mul_scalar(len - 1.0)?
     } else {
-        g.add_scalar(1.0)?.mul_scalar(len)?.add_scalar(-1.0)?.mul_scalar(0.5)?
+        g.add_scalar(1.0)?
+            .mul_scalar(len)?
+            .add_scalar(-1.0)?
+            .mul_scalar(0.5)?
     };
     if mode == Mode::Nearest {
         x = round_half_even(&x)?;
@@ -201,7 +224,10 @@ fn axis_taps(
         Padding::Reflection => outside.select(&reflect(&x, a)?, &x)?,
     };
     let (base, weights) = match mode {
-        Mode::Nearest => (x.cast(DType::I64)?.cast(g.dtype())?, c(1.0)?.broadcast_to(&x.shape())?),
+        Mode::Nearest => (
+            x.cast(DType::I64)?.cast(g.dtype())?,
+            c(1.0)?.broadcast_to(&x.shape())?,
+        ),
         Mode::Linear => {
             let x0 = x.floor()?;
             let t = x.sub(&x0)?;
@@ -214,7 +240,9 @@ fn axis_taps(
             (x0.add_scalar(-1.0)?, cubic_weights(&t)?)
         }
     };
-    let offsets = b.arange(g.dtype(), mode.taps())?.reshape_to(&Shape::of(&[1, 1, mode.taps()]))?;
+    let offsets = b
+        .arange(g.dtype(), mode.taps())?
+        .reshape_to(&Shape::of(&[1, 1, mode.taps()]))?;
     let taps = base.add(&offsets)?; // [N, P, K], integral
     let (idx, inside) = match pad {
         Padding::Zeros => {
@@ -293,4 +321,70 @@ fn cubic_weights(t: &Tensor) -> Res<Tensor> {
         far(&one_minus.add_scalar(1.0)?)?,
     ];
     Ok(t.builder().concat(&[&w[0], &w[1], &w[2], &w[3]], 2)?)
+}
+
+/// `AffineGrid` (opset 20): `theta: [N, n, n+1]` (n = 2 or 3) applied to the normalized
+/// homogeneous coordinates `[x, y, (z), 1]` of an output of `size` (known at import), giving
+/// `[N, spatial..., n]`. The coordinates are constants per axis (ONNX's reference: `−1 + i·2/(L−1)`
+/// with `align_corners`, else `−1 + (2i + 1)/L`), broadcast and multiplied by `thetaᵀ` in one
+/// matmul (in f32 for 16-bit floats).
+pub(super) fn affine_grid(cx: &mut Cx) -> Res<Vec<Value>> {
+    if cx.opset < 20 {
+        return Err(invalid("AffineGrid is an op of opset 20 on"));
+    }
+    let align = cx.attrs.int("align_corners", 0)? != 0;
+    let size = cx.ints(1)?;
+    let theta = cx.tensor(0)?;
+    let dtype = float(&theta, "AffineGrid")?.dtype();
+    let n = size.len().saturating_sub(2);
+    let td = theta.shape().static_dims();
+    let batch = size.first().copied().unwrap_or(-1);
+    let fits = (n == 2 || n == 3)
+        && size.iter().all(|&d| d >= 1)
+        && td == Some(vec![batch as u64, n as u64, n as u64 + 1]);
+    if !fits {
+        return Err(invalid(format!(
+            "AffineGrid of theta {} for size {size:?}",
+            theta.ty()
+        )));
+    }
+    let wide = compute_dtype(dtype);
+    let spatial: Vec<u64> = size[2..].iter().map(|&d| d as u64).collect();
+    let b = theta.builder();
+    let mut full = spatial.clone();
+    full.push(1);
+    // Homogeneous coordinates, innermost axis first, then the ones.
+    let mut columns = Vec::with_capacity(n + 1);
+    for j in (0..n).rev() {
+        let len = spatial[j];
+        let values: Vec<f64> = (0..len)
+            .map(|i| {
+                let (i, l) = (i as f64, len as f64);
+                if !align {
+                    -1.0 + (2.0 * i + 1.0) / l
+                } else if len == 1 {
+                    -1.0
+                } else {
+                    -1.0 + i * 2.0 / (l - 1.0)
+                }
+            })
+            .collect();
+        let mut at = vec![1; n + 1];
+        at[j] = len;
+        let axis = b.constant(wide, Shape::of(&at), &values)?;
+        columns.push(axis.broadcast_to(&Shape::of(&full))?);
+    }
+    columns.push(b.scalar(wide, 1.0)?.broadcast_to(&Shape::of(&full))?);
+    let refs: Vec<&Tensor> = columns.iter().collect();
+    let p: u64 = spatial.iter().product();
+    let k = n as u64 + 1;
+    let base = b.concat(&refs, n)?.reshape_to(&Shape::of(&[1, p, k]))?;
+    let theta_t = cast_to(&theta, wide)?.permute(&[0, 2, 1])?; // [N, n+1, n]
+    let grid = base.matmul(&theta_t)?; // [N, P, n]
+    let mut out = vec![batch as u64];
+    out.extend(&spatial);
+    out.push(n as u64);
+    Ok(vec![
+        cast_to(&grid.reshape_to(&Shape::of(&out))?, dtype)?.into()
+    ])
 }

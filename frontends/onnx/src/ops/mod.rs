@@ -84,6 +84,7 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
         "MaxPool" | "AveragePool" | "LpPool" => conv::pool,
         "Resize" | "Upsample" => resize::resize,
         "GridSample" => grid::grid_sample,
+        "AffineGrid" => grid::affine_grid,
         "MatMul" => nn::matmul,
         "RNN" | "GRU" | "LSTM" => rnn::recurrent,
         "Gemm" => nn::gemm,

@@ -174,11 +174,15 @@ fn strings(cx: &Cx, name: &str) -> Res<Option<Vec<String>>> {
     };
     cx.attrs.ignore(name);
     if a.r#type.is_some() && a.r#type() != AttributeType::Strings {
-        return Err(invalid(format!("attribute `{name}` is not a list of strings")));
+        return Err(invalid(format!(
+            "attribute `{name}` is not a list of strings"
+        )));
     }
     a.strings
         .iter()
-        .map(|s| String::from_utf8(s.clone()).map_err(|_| invalid(format!("`{name}` is not UTF-8"))))
+        .map(|s| {
+            String::from_utf8(s.clone()).map_err(|_| invalid(format!("`{name}` is not UTF-8")))
+        })
         .collect::<Res<Vec<_>>>()
         .map(Some)
 }
@@ -219,16 +223,28 @@ fn config(cx: &mut Cx, kind: Kind) -> Res<Config> {
     if kind == Kind::Lstm && cx.attrs.int("input_forget", 0)? != 0 {
         return Err(unsupported("LSTM's input_forget = 1"));
     }
-    let batch_first = match if cx.opset >= 14 { cx.attrs.int("layout", 0)? } else { 0 } {
+    let batch_first = match if cx.opset >= 14 {
+        cx.attrs.int("layout", 0)?
+    } else {
+        0
+    } {
         0 => false,
         1 => true,
         other => return Err(invalid(format!("layout {other}"))),
     };
     let hidden = cx.attrs.opt_int("hidden_size")?;
     let r = cx.tensor(2)?;
-    let r_hidden = r.shape().dims().get(2).and_then(|d| d.as_static()).ok_or_else(|| {
-        invalid(format!("R {} is not [directions, gates·hidden, hidden]", r.ty()))
-    })?;
+    let r_hidden = r
+        .shape()
+        .dims()
+        .get(2)
+        .and_then(|d| d.as_static())
+        .ok_or_else(|| {
+            invalid(format!(
+                "R {} is not [directions, gates·hidden, hidden]",
+                r.ty()
+            ))
+        })?;
     if hidden.is_some_and(|h| h != r_hidden as i64) {
         return Err(invalid(format!(
             "hidden_size {hidden:?} for R of hidden size {r_hidden}"
@@ -252,7 +268,10 @@ fn sequence_mask(cx: &mut Cx, steps: u64, batch: u64) -> Res<Option<Vec<Tensor>>
         return Ok(None);
     };
     if !lens.dtype().is_int() || lens.shape() != Shape::of(&[batch]) {
-        return Err(invalid(format!("sequence_lens {} for batch {batch}", lens.ty())));
+        return Err(invalid(format!(
+            "sequence_lens {} for batch {batch}",
+            lens.ty()
+        )));
     }
     let lens = lens.cast(DType::I64)?.reshape_to(&Shape::of(&[batch, 1]))?;
     let b = lens.builder();
@@ -267,7 +286,10 @@ fn row(cx: &mut Cx, i: usize, d: usize, dims: &[u64], wide: DType) -> Res<Option
     let Some(t) = cx.opt_tensor(i)? else {
         return Ok(None);
     };
-    if t.shape().static_dims().is_none_or(|s| s.len() != dims.len() + 1 || s[1..] != *dims) {
+    if t.shape()
+        .static_dims()
+        .is_none_or(|s| s.len() != dims.len() + 1 || s[1..] != *dims)
+    {
         return Err(invalid(format!("input {i} of {} is {}", cx.op(), t.ty())));
     }
     let r = t.slice_axis(0, d as u64, d as u64 + 1)?.squeeze(&[0])?;
@@ -276,28 +298,45 @@ fn row(cx: &mut Cx, i: usize, d: usize, dims: &[u64], wide: DType) -> Res<Option
 
 fn weights(cx: &mut Cx, cfg: &Config, d: usize, wide: DType, batch: u64) -> Res<Weights> {
     let (h, gh) = (cfg.hidden, cfg.hidden * cfg.kind.gates());
-    let input = match cx.tensor(1)?.shape().dims().get(2).and_then(|d| d.as_static()) {
+    let input = match cx
+        .tensor(1)?
+        .shape()
+        .dims()
+        .get(2)
+        .and_then(|d| d.as_static())
+    {
         Some(i) => i,
         None => return Err(invalid("W is not [directions, gates·hidden, input]")),
     };
-    let need = |t: Option<Tensor>, what: &str| t.ok_or_else(|| invalid(format!("{what} is missing")));
+    let need =
+        |t: Option<Tensor>, what: &str| t.ok_or_else(|| invalid(format!("{what} is missing")));
     let w = need(row(cx, 1, d, &[gh, input], wide)?, "W")?.transpose()?;
     let r = need(row(cx, 2, d, &[gh, h], wide)?, "R")?.transpose()?;
     let bias = row(cx, 3, d, &[2 * gh], wide)?;
     let (wb, rb) = match bias {
-        Some(b) => (Some(b.slice_axis(0, 0, gh)?), Some(b.slice_axis(0, gh, 2 * gh)?)),
+        Some(b) => (
+            Some(b.slice_axis(0, 0, gh)?),
+            Some(b.slice_axis(0, gh, 2 * gh)?),
+        ),
         None => (None, None),
     };
     let state = |cx: &mut Cx, i: usize| -> Res<Option<Tensor>> {
         let Some(t) = cx.opt_tensor(i)? else {
             return Ok(None);
         };
-        let t = if cfg.batch_first { t.permute(&[1, 0, 2])? } else { t };
+        let t = if cfg.batch_first {
+            t.permute(&[1, 0, 2])?
+        } else {
+            t
+        };
         let dirs = cfg.directions.len() as u64;
         if t.shape() != Shape::of(&[dirs, batch, h]) {
             return Err(invalid(format!("input {i} of {} is {}", cx.op(), t.ty())));
         }
-        Ok(Some(cast_to(&t.slice_axis(0, d as u64, d as u64 + 1)?.squeeze(&[0])?, wide)?))
+        Ok(Some(cast_to(
+            &t.slice_axis(0, d as u64, d as u64 + 1)?.squeeze(&[0])?,
+            wide,
+        )?))
     };
     let h0 = state(cx, 5)?;
     let (c0, p) = if cfg.kind == Kind::Lstm {
@@ -305,7 +344,15 @@ fn weights(cx: &mut Cx, cfg: &Config, d: usize, wide: DType, batch: u64) -> Res<
     } else {
         (None, None)
     };
-    Ok(Weights { w, r, wb, rb, p, h0, c0 })
+    Ok(Weights {
+        w,
+        r,
+        wb,
+        rb,
+        p,
+        h0,
+        c0,
+    })
 }
 
 /// `x` clipped to `±clip` (when set), through `act`.
@@ -343,7 +390,10 @@ fn unroll(
     valid: &Option<Vec<Tensor>>,
     reverse: bool,
 ) -> Res<(Vec<Tensor>, Tensor, Option<Tensor>)> {
-    let dims = x.shape().static_dims().expect("static: checked by the caller");
+    let dims = x
+        .shape()
+        .static_dims()
+        .expect("static: checked by the caller");
     let (steps, batch, input) = (dims[0], dims[1], dims[2]);
     let (h, gh) = (cfg.hidden, cfg.hidden * cfg.kind.gates());
     let b = x.builder();
@@ -353,11 +403,18 @@ fn unroll(
         .matmul(&wts.w)?
         .reshape_to(&Shape::of(&[steps, batch, gh]))?;
     let projected = plus(projected, &wts.wb)?;
-    let zeros = b.scalar(x.dtype(), 0.0)?.broadcast_to(&Shape::of(&[batch, h]))?;
+    let zeros = b
+        .scalar(x.dtype(), 0.0)?
+        .broadcast_to(&Shape::of(&[batch, h]))?;
     let mut state = wts.h0.clone().unwrap_or_else(|| zeros.clone());
-    let mut cell = (cfg.kind == Kind::Lstm).then(|| wts.c0.clone().unwrap_or_else(|| zeros.clone()));
+    let mut cell =
+        (cfg.kind == Kind::Lstm).then(|| wts.c0.clone().unwrap_or_else(|| zeros.clone()));
     let mut ys = vec![zeros.clone(); steps as usize];
-    let order: Vec<u64> = if reverse { (0..steps).rev().collect() } else { (0..steps).collect() };
+    let order: Vec<u64> = if reverse {
+        (0..steps).rev().collect()
+    } else {
+        (0..steps).collect()
+    };
     for t in order {
         let xw = projected.slice_axis(0, t, t + 1)?.squeeze(&[0])?;
         let (new_h, new_c) = step(cfg, acts, wts, &xw, &state, cell.as_ref())?;
@@ -417,7 +474,13 @@ fn step(
 
 /// A GRU step: gates z and r, then the candidate with the reset applied before or after the
 /// recurrent product (`linear_before_reset`).
-fn gru_step(cfg: &Config, acts: &[Act], wts: &Weights, xw: &Tensor, h_prev: &Tensor) -> Res<Tensor> {
+fn gru_step(
+    cfg: &Config,
+    acts: &[Act],
+    wts: &Weights,
+    xw: &Tensor,
+    h_prev: &Tensor,
+) -> Res<Tensor> {
     let h = cfg.hidden;
     let act = |i: usize, t: &Tensor| activate(cfg, acts[i], t);
     let rb = |i: u64| wts.rb.as_ref().map(|b| gate(b, i, h)).transpose();
@@ -451,7 +514,10 @@ fn outputs(
 ) -> Res<Vec<Value>> {
     let b = hs[0].builder();
     let stack = |ts: &[Tensor]| -> Res<Tensor> {
-        let parts = ts.iter().map(|t| t.unsqueeze(&[0])).collect::<Result<Vec<_>, _>>()?;
+        let parts = ts
+            .iter()
+            .map(|t| t.unsqueeze(&[0]))
+            .collect::<Result<Vec<_>, _>>()?;
         let refs: Vec<&Tensor> = parts.iter().collect();
         Ok(b.concat(&refs, 0)?)
     };

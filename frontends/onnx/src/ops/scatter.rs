@@ -162,12 +162,19 @@ pub(super) fn scatter_nd(cx: &mut Cx) -> Res<Vec<Value>> {
 fn tuple_positions(index: &Tensor, dims: &[u64], k: u64) -> Res<Tensor> {
     let m = dims.len();
     let b = index.builder();
-    let tuples = index.cast(DType::I64)?.reshape_to(&Shape::of(&[k, m as u64]))?;
+    let tuples = index
+        .cast(DType::I64)?
+        .reshape_to(&Shape::of(&[k, m as u64]))?;
     let mut linear = b.scalar(DType::I64, 0.0)?.broadcast_to(&Shape::of(&[k]))?;
     let mut ok = b.scalar(DType::Bool, 1.0)?.broadcast_to(&Shape::of(&[k]))?;
     let mut stride = 1;
     for j in (0..m).rev() {
-        let e = wrapped(&tuples.slice_axis(1, j as u64, j as u64 + 1)?.squeeze(&[1])?, dims[j])?;
+        let e = wrapped(
+            &tuples
+                .slice_axis(1, j as u64, j as u64 + 1)?
+                .squeeze(&[1])?,
+            dims[j],
+        )?;
         let inside = e
             .ge(&b.scalar(DType::I64, 0.0)?)?
             .and(&e.lt(&b.scalar(DType::I64, dims[j] as f64)?)?)?;
@@ -192,13 +199,18 @@ fn scatter_rows(data: &Tensor, index: &Tensor, updates: &Tensor, r: Reduction) -
         )));
     }
     let b = data.builder();
-    let positions = b.arange(DType::I64, p)?.reshape_to(&Shape::of(&[1, p, 1]))?;
+    let positions = b
+        .arange(DType::I64, p)?
+        .reshape_to(&Shape::of(&[1, p, 1]))?;
     let hit = index.unsqueeze(&[1])?.eq(&positions)?; // [G, P, K]
     if r == Reduction::None {
         return last_hit(data, updates, &hit, k);
     }
     if !data.dtype().is_numeric() || data.dtype() == DType::Bool {
-        return Err(unsupported(format!("a scatter's {r:?} of {}", data.dtype())));
+        return Err(unsupported(format!(
+            "a scatter's {r:?} of {}",
+            data.dtype()
+        )));
     }
     let d = data.dtype();
     let wide = compute_dtype(d);
@@ -236,19 +248,21 @@ fn extreme(d: DType, high: bool) -> f64 {
 fn last_hit(data: &Tensor, updates: &Tensor, hit: &Tensor, k: u64) -> Res<Tensor> {
     let b = data.builder();
     let g = static_dims(data, "a scatter")?[0];
-    let order = b.arange(DType::I64, k)?.reshape_to(&Shape::of(&[1, 1, k]))?;
+    let order = b
+        .arange(DType::I64, k)?
+        .reshape_to(&Shape::of(&[1, 1, k]))?;
     let last = hit
         .select(&order, &b.scalar(DType::I64, -1.0)?)?
         .max(&[2], false)?; // [G, P]
     let any = last.ge(&b.scalar(DType::I64, 0.0)?)?;
     // Gather from the updates as [G·K, T] at g·K + last.
-    let rows = b.arange(DType::I64, g)?.mul_scalar(k as f64)?.unsqueeze(&[1])?;
+    let rows = b
+        .arange(DType::I64, g)?
+        .mul_scalar(k as f64)?
+        .unsqueeze(&[1])?;
     let at = rows.add(&last.maximum(&b.scalar(DType::I64, 0.0)?)?)?;
     let t = updates.shape().dims()[2].clone();
-    let flat = updates.reshape(&[
-        tir_graph::ReshapeDim::Infer,
-        tir_graph::ReshapeDim::Dim(t),
-    ])?;
+    let flat = updates.reshape(&[tir_graph::ReshapeDim::Infer, tir_graph::ReshapeDim::Dim(t)])?;
     let taken = flat.gather(&at, 0)?; // [G, P, T]
     Ok(any.unsqueeze(&[2])?.select(&taken, data)?)
 }
@@ -265,7 +279,13 @@ pub(super) fn tensor_scatter(cx: &mut Cx) -> Res<Vec<Value>> {
     let a = axis(a, dims.len())?;
     let fits = a > 0
         && udims.len() == dims.len()
-        && (0..dims.len()).all(|i| if i == a { udims[i] <= dims[i] } else { udims[i] == dims[i] })
+        && (0..dims.len()).all(|i| {
+            if i == a {
+                udims[i] <= dims[i]
+            } else {
+                udims[i] == dims[i]
+            }
+        })
         && update.dtype() == past.dtype();
     if !fits || !matches!(mode.as_str(), "linear" | "circular") {
         return Err(invalid(format!(
@@ -294,10 +314,14 @@ pub(super) fn tensor_scatter(cx: &mut Cx) -> Res<Vec<Value>> {
         rel
     };
     let zero = b.scalar(DType::I64, 0.0)?;
-    let inside = rel.ge(&zero)?.and(&rel.lt(&b.scalar(DType::I64, seq as f64)?)?)?;
+    let inside = rel
+        .ge(&zero)?
+        .and(&rel.lt(&b.scalar(DType::I64, seq as f64)?)?)?;
     let mut full = dims.clone();
     full[a] = len;
-    let rel = inside.select(&rel, &zero)?.broadcast_to(&Shape::of(&full))?;
+    let rel = inside
+        .select(&rel, &zero)?
+        .broadcast_to(&Shape::of(&full))?;
     let taken = take_along(&update, &rel, a)?;
     Ok(vec![inside.select(&taken, &past)?.into()])
 }
