@@ -1,7 +1,8 @@
-//! Sampling grids: `AffineGrid` (below) and `GridSample` (opset 16: 2-D, `bilinear`/`nearest`/`bicubic`; opset 20 on: any number of
-//! spatial dims, `linear`/`nearest`/`cubic`) over `X: [N, C, D1..Dn]` and a run-time
-//! `grid: [N, O1..On, n]` of static shapes, with `padding_mode` zeros/border/reflection and
-//! `align_corners`, following ONNX's reference implementation step by step.
+//! Sampling grids: `AffineGrid` (see [`affine_grid`]) and `GridSample` (opset 16: 2-D,
+//! `bilinear`/`nearest`/`bicubic`; opset 20 on: any number of spatial dims,
+//! `linear`/`nearest`/`cubic`) over `X: [N, C, D1..Dn]` and a run-time `grid: [N, O1..On, n]`
+//! of static shapes, with `padding_mode` zeros/border/reflection and `align_corners`, following
+//! ONNX's reference implementation step by step.
 //!
 //! Per spatial axis, each output position's coordinate is denormalized, rounded half to even
 //! (`nearest`), moved inside the borders when outside them (clamped for `border`, reflected for
