@@ -214,11 +214,11 @@ fn an_unknown_attribute_is_refused_not_ignored() {
 fn every_unsupported_node_is_listed() {
     let mut model = linear_relu();
     let g = model.graph.as_mut().unwrap();
-    g.node.push(node("ConvTranspose", &["y", "w"], &["c"]));
-    g.node.push(node("NonMaxSuppression", &["c"], &["t"]));
+    g.node.push(node("NonMaxSuppression", &["y", "w"], &["c"]));
+    g.node.push(node("Unique", &["c"], &["t"]));
     let m = refusal(&model);
     assert!(
-        m.contains("(ConvTranspose, opset 17)") && m.contains("(NonMaxSuppression, opset 17)"),
+        m.contains("(NonMaxSuppression, opset 17)") && m.contains("(Unique, opset 17)"),
         "{m}"
     );
 }
@@ -849,4 +849,73 @@ fn slices_from_the_end_of_a_symbolic_dim_run_at_every_binding() {
             assert_eq!(out[name].dims()[1], 3, "{name} at batch {batch}");
         }
     }
+}
+
+fn ints_attr(name: &str, v: &[i64]) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::Ints as i32),
+        ints: v.to_vec(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn conv_transpose_where_the_spec_and_the_reference_disagree_is_refused() {
+    let inputs: &[(&str, &[i64])] = &[("x", &[1, 1, 3, 3]), ("w", &[1, 2, 3, 3])];
+    // With explicit pads the spec ignores them for output_shape; the reference keeps them.
+    let both = NodeProto {
+        attribute: vec![
+            ints_attr("pads", &[1, 1, 1, 1]),
+            ints_attr("output_shape", &[5, 5]),
+        ],
+        ..node("ConvTranspose", &["x", "w"], &["y"])
+    };
+    let m = refusal(&one_node(both, inputs, 22));
+    assert!(m.contains("both pads and output_shape"), "{m}");
+    // A smaller output_shape under NOTSET: the two crop different ends.
+    let crop = NodeProto {
+        attribute: vec![ints_attr("output_shape", &[4, 4])],
+        ..node("ConvTranspose", &["x", "w"], &["y"])
+    };
+    let m = refusal(&one_node(crop, inputs, 22));
+    assert!(m.contains("output_shape 4 below the full 5"), "{m}");
+}
+
+#[test]
+fn a_scatter_above_its_compare_bound_is_refused() {
+    let scatter = NodeProto {
+        attribute: vec![int_attr("axis", 1)],
+        ..node("ScatterElements", &["x", "i", "u"], &["y"])
+    };
+    let model = one_node(scatter, &[("x", &[64, 65536]), ("u", &[1, 300])], 18);
+    let model = with_initializers(model, vec![int64s("i", &[1, 300], &[0; 300])]);
+    let m = refusal(&model);
+    assert!(
+        m.contains("ScatterElements") && m.contains("compares, above"),
+        "{m}"
+    );
+}
+
+#[test]
+fn recurrent_attributes_tir_does_not_implement_are_refused() {
+    let inputs: &[(&str, &[i64])] = &[("x", &[2, 1, 3]), ("w", &[1, 16, 3]), ("r", &[1, 16, 4])];
+    let lstm = NodeProto {
+        attribute: vec![int_attr("hidden_size", 4), int_attr("input_forget", 1)],
+        ..node("LSTM", &["x", "w", "r"], &["y"])
+    };
+    let m = refusal(&one_node(lstm, inputs, 22));
+    assert!(m.contains("input_forget"), "{m}");
+    let alpha = AttributeProto {
+        name: Some("activation_alpha".into()),
+        r#type: Some(AttributeType::Floats as i32),
+        floats: vec![0.5],
+        ..Default::default()
+    };
+    let lstm = NodeProto {
+        attribute: vec![int_attr("hidden_size", 4), alpha],
+        ..node("LSTM", &["x", "w", "r"], &["y"])
+    };
+    let m = refusal(&one_node(lstm, inputs, 22));
+    assert!(m.contains("activation_alpha"), "{m}");
 }

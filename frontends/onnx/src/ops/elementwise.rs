@@ -256,7 +256,7 @@ pub(super) fn activation(cx: &mut Cx) -> Res<Vec<Value>> {
 }
 
 /// `max(0, min(1, alpha * x + beta))`.
-fn hard_sigmoid(x: &Tensor, alpha: f64, beta: f64) -> Res<Tensor> {
+pub(super) fn hard_sigmoid(x: &Tensor, alpha: f64, beta: f64) -> Res<Tensor> {
     let b = x.builder();
     let lin = x.mul_scalar(alpha)?.add_scalar(beta)?;
     let (zero, one) = (b.scalar(x.dtype(), 0.0)?, b.scalar(x.dtype(), 1.0)?);
@@ -264,7 +264,7 @@ fn hard_sigmoid(x: &Tensor, alpha: f64, beta: f64) -> Res<Tensor> {
 }
 
 /// `log(exp(x) + 1)`, as ONNX defines it.
-fn softplus(x: &Tensor) -> Res<Tensor> {
+pub(super) fn softplus(x: &Tensor) -> Res<Tensor> {
     Ok(x.exp()?.add_scalar(1.0)?.log()?)
 }
 

@@ -8,15 +8,19 @@
 
 mod attention;
 mod conv;
+mod deconv;
 mod dims;
 mod elementwise;
 mod gates;
+mod grid;
 mod loss;
 mod nn;
 mod norms;
 mod rearrange;
 mod resize;
+mod rnn;
 mod scan;
+mod scatter;
 mod shape;
 mod topk;
 mod trig;
@@ -77,6 +81,9 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
         "Gather" => shape::gather,
         "GatherElements" => shape::gather_elements,
         "GatherND" => shape::gather_nd,
+        "ScatterElements" | "Scatter" => scatter::scatter_elements,
+        "ScatterND" => scatter::scatter_nd,
+        "TensorScatter" => scatter::tensor_scatter,
         "Shape" => shape::shape,
         "Size" => shape::size,
         "Constant" => shape::constant,
@@ -96,9 +103,13 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
         "Attention" => attention::attention,
         "NegativeLogLikelihoodLoss" | "SoftmaxCrossEntropyLoss" => loss::class_loss,
         "Conv" => conv::conv,
+        "ConvTranspose" => deconv::conv_transpose,
         "MaxPool" | "AveragePool" | "LpPool" => conv::pool,
         "Resize" | "Upsample" => resize::resize,
+        "GridSample" => grid::grid_sample,
+        "AffineGrid" => grid::affine_grid,
         "MatMul" => nn::matmul,
+        "RNN" | "GRU" | "LSTM" => rnn::recurrent,
         "Gemm" => nn::gemm,
         "Softmax" | "LogSoftmax" => nn::softmax,
         "LayerNormalization" => nn::layer_norm,
