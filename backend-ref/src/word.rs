@@ -62,7 +62,7 @@ impl Word {
     /// a `u64` word is read unsigned).
     pub fn to_f64(self, dtype: DType) -> f64 {
         match dtype {
-            DType::U64 => self.0 as f64,
+            DType::U64 => tir_graph::dtype::u64_value(self.0),
             d if int_lane(d) => self.as_int() as f64,
             _ => self.as_float(),
         }

@@ -654,7 +654,7 @@ fn random_graphs_of_every_kind_run_in_checking_mode() {
     };
     let outcomes = Outcomes::default();
     let mut runner = TestRunner::new(config);
-    let graphs = arb_graph_with(GraphConfig::full().with_dim_ops());
+    let graphs = arb_graph_with(GraphConfig::full().with_dim_ops().with_integer_bits());
     let result = runner.run(&(graphs, any::<u64>()), |(graph, seed)| {
         let dims: BTreeMap<String, u64> = ["batch", "seq", "n", "_k9"]
             .iter()

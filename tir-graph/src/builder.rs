@@ -240,6 +240,33 @@ impl Tensor {
         self.graph.borrow().ty(self.id).rank()
     }
 
+    /// The graph inputs this tensor is computed from, when nothing else it depends on varies
+    /// between runs (no parameter, state or symbolic dim): fixing those inputs fixes its value.
+    /// `None` when something else varies. An importer uses it to ask for the inputs whose values
+    /// it needs at import (a size computed from an input).
+    pub fn computed_from_inputs(&self) -> Option<Vec<String>> {
+        let g = self.graph.borrow();
+        let mut inputs = std::collections::BTreeSet::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut stack = vec![self.id];
+        while let Some(id) = stack.pop() {
+            if !seen.insert(id) {
+                continue;
+            }
+            if g.ty(id).shape.static_dims().is_none() {
+                return None;
+            }
+            match &g.node(id).op {
+                Op::Input { name } => {
+                    inputs.insert(name.clone());
+                }
+                Op::Parameter { .. } | Op::State { .. } => return None,
+                _ => stack.extend(g.operands(id)),
+            }
+        }
+        Some(inputs.into_iter().collect())
+    }
+
     /// The builder this tensor belongs to.
     pub fn builder(&self) -> GraphBuilder {
         GraphBuilder {

@@ -124,7 +124,7 @@ impl DType {
             DType::I16 => f64::from(value as i128 as i16),
             DType::U16 => f64::from(value as i128 as u16),
             DType::U32 => f64::from(value as i128 as u32),
-            DType::U64 => value as i128 as u64 as f64,
+            DType::U64 => u64_value(value as i128 as u64),
             DType::F16 => f64::from(half::f16::from_f64(value)),
             DType::BF16 => f64::from(half::bf16::from_f64(value)),
             DType::F32 => f64::from(value as f32),
@@ -157,6 +157,14 @@ impl DType {
             DType::F64 => {}
         }
     }
+}
+
+/// The `f64` that holds the `u64` value `v` where values of `u64` are held as `f64` (the
+/// oracle, constants, test data): the nearest, except that values past the largest `f64` below
+/// 2^64 (2^64 − 2048) are held as that one, never as 2^64, which no `u64` is.
+pub fn u64_value(v: u64) -> f64 {
+    const LARGEST: f64 = 18_446_744_073_709_549_568.0;
+    (v as f64).min(LARGEST)
 }
 
 impl fmt::Display for DType {
@@ -204,7 +212,7 @@ mod tests {
         assert_eq!(DType::U16.round_value(-1.0), 65535.0);
         assert_eq!(DType::U32.round_value(-1.0), 4294967295.0);
         assert_eq!(DType::U64.round_value(2f64.powi(63)), 2f64.powi(63));
-        assert_eq!(DType::U64.round_value(-1.0), 2f64.powi(64));
+        assert_eq!(DType::U64.round_value(-1.0), 18_446_744_073_709_549_568.0);
     }
 
     #[test]

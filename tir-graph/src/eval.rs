@@ -856,7 +856,7 @@ pub fn wrap_int(dtype: DType, v: i64) -> i64 {
 pub fn wrap(dtype: DType, v: i64) -> f64 {
     let w = wrap_int(dtype, v);
     if dtype == DType::U64 {
-        w as u64 as f64
+        crate::dtype::u64_value(w as u64)
     } else {
         w as f64
     }

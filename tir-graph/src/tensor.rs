@@ -412,7 +412,7 @@ fn element_f64(dtype: DType, b: &[u8]) -> f64 {
         DType::I16 => f64::from(i16::read(b)),
         DType::U16 => f64::from(u16::read(b)),
         DType::U32 => f64::from(u32::read(b)),
-        DType::U64 => u64::read(b) as f64,
+        DType::U64 => crate::dtype::u64_value(u64::read(b)),
         DType::F16 => half::f16::read(b).to_f64(),
         DType::BF16 => half::bf16::read(b).to_f64(),
         DType::F32 => f64::from(f32::read(b)),

@@ -254,8 +254,12 @@ pub struct GraphConfig {
     pub output_sinks: bool,
 }
 
+/// The integer dtypes added after the kept draws (see [`GraphConfig::full`]).
+const LATER_INTS: [DType; 4] = [DType::I16, DType::U16, DType::U32, DType::U64];
+
 impl GraphConfig {
-    /// Everything: every op kind, dtype and attribute form (see the module doc).
+    /// Every op kind, dtype and attribute form the kept draws were made with (see the module
+    /// doc); [`Self::with_dim_ops`] and [`Self::with_integer_bits`] add what came later.
     pub fn full() -> GraphConfig {
         let weight = |k: OpKind| match k {
             // Kinds added after the kept draws (`testsuite::differential::KEPT`) weigh nothing
@@ -271,10 +275,21 @@ impl GraphConfig {
         GraphConfig {
             steps: 1..40,
             kinds: OpKind::ALL.iter().map(|&k| (k, weight(k))).collect(),
-            unary_ops: UnaryOp::ALL.to_vec(),
-            binary_ops: BinaryOp::ALL.to_vec(),
+            // The bit ops and the rarer integer dtypes came after the kept draws too:
+            // [`Self::with_integer_bits`] adds them.
+            unary_ops: UnaryOp::ALL
+                .into_iter()
+                .filter(|u| *u != UnaryOp::BitNot)
+                .collect(),
+            binary_ops: BinaryOp::ALL
+                .into_iter()
+                .filter(|b| !b.is_bitwise())
+                .collect(),
             reduce_ops: ReduceOp::ALL.to_vec(),
-            dtypes: DType::ALL.to_vec(),
+            dtypes: DType::ALL
+                .into_iter()
+                .filter(|d| !LATER_INTS.contains(d))
+                .collect(),
             max_rank: 4,
             max_dim: 5,
             zero_dims: true,
@@ -296,6 +311,15 @@ impl GraphConfig {
                 *w = 2;
             }
         }
+        self
+    }
+
+    /// This config with the bit ops and the integer dtypes `i16`, `u16`, `u32`, `u64`.
+    pub fn with_integer_bits(mut self) -> GraphConfig {
+        self.unary_ops.push(UnaryOp::BitNot);
+        self.binary_ops
+            .extend(BinaryOp::ALL.into_iter().filter(|b| b.is_bitwise()));
+        self.dtypes.extend(LATER_INTS);
         self
     }
 
@@ -327,7 +351,7 @@ impl GraphConfig {
             kinds: kinds.to_vec(),
             unary_ops: UnaryOp::ALL
                 .into_iter()
-                .filter(|u| *u != UnaryOp::Not)
+                .filter(|u| !matches!(u, UnaryOp::Not | UnaryOp::BitNot))
                 .collect(),
             binary_ops: vec![
                 BinaryOp::Add,
@@ -1721,7 +1745,8 @@ mod tests {
     /// graphs, every op name and every listed feature appears.
     #[test]
     fn generator_covers_every_op_and_feature() {
-        let graphs = sample(arb_graph_with(GraphConfig::full().with_dim_ops()), 200);
+        let config = GraphConfig::full().with_dim_ops().with_integer_bits();
+        let graphs = sample(arb_graph_with(config), 200);
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         for g in &graphs {
             for t in feature_tags(g) {
@@ -1849,7 +1874,7 @@ mod tests {
         let names = all_op_names();
         let unique: BTreeSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len());
-        assert_eq!(names.len(), 4 + 19 + 1 + 16 + 1 + 7 + 11 + 2 + 1 + 1);
+        assert_eq!(names.len(), 4 + 20 + 1 + 21 + 1 + 7 + 11 + 2 + 1 + 1);
     }
 }
 

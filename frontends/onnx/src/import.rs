@@ -217,14 +217,22 @@ impl State {
             Some(Value::Input { name: input, .. }) => match self.known_inputs.get(input) {
                 Some(t) => {
                     let k = Known::Data(Rc::new(t.clone()));
-                    self.values.insert(name.to_string(), Value::Known(k.clone()));
+                    self.values
+                        .insert(name.to_string(), Value::Known(k.clone()));
                     Ok(k)
                 }
                 None => Err(NodeErrorKind::NeedsKnownInput(input.clone())),
             },
-            Some(Value::Tensor(_)) => Err(NodeErrorKind::Unsupported(format!(
-                "`{name}` sets a shape, axes or sizes, so it must be known at import, but it is computed at run time"
-            ))),
+            Some(Value::Tensor(t)) => {
+                // Computed from graph inputs alone: known once they are.
+                let inputs = t.computed_from_inputs().unwrap_or_default();
+                match inputs.into_iter().find(|i| !self.known_inputs.contains_key(i)) {
+                    Some(input) => Err(NodeErrorKind::NeedsKnownInput(input)),
+                    None => Err(NodeErrorKind::Unsupported(format!(
+                        "`{name}` sets a shape, axes or sizes, so it must be known at import, but it is computed at run time"
+                    ))),
+                }
+            }
             None => Err(NodeErrorKind::Invalid(format!("`{name}` is not defined"))),
         }
     }
@@ -375,7 +383,25 @@ fn define_inputs(
             .collect();
         let shape = Shape::new(dims).expect("static dims in place of valid symbols");
         let name = input.name().to_string();
-        st.define(input.name(), Value::Input { name, dtype, shape });
+        // An input whose value is given at import is that value everywhere, so that what is
+        // computed from it (a size through a `Cast`) folds.
+        let value = match st.known_inputs.get(&name) {
+            Some(t) if t.dtype() != dtype || !shape.admits(t.dims()) => {
+                return Err(OnnxError::Node {
+                    node: name,
+                    op: "graph input".into(),
+                    opset: 0,
+                    kind: Box::new(NodeErrorKind::Invalid(format!(
+                        "the value given at import is {}{:?}, the input is {dtype}{shape}",
+                        t.dtype(),
+                        t.dims()
+                    ))),
+                })
+            }
+            Some(t) => Value::Known(Known::Data(Rc::new(t.clone()))),
+            None => Value::Input { name, dtype, shape },
+        };
+        st.define(input.name(), value);
     }
     if let Some(name) = fixed.keys().find(|n| !symbols.contains(*n)) {
         return Err(OnnxError::NoSuchDim {
