@@ -7,12 +7,14 @@
 //! [`NodeErrorKind::Unsupported`] naming it, never approximated.
 
 mod attention;
+mod causal_conv;
 mod conv;
 mod deconv;
 mod dims;
 mod elementwise;
 mod gates;
 mod grid;
+mod linear_attention;
 mod loss;
 mod nn;
 mod norms;
@@ -101,8 +103,10 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
         "Round" => scan::round,
         "Einsum" => scan::einsum,
         "Attention" => attention::attention,
+        "LinearAttention" => linear_attention::linear_attention,
         "NegativeLogLikelihoodLoss" | "SoftmaxCrossEntropyLoss" => loss::class_loss,
         "Conv" => conv::conv,
+        "CausalConvWithState" => causal_conv::causal_conv_with_state,
         "ConvTranspose" => deconv::conv_transpose,
         "MaxPool" | "AveragePool" | "LpPool" => conv::pool,
         "Resize" | "Upsample" => resize::resize,
