@@ -12,6 +12,7 @@ mod conv;
 mod deconv;
 mod dims;
 mod elementwise;
+mod flex_attention;
 mod gates;
 mod grid;
 mod linear_attention;
@@ -133,12 +134,23 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
     })
 }
 
+/// The lowering of `op` of `domain`: the default domain's ops, and `ai.onnx.preview`'s
+/// `FlexAttention`.
+pub(crate) fn lowering_in(domain: &str, op: &str) -> Option<Lowering> {
+    match (domain, op) {
+        ("" | "ai.onnx", _) => lowering(op),
+        ("ai.onnx.preview", "FlexAttention") => Some(flex_attention::flex_attention),
+        _ => None,
+    }
+}
+
 /// Inputs of at most this many elements in all are folded at import when all are known.
 const FOLD_LIMIT: usize = 1 << 16;
 
 /// Lowers `node`: folded to known values when every input is known, else into the graph.
 pub(crate) fn lower(st: &mut State, node: &NodeProto, opset: i64) -> Res<Vec<Value>> {
-    let f = lowering(node.op_type()).expect("unsupported ops are refused before lowering");
+    let f = lowering_in(node.domain(), node.op_type())
+        .expect("unsupported ops are refused before lowering");
     if let Some(outputs) = dims::fold(st, node) {
         return outputs;
     }
