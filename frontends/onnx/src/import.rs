@@ -491,7 +491,11 @@ pub(crate) fn inline_graph(
             inputs.len()
         )));
     }
-    if let Some(n) = graph.node.iter().find(|n| ops::lowering_in(n.domain(), n.op_type()).is_none()) {
+    if let Some(n) = graph
+        .node
+        .iter()
+        .find(|n| ops::lowering_in(n.domain(), n.op_type()).is_none())
+    {
         return Err(NodeErrorKind::Unsupported(format!(
             "{what}: node `{}` ({}{})",
             node_name(n),

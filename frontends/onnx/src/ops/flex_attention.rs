@@ -69,7 +69,11 @@ fn check(q: &Tensor, k: &Tensor, v: &Tensor) -> Res<()> {
             v.ty()
         )));
     }
-    let (qd, kd, vd) = (q.shape().into_dims(), k.shape().into_dims(), v.shape().into_dims());
+    let (qd, kd, vd) = (
+        q.shape().into_dims(),
+        k.shape().into_dims(),
+        v.shape().into_dims(),
+    );
     if kd[1] != vd[1] || kd[2] != vd[2] || kd[3] != qd[3] || qd[0] != kd[0] || kd[0] != vd[0] {
         return Err(invalid(format!(
             "K {} and V {} do not match Q {} (batch, heads, length, head size)",
