@@ -283,7 +283,7 @@ fn refuse_unsupported(graph: &proto::GraphProto, opset: i64) -> Result<(), OnnxE
     let unsupported: Vec<UnsupportedNode> = graph
         .node
         .iter()
-        .filter(|n| !matches!(n.domain(), "" | "ai.onnx") || ops::lowering(n.op_type()).is_none())
+        .filter(|n| ops::lowering_in(n.domain(), n.op_type()).is_none())
         .map(|n| UnsupportedNode {
             node: node_name(n),
             op: n.op_type().to_string(),
@@ -499,6 +499,106 @@ fn lower_node(st: &mut State, node: &NodeProto, opset: i64) -> Result<(), OnnxEr
     Ok(())
 }
 
+/// Lowers `graph`, a node's graph attribute, inline into `st`'s graph with its inputs bound to
+/// `inputs`, and returns its outputs. Its initializers, inputs and nodes live in a scope of
+/// their own: they see the outer values (as an ONNX subgraph does) and may shadow them, but leave
+/// them as they were; outer inputs and initializers that become graph nodes inside stay nodes.
+pub(crate) fn inline_graph(
+    st: &mut State,
+    graph: &proto::GraphProto,
+    inputs: Vec<Value>,
+    opset: i64,
+) -> Result<Vec<Value>, NodeErrorKind> {
+    let what = format!("graph `{}`", graph.name());
+    if graph.input.len() != inputs.len() || !graph.sparse_initializer.is_empty() {
+        return Err(NodeErrorKind::Invalid(format!(
+            "{what} takes {} inputs, not {} (nor sparse initializers)",
+            graph.input.len(),
+            inputs.len()
+        )));
+    }
+    if let Some(n) = graph
+        .node
+        .iter()
+        .find(|n| ops::lowering_in(n.domain(), n.op_type()).is_none())
+    {
+        return Err(NodeErrorKind::Unsupported(format!(
+            "{what}: node `{}` ({}{})",
+            node_name(n),
+            n.domain(),
+            n.op_type()
+        )));
+    }
+    let mut inner = State {
+        b: st.b.clone(),
+        values: st.values.clone(),
+        materialized: st.materialized.clone(),
+        weights: Vec::new(),
+        known_inputs: st.known_inputs.clone(),
+        max_constant_elements: st.max_constant_elements,
+    };
+    let mut shadowed = std::collections::HashSet::new();
+    let bound = graph.input.iter().map(|i| i.name()).zip(inputs);
+    let initializers = graph.initializer.iter().map(|t| {
+        let data = read_tensor(t, None).map_err(NodeErrorKind::Invalid)?;
+        Ok::<_, NodeErrorKind>((t.name(), Value::Known(Known::Data(Rc::new(data)))))
+    });
+    for item in bound.map(Ok).chain(initializers) {
+        let (name, value) = item?;
+        inner.materialized.remove(name);
+        inner.values.insert(name.to_string(), value);
+        shadowed.insert(name.to_string());
+    }
+    for node in &graph.node {
+        for out in node.output.iter().filter(|o| !o.is_empty()) {
+            if !shadowed.insert(out.clone()) {
+                return Err(NodeErrorKind::Invalid(format!(
+                    "{what}: `{out}` is defined twice"
+                )));
+            }
+            inner.values.remove(out);
+            inner.materialized.remove(out);
+        }
+        lower_node(&mut inner, node, opset).map_err(|e| inside(&what, e))?;
+    }
+    let outputs = graph
+        .output
+        .iter()
+        .map(|o| {
+            inner.values.get(o.name()).cloned().ok_or_else(|| {
+                NodeErrorKind::Invalid(format!("{what}: output `{}` is not defined", o.name()))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    // What the inner scope made of outer values (an input read, a weight embedded) holds outside.
+    for (name, value) in inner.values {
+        if !shadowed.contains(&name) && matches!(value, Value::Tensor(_)) {
+            st.values.insert(name, value);
+        }
+    }
+    for (name, t) in inner.materialized {
+        if !shadowed.contains(&name) {
+            st.materialized.insert(name, t);
+        }
+    }
+    st.weights.extend(inner.weights);
+    Ok(outputs)
+}
+
+/// An error of a node inside `what` as one of the node that holds it, of the same kind.
+fn inside(what: &str, e: OnnxError) -> NodeErrorKind {
+    match e {
+        OnnxError::Node { node, op, kind, .. } => match *kind {
+            NodeErrorKind::Unsupported(m) => {
+                NodeErrorKind::Unsupported(format!("{what}, node `{node}` ({op}): {m}"))
+            }
+            NodeErrorKind::NeedsKnownInput(n) => NodeErrorKind::NeedsKnownInput(n),
+            other => NodeErrorKind::Invalid(format!("{what}, node `{node}` ({op}): {other}")),
+        },
+        other => NodeErrorKind::Invalid(format!("{what}: {other}")),
+    }
+}
+
 fn define_outputs(st: &mut State, graph: &proto::GraphProto) -> Result<(), OnnxError> {
     for output in &graph.output {
         let name = output.name();
@@ -616,6 +716,13 @@ impl<'a> Attrs<'a> {
                     .map_err(|_| NodeErrorKind::Invalid(format!("attribute `{name}` is not UTF-8")))
             }
             None => Ok(default.to_string()),
+        }
+    }
+
+    pub fn graph(&self, name: &str) -> Result<Option<&'a proto::GraphProto>, NodeErrorKind> {
+        match self.get(name, AttributeType::Graph)? {
+            Some(a) => a.g.as_ref().map(Some).ok_or_else(|| missing(name)),
+            None => Ok(None),
         }
     }
 

@@ -919,3 +919,131 @@ fn recurrent_attributes_tir_does_not_implement_are_refused() {
     let m = refusal(&one_node(lstm, inputs, 22));
     assert!(m.contains("activation_alpha"), "{m}");
 }
+
+/// The outputs of `model` run on the reference backend with these f32 inputs.
+fn run_f32(model: &ModelProto, inputs: &[(&str, &[u64], &[f32])], output: &str) -> Vec<f32> {
+    let imported = import(model).unwrap();
+    let mut exe = on_ref(&imported);
+    let tensors: Vec<HostTensor> = inputs
+        .iter()
+        .map(|(_, dims, x)| HostTensor::from_slice(x, dims).unwrap())
+        .collect();
+    let feeds: Vec<(&str, TensorRef)> = inputs
+        .iter()
+        .zip(&tensors)
+        .map(|((name, ..), t)| (*name, TensorRef::Host(t)))
+        .collect();
+    let out = exe.run(&feeds).unwrap();
+    out[output].as_slice::<f32>().unwrap().to_vec()
+}
+
+#[test]
+fn causal_conv_of_kernel_one_refuses_only_its_empty_state() {
+    let conv = node("CausalConvWithState", &["x", "w"], &["y", "state"]);
+    let inputs: &[(&str, &[i64])] = &[("x", &[1, 2, 3]), ("w", &[2, 1, 1])];
+    let m = refusal(&one_node(conv, inputs, 27));
+    assert!(m.contains("present_state of a kernel of size 1"), "{m}");
+    // Without the state the output is the input scaled per channel.
+    let conv = node("CausalConvWithState", &["x", "w"], &["y"]);
+    let x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+    let y = run_f32(
+        &one_node(conv, inputs, 27),
+        &[("x", &[1, 2, 3], &x), ("w", &[2, 1, 1], &[2.0, -1.0])],
+        "y",
+    );
+    assert_eq!(y, [2.0, 4.0, 6.0, -4.0, -5.0, -6.0]);
+}
+
+#[test]
+fn linear_attention_past_the_unroll_cap_or_with_a_foreign_gate_is_refused() {
+    let heads = [int_attr("q_num_heads", 1), int_attr("kv_num_heads", 1)];
+    let attention = NodeProto {
+        attribute: [&heads[..], &[string_attr("update_rule", "linear")]].concat(),
+        ..node("LinearAttention", &["q", "k", "v"], &["y"])
+    };
+    let dims: &[i64] = &[1, 300, 4];
+    let m = refusal(&one_node(
+        attention,
+        &[("q", dims), ("k", dims), ("v", dims)],
+        27,
+    ));
+    assert!(m.contains("over 300 steps (unrolled up to 256)"), "{m}");
+    // The linear rule takes no decay.
+    let attention = NodeProto {
+        attribute: [&heads[..], &[string_attr("update_rule", "linear")]].concat(),
+        ..node("LinearAttention", &["q", "k", "v", "", "g"], &["y"])
+    };
+    let dims: &[i64] = &[1, 2, 4];
+    let inputs: &[(&str, &[i64])] = &[("q", dims), ("k", dims), ("v", dims), ("g", dims)];
+    let m = refusal(&one_node(attention, inputs, 27));
+    assert!(m.contains("update_rule `linear` takes decay: false"), "{m}");
+}
+
+/// `z = FlexAttention(q + c, k, v) + c` (`c = 10`) whose `prob_mod` multiplies by its own `c`
+/// (0.5) and names its input `q`: the subgraph's names shadow the outer ones only inside it.
+fn flex_with_shadowing_prob_mod() -> ModelProto {
+    let dims = [1, 1, 2, 2];
+    let prob_mod = GraphProto {
+        name: Some("prob_mod".into()),
+        node: vec![node("Mul", &["q", "c"], &["probs_out"])],
+        initializer: vec![floats("c", &[], &[0.5])],
+        input: vec![value("q", &dims)],
+        output: vec![value("probs_out", &dims)],
+        ..Default::default()
+    };
+    let flex = NodeProto {
+        domain: Some("ai.onnx.preview".into()),
+        attribute: vec![AttributeProto {
+            name: Some("prob_mod".into()),
+            r#type: Some(AttributeType::Graph as i32),
+            g: Some(prob_mod),
+            ..Default::default()
+        }],
+        ..node("FlexAttention", &["q2", "k", "v"], &["y"])
+    };
+    let graph = GraphProto {
+        name: Some("flex".into()),
+        node: vec![
+            node("Add", &["q", "c"], &["q2"]),
+            flex,
+            node("Add", &["y", "c"], &["z"]),
+        ],
+        initializer: vec![floats("c", &[], &[10.0])],
+        input: ["q", "k", "v"].iter().map(|n| value(n, &dims)).collect(),
+        output: vec![value("z", &dims)],
+        ..Default::default()
+    };
+    let mut model = opset17(graph);
+    model.opset_import = [("", 26), ("ai.onnx.preview", 1)]
+        .iter()
+        .map(|&(d, v)| OperatorSetIdProto {
+            domain: Some(d.into()),
+            version: Some(v),
+        })
+        .collect();
+    model
+}
+
+#[test]
+fn flex_attention_modifiers_are_inlined_in_a_scope_of_their_own() {
+    // Equal key rows: every probability is 1/2, so `y` is half the mean of V's rows.
+    let d = &[1, 1, 2, 2][..];
+    let inputs = [
+        ("q", d, &[0.3, -1.0, 2.0, 0.5][..]),
+        ("k", d, &[1.0, 2.0, 1.0, 2.0][..]),
+        ("v", d, &[1.0, 2.0, 3.0, 4.0][..]),
+    ];
+    let z = run_f32(&flex_with_shadowing_prob_mod(), &inputs, "z");
+    for (got, want) in z.iter().zip([11.0, 11.5, 11.0, 11.5]) {
+        assert!((got - want).abs() < 1e-5, "{z:?}");
+    }
+}
+
+#[test]
+fn flex_attention_is_an_op_of_the_preview_domain_only() {
+    let mut model = flex_with_shadowing_prob_mod();
+    let g = model.graph.as_mut().unwrap();
+    g.node[1].domain = None;
+    let m = refusal(&model);
+    assert!(m.contains("FlexAttention"), "{m}");
+}

@@ -228,7 +228,7 @@ fn concat_seq(past: &Tensor, new: &Tensor) -> Res<Tensor> {
 
 /// A KV operand with one head per query head: grouped-query heads are shared by `q_heads /
 /// kv_heads` consecutive query heads (as `repeat_interleave`), through a broadcast.
-fn share_heads(x: &Tensor, q_heads: Dim) -> Res<Tensor> {
+pub(super) fn share_heads(x: &Tensor, q_heads: Dim) -> Res<Tensor> {
     let kv_heads = x.shape().dims()[1].clone();
     if kv_heads == q_heads {
         return Ok(x.clone());

@@ -7,12 +7,15 @@
 //! [`NodeErrorKind::Unsupported`] naming it, never approximated.
 
 mod attention;
+mod causal_conv;
 mod conv;
 mod deconv;
 mod dims;
 mod elementwise;
+mod flex_attention;
 mod gates;
 mod grid;
+mod linear_attention;
 mod loss;
 mod nn;
 mod norms;
@@ -101,8 +104,10 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
         "Round" => scan::round,
         "Einsum" => scan::einsum,
         "Attention" => attention::attention,
+        "LinearAttention" => linear_attention::linear_attention,
         "NegativeLogLikelihoodLoss" | "SoftmaxCrossEntropyLoss" => loss::class_loss,
         "Conv" => conv::conv,
+        "CausalConvWithState" => causal_conv::causal_conv_with_state,
         "ConvTranspose" => deconv::conv_transpose,
         "MaxPool" | "AveragePool" | "LpPool" => conv::pool,
         "Resize" | "Upsample" => resize::resize,
@@ -129,12 +134,23 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
     })
 }
 
+/// The lowering of `op` of `domain`: the default domain's ops, and `ai.onnx.preview`'s
+/// `FlexAttention`.
+pub(crate) fn lowering_in(domain: &str, op: &str) -> Option<Lowering> {
+    match (domain, op) {
+        ("" | "ai.onnx", _) => lowering(op),
+        ("ai.onnx.preview", "FlexAttention") => Some(flex_attention::flex_attention),
+        _ => None,
+    }
+}
+
 /// Inputs of at most this many elements in all are folded at import when all are known.
 const FOLD_LIMIT: usize = 1 << 16;
 
 /// Lowers `node`: folded to known values when every input is known, else into the graph.
 pub(crate) fn lower(st: &mut State, node: &NodeProto, opset: i64) -> Res<Vec<Value>> {
-    let f = lowering(node.op_type()).expect("unsupported ops are refused before lowering");
+    let f = lowering_in(node.domain(), node.op_type())
+        .expect("unsupported ops are refused before lowering");
     if let Some(outputs) = dims::fold(st, node) {
         return outputs;
     }
