@@ -234,3 +234,23 @@ fn blocks_that_do_not_match_the_scale_are_refused() {
     let m = refusal(&m);
     assert!(m.contains("blocks of 2"), "{m}");
 }
+
+#[test]
+fn a_zero_point_that_widens_its_operand_is_refused() {
+    // `b` is a vector, so its zero point must be one value; 3 of them would broadcast `b` to a
+    // matrix.
+    let m = model(
+        "MatMulInteger",
+        &["a", "b", "", "zb"],
+        vec![],
+        vec![
+            value("a", DataType::Uint8, &[2, 3]),
+            value("b", DataType::Uint8, &[3]),
+            value("zb", DataType::Uint8, &[3]),
+        ],
+        vec![],
+        value("y", DataType::Int32, &[2]),
+    );
+    let m = refusal(&m);
+    assert!(m.contains("broadcasts u8[3, 1]"), "{m}");
+}

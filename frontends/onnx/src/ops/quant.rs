@@ -293,9 +293,23 @@ fn along(p: Tensor, along: Along) -> Res<Tensor> {
 fn integer_product(m: &Matrices, za: Option<Tensor>, zb: Option<Tensor>) -> Res<Tensor> {
     let za = za.map(|z| along(z, Along::Rows)).transpose()?;
     let zb = zb.map(|z| along(z, Along::Columns)).transpose()?;
-    let a = centered(&m.a, za.as_ref())?;
-    let b = centered(&m.b, zb.as_ref())?;
+    let a = same_shape(centered(&m.a, za.as_ref())?, &m.a)?;
+    let b = same_shape(centered(&m.b, zb.as_ref())?, &m.b)?;
     Ok(a.matmul(&b)?)
+}
+
+/// `y`, if a parameter broadcast into it left the shape of `like`: one that widened it does
+/// not fit the operand it quantizes.
+fn same_shape(y: Tensor, like: &Tensor) -> Res<Tensor> {
+    if y.shape() == like.shape() {
+        Ok(y)
+    } else {
+        Err(invalid(format!(
+            "a scale or zero point that broadcasts {} to {}",
+            like.ty(),
+            y.ty()
+        )))
+    }
 }
 
 pub(super) fn matmul_integer(cx: &mut Cx) -> Res<Vec<Value>> {
@@ -327,7 +341,7 @@ pub(super) fn qlinear_matmul(cx: &mut Cx) -> Res<Vec<Value>> {
     let sa = along(scales[0].clone(), Along::Rows)?;
     let sb = along(scales[1].clone(), Along::Columns)?;
     let factor = sa.mul(&sb)?.div(&scales[2])?;
-    let q = product.mul(&factor)?.cast(DType::F32)?;
+    let q = same_shape(product.mul(&factor)?, &product)?.cast(DType::F32)?;
     let y = saturate(&q, Some(&zy), zy.dtype())?;
     Ok(vec![m.restore(y)?.into()])
 }
