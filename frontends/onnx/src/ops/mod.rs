@@ -19,6 +19,7 @@ mod linear_attention;
 mod loss;
 mod nn;
 mod norms;
+mod quant;
 mod rearrange;
 mod resize;
 mod rnn;
@@ -114,6 +115,11 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
         "GridSample" => grid::grid_sample,
         "AffineGrid" => grid::affine_grid,
         "MatMul" => nn::matmul,
+        "QuantizeLinear" => quant::quantize,
+        "DequantizeLinear" => quant::dequantize,
+        "DynamicQuantizeLinear" => quant::dynamic_quantize,
+        "MatMulInteger" => quant::matmul_integer,
+        "QLinearMatMul" => quant::qlinear_matmul,
         "RNN" | "GRU" | "LSTM" => rnn::recurrent,
         "Gemm" => nn::gemm,
         "Softmax" | "LogSoftmax" => nn::softmax,

@@ -6,22 +6,40 @@ use crate::{invalid, unsupported};
 use tir_graph::{DType, Tensor};
 
 pub(super) fn matmul(cx: &mut Cx) -> Res<Vec<Value>> {
-    let (a, b) = (cx.tensor(0)?, cx.tensor(1)?);
-    if a.rank() == 0 || b.rank() == 0 {
-        return Err(invalid("MatMul of a scalar"));
+    let m = Matrices::new(cx.tensor(0)?, cx.tensor(1)?)?;
+    Ok(vec![m.restore(m.a.matmul(&m.b)?)?.into()])
+}
+
+/// The operands of a NumPy-style matmul as matrices (or stacks): a 1-D `a` promoted to a row,
+/// a 1-D `b` to a column; [`Matrices::restore`] removes those axes from the product again.
+pub(super) struct Matrices {
+    pub a: Tensor,
+    pub b: Tensor,
+    a1: bool,
+    b1: bool,
+}
+
+impl Matrices {
+    pub fn new(a: Tensor, b: Tensor) -> Res<Matrices> {
+        if a.rank() == 0 || b.rank() == 0 {
+            return Err(invalid("a matrix product of a scalar"));
+        }
+        let (a1, b1) = (a.rank() == 1, b.rank() == 1);
+        let a = if a1 { a.unsqueeze(&[0])? } else { a };
+        let b = if b1 { b.unsqueeze(&[1])? } else { b };
+        Ok(Matrices { a, b, a1, b1 })
     }
-    // 1-D operands are promoted to matrices and the added axis removed again (numpy's rule).
-    let (a1, b1) = (a.rank() == 1, b.rank() == 1);
-    let a = if a1 { a.unsqueeze(&[0])? } else { a };
-    let b = if b1 { b.unsqueeze(&[1])? } else { b };
-    let mut y = a.matmul(&b)?;
-    if b1 {
-        y = y.squeeze(&[y.rank() - 1])?;
+
+    /// `y` (a product of the promoted operands) without the axes the promotion added.
+    pub fn restore(&self, mut y: Tensor) -> Res<Tensor> {
+        if self.b1 {
+            y = y.squeeze(&[y.rank() - 1])?;
+        }
+        if self.a1 {
+            y = y.squeeze(&[y.rank() - if self.b1 { 1 } else { 2 }])?;
+        }
+        Ok(y)
     }
-    if a1 {
-        y = y.squeeze(&[y.rank() - if b1 { 1 } else { 2 }])?;
-    }
-    Ok(vec![y.into()])
 }
 
 pub(super) fn gemm(cx: &mut Cx) -> Res<Vec<Value>> {

@@ -155,12 +155,16 @@ fn masked_prefix_scan(
     Ok(sums.permute(&back)?)
 }
 
-/// Round half to even on the magnitude: `f = floor(|x|)` and `r = |x| - f` are exact, so the
-/// choice between `f` and `f + 1` (`r > 1/2`, or `r = 1/2` and `f` odd) is exact too; the sign
-/// is put back with a negation. Integral values (±0 included), magnitudes from the dtype's first
-/// all-integer binade on, infinities and NaN are passed through as they are.
 pub(super) fn round(cx: &mut Cx) -> Res<Vec<Value>> {
-    let x = cx.tensor(0)?;
+    Ok(vec![round_half_even(&cx.tensor(0)?)?.into()])
+}
+
+/// `x` rounded to the nearest integer, ties to even (ONNX's `Round`, NumPy's `rint`), in its
+/// float dtype. Round half to even on the magnitude: `f = floor(|x|)` and `r = |x| - f` are
+/// exact, so the choice between `f` and `f + 1` (`r > 1/2`, or `r = 1/2` and `f` odd) is exact
+/// too; the sign is put back with a negation. Integral values (±0 included), magnitudes from the
+/// dtype's first all-integer binade on, infinities and NaN are passed through as they are.
+pub(super) fn round_half_even(x: &Tensor) -> Res<Tensor> {
     let dtype = x.dtype();
     // From 2^(mantissa bits) on every value of the dtype is an integer.
     let integral_from = match dtype {
@@ -170,7 +174,7 @@ pub(super) fn round(cx: &mut Cx) -> Res<Vec<Value>> {
         DType::F64 => 4_503_599_627_370_496.0,
         other => return Err(unsupported(format!("Round of {other}"))),
     };
-    let b = cx.b();
+    let b = x.builder();
     let scalar = |v: f64| b.scalar(dtype, v);
     let (zero, half) = (scalar(0.0)?, scalar(0.5)?);
     let mag = x.abs()?;
@@ -182,7 +186,7 @@ pub(super) fn round(cx: &mut Cx) -> Res<Vec<Value>> {
     let m = up.select(&f.add_scalar(1.0)?, &f)?;
     let signed = x.lt(&zero)?.select(&m.neg()?, &m)?;
     let fractional = mag.lt(&scalar(integral_from)?)?.and(&r.ne(&zero)?)?;
-    Ok(vec![fractional.select(&signed, &x)?.into()])
+    Ok(fractional.select(&signed, x)?)
 }
 
 /// A subscript: a letter, or dim `i` of the broadcast ellipsis dims (numbered from the first of
