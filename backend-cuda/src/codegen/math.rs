@@ -390,7 +390,11 @@ impl Emitter {
             };
             (shifted, fill)
         } else {
-            (self.same(Opcode::ShLI, x, safe, vec![]), self.like(x, 0.0))
+            let overflow = vec![("overflow", Attribute::i32(0))];
+            (
+                self.same(Opcode::ShLI, x, safe, overflow),
+                self.like(x, 0.0),
+            )
         };
         self.select(in_range, shifted, fill)
     }
