@@ -19,6 +19,7 @@ mod norms;
 mod rearrange;
 mod resize;
 mod rnn;
+mod rotary;
 mod scan;
 mod scatter;
 mod shape;
@@ -101,6 +102,7 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
         "Round" => scan::round,
         "Einsum" => scan::einsum,
         "Attention" => attention::attention,
+        "RotaryEmbedding" => rotary::rotary_embedding,
         "NegativeLogLikelihoodLoss" | "SoftmaxCrossEntropyLoss" => loss::class_loss,
         "Conv" => conv::conv,
         "ConvTranspose" => deconv::conv_transpose,
