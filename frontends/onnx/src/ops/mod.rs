@@ -23,6 +23,7 @@ mod rotary;
 mod scan;
 mod scatter;
 mod shape;
+mod spectral;
 mod topk;
 mod trig;
 mod windows;
@@ -97,6 +98,9 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
         "CumProd" => scan::cumprod,
         "TopK" => topk::topk,
         "HannWindow" | "HammingWindow" | "BlackmanWindow" => windows::window,
+        "DFT" => spectral::dft,
+        "STFT" => spectral::stft,
+        "MelWeightMatrix" => spectral::mel_weight_matrix,
         "ReverseSequence" => rearrange::reverse_sequence,
         "CenterCropPad" => rearrange::center_crop_pad,
         "Round" => scan::round,
