@@ -7,6 +7,7 @@
 //! [`NodeErrorKind::Unsupported`] naming it, never approximated.
 
 mod attention;
+mod col2im;
 mod conv;
 mod deconv;
 mod dims;
@@ -109,6 +110,7 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
         "RotaryEmbedding" => rotary::rotary_embedding,
         "NegativeLogLikelihoodLoss" | "SoftmaxCrossEntropyLoss" => loss::class_loss,
         "Conv" => conv::conv,
+        "Col2Im" => col2im::col2im,
         "ConvTranspose" => deconv::conv_transpose,
         "MaxPool" | "AveragePool" | "LpPool" => conv::pool,
         "Resize" | "Upsample" => resize::resize,
