@@ -14,6 +14,7 @@ mod dims;
 mod elementwise;
 mod gates;
 mod grid;
+mod linalg;
 mod loss;
 mod nn;
 mod norms;
@@ -117,6 +118,7 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
         "GridSample" => grid::grid_sample,
         "AffineGrid" => grid::affine_grid,
         "MatMul" => nn::matmul,
+        "Det" => linalg::det,
         "RNN" | "GRU" | "LSTM" => rnn::recurrent,
         "Gemm" => nn::gemm,
         "Softmax" | "LogSoftmax" => nn::softmax,
