@@ -28,6 +28,7 @@ mod shape;
 mod spectral;
 mod topk;
 mod trig;
+mod unpool;
 mod windows;
 
 use crate::import::{Attrs, State, Value};
@@ -114,6 +115,7 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
         "Col2Im" => col2im::col2im,
         "ConvTranspose" => deconv::conv_transpose,
         "MaxPool" | "AveragePool" | "LpPool" => conv::pool,
+        "MaxUnpool" => unpool::max_unpool,
         "Resize" | "Upsample" => resize::resize,
         "GridSample" => grid::grid_sample,
         "AffineGrid" => grid::affine_grid,
