@@ -21,6 +21,7 @@ mod norms;
 mod rearrange;
 mod resize;
 mod rnn;
+mod roi_align;
 mod rotary;
 mod scan;
 mod scatter;
@@ -118,6 +119,7 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
         "MaxUnpool" => unpool::max_unpool,
         "Resize" | "Upsample" => resize::resize,
         "GridSample" => grid::grid_sample,
+        "RoiAlign" => roi_align::roi_align,
         "AffineGrid" => grid::affine_grid,
         "MatMul" => nn::matmul,
         "Det" => linalg::det,
