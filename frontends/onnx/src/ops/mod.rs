@@ -10,6 +10,7 @@ mod attention;
 mod col2im;
 mod conv;
 mod deconv;
+mod deform;
 mod dims;
 mod elementwise;
 mod gates;
@@ -115,6 +116,7 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
         "Conv" => conv::conv,
         "Col2Im" => col2im::col2im,
         "ConvTranspose" => deconv::conv_transpose,
+        "DeformConv" => deform::deform_conv,
         "MaxPool" | "AveragePool" | "LpPool" => conv::pool,
         "MaxUnpool" => unpool::max_unpool,
         "Resize" | "Upsample" => resize::resize,
