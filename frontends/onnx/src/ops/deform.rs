@@ -99,8 +99,8 @@ fn check(g: &Geometry, wd: &[u64], od: &[u64], pads: &[u64], x: &Tensor, w: &Ten
     let ok = g.group > 0
         && g.offset_group > 0
         && g.c == wd[1] * g.group
-        && g.oc % g.group == 0
-        && g.c % g.offset_group == 0
+        && g.oc.is_multiple_of(g.group)
+        && g.c.is_multiple_of(g.offset_group)
         && od[0] == g.n
         && od[1] == g.offset_group * 2 * g.k[0] * g.k[1]
         && g.strides.iter().all(|&s| s > 0)

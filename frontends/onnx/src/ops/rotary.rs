@@ -120,7 +120,7 @@ fn cache(c: &Tensor, positions: Option<&Tensor>, half: u64, work: DType) -> Res<
             2 * half
         )));
     }
-    Ok(cast_to(&picked.unsqueeze(&[1])?, work)?)
+    cast_to(&picked.unsqueeze(&[1])?, work)
 }
 
 /// Rotates the first `rot` channels of `x: [batch, heads, seq, head_size]` by `cos` and `sin`

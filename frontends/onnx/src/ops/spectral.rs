@@ -65,7 +65,7 @@ impl Transform {
             return [[c, s], [-s, c]][q as usize][p as usize];
         }
         // (R + iI)(cos + i sin) / n; a one-sided spectrum counts each bin but DC and Nyquist twice.
-        let twice = self.onesided && k != 0 && !(n % 2 == 0 && k == n / 2);
+        let twice = self.onesided && k != 0 && !(n.is_multiple_of(2) && k == n / 2);
         let scale = if twice { 2.0 } else { 1.0 } / n as f64;
         scale * [[c, -s], [s, c]][q as usize][p as usize]
     }
@@ -197,7 +197,7 @@ fn transform(x: &Tensor, axis: usize, t: Transform, out: DType) -> Res<Tensor> {
     for (i, &p) in perm.iter().enumerate() {
         back[p] = i;
     }
-    Ok(cast_to(&y.permute(&back)?, out)?)
+    cast_to(&y.permute(&back)?, out)
 }
 
 pub(super) fn stft(cx: &mut Cx) -> Res<Vec<Value>> {
