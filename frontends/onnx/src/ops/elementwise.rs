@@ -1,7 +1,7 @@
 //! Elementwise ops: unary math, broadcasting binary ops, variadic Max/Min/Sum/Mean, Where, Cast,
 //! Clip and the activations, each as tir's elementwise ops.
 
-use super::{Cx, Res};
+use super::{cast_to, Cx, Res};
 use crate::import::Value;
 use crate::model::dtype_of;
 use crate::{invalid, unsupported};
@@ -35,6 +35,9 @@ pub(super) fn unary(cx: &mut Cx) -> Res<Vec<Value>> {
 
 pub(super) fn binary(cx: &mut Cx) -> Res<Vec<Value>> {
     let (a, b) = (cx.tensor(0)?, cx.tensor(1)?);
+    if cx.op() == "Pow" && a.dtype().is_int() {
+        return Ok(vec![int_pow(&a, &b)?.into()]);
+    }
     let b = if cx.op() == "Pow" {
         pow_exponent(&a, b)?
     } else {
@@ -82,6 +85,30 @@ pub(super) fn bitwise(cx: &mut Cx) -> Res<Vec<Value>> {
         },
     };
     Ok(vec![y.into()])
+}
+
+/// Pow of an integer base as NumPy computes it, in the dtype base and exponent promote to, then
+/// truncated back to the base's dtype. An integer exponent promotes to an integer there, which
+/// tir's `pow` does not take: it computes in f64, exact while the power's magnitude is below
+/// 2^53 (NumPy's wrap-around of larger ones, and its refusal of negative exponents, are not
+/// reproduced).
+fn int_pow(base: &Tensor, exponent: &Tensor) -> Res<Tensor> {
+    use DType::*;
+    let (bt, et) = (base.dtype(), exponent.dtype());
+    let small = matches!(bt, I8 | U8);
+    let work = match et {
+        F16 if small => F16,
+        F16 | F32 if small || matches!(bt, I16 | U16) => F32,
+        F16 | F32 | F64 => F64,
+        _ if et.is_int() => F64,
+        _ => {
+            return Err(unsupported(format!(
+                "Pow of a {bt} base with a {et} exponent"
+            )))
+        }
+    };
+    let y = base.cast(work)?.pow(&cast_to(exponent, work)?)?;
+    Ok(y.cast(bt)?)
 }
 
 /// Pow's exponent in the base's dtype: ONNX lets them differ, tir's binary ops do not.

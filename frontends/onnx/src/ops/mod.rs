@@ -8,13 +8,16 @@
 
 mod attention;
 mod causal_conv;
+mod col2im;
 mod conv;
 mod deconv;
+mod deform;
 mod dims;
 mod elementwise;
 mod flex_attention;
 mod gates;
 mod grid;
+mod linalg;
 mod linear_attention;
 mod loss;
 mod nn;
@@ -23,11 +26,15 @@ mod quant;
 mod rearrange;
 mod resize;
 mod rnn;
+mod roi_align;
+mod rotary;
 mod scan;
 mod scatter;
 mod shape;
+mod spectral;
 mod topk;
 mod trig;
+mod unpool;
 mod windows;
 
 use crate::import::{Attrs, State, Value};
@@ -100,6 +107,9 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
         "CumProd" => scan::cumprod,
         "TopK" => topk::topk,
         "HannWindow" | "HammingWindow" | "BlackmanWindow" => windows::window,
+        "DFT" => spectral::dft,
+        "STFT" => spectral::stft,
+        "MelWeightMatrix" => spectral::mel_weight_matrix,
         "ReverseSequence" => rearrange::reverse_sequence,
         "CenterCropPad" => rearrange::center_crop_pad,
         "Round" => scan::round,
@@ -109,10 +119,15 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
         "NegativeLogLikelihoodLoss" | "SoftmaxCrossEntropyLoss" => loss::class_loss,
         "Conv" => conv::conv,
         "CausalConvWithState" => causal_conv::causal_conv_with_state,
+        "RotaryEmbedding" => rotary::rotary_embedding,
+        "Col2Im" => col2im::col2im,
         "ConvTranspose" => deconv::conv_transpose,
+        "DeformConv" => deform::deform_conv,
         "MaxPool" | "AveragePool" | "LpPool" => conv::pool,
+        "MaxUnpool" => unpool::max_unpool,
         "Resize" | "Upsample" => resize::resize,
         "GridSample" => grid::grid_sample,
+        "RoiAlign" => roi_align::roi_align,
         "AffineGrid" => grid::affine_grid,
         "MatMul" => nn::matmul,
         "QuantizeLinear" => quant::quantize,
@@ -120,6 +135,7 @@ pub(crate) fn lowering(op: &str) -> Option<Lowering> {
         "DynamicQuantizeLinear" => quant::dynamic_quantize,
         "MatMulInteger" => quant::matmul_integer,
         "QLinearMatMul" => quant::qlinear_matmul,
+        "Det" => linalg::det,
         "RNN" | "GRU" | "LSTM" => rnn::recurrent,
         "Gemm" => nn::gemm,
         "Softmax" | "LogSoftmax" => nn::softmax,

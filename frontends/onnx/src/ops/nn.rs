@@ -163,6 +163,16 @@ pub(super) fn reduce(cx: &mut Cx) -> Res<Vec<Value>> {
         _ if noop_empty => return Ok(vec![x.into()]),
         _ => (0..rank).collect(),
     };
+    // The max and min of bools are their `or` and `and`: computed on u8 (0 and 1) and cast back.
+    if x.dtype() == DType::Bool && matches!(cx.op(), "ReduceMax" | "ReduceMin") {
+        let bytes = x.cast(DType::U8)?;
+        let y = if cx.op() == "ReduceMax" {
+            bytes.max(&list, keepdims)?
+        } else {
+            bytes.min(&list, keepdims)?
+        };
+        return Ok(vec![y.cast(DType::Bool)?.into()]);
+    }
     if !x.dtype().is_numeric() {
         return Err(unsupported(format!("{} of {}", cx.op(), x.dtype())));
     }

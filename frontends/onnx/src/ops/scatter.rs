@@ -30,7 +30,7 @@ const MAX_COMPARES: u64 = 1 << 24;
 
 /// How the updates that hit one element combine with it.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Reduction {
+pub(super) enum Reduction {
     None,
     Add,
     Mul,
@@ -187,7 +187,12 @@ fn tuple_positions(index: &Tensor, dims: &[u64], k: u64) -> Res<Tensor> {
 
 /// The scatter core: `data [G, P, T]` with each of the K `updates [G, K, T]` combined into the
 /// position `index [G, K]` of its row.
-fn scatter_rows(data: &Tensor, index: &Tensor, updates: &Tensor, r: Reduction) -> Res<Tensor> {
+pub(super) fn scatter_rows(
+    data: &Tensor,
+    index: &Tensor,
+    updates: &Tensor,
+    r: Reduction,
+) -> Res<Tensor> {
     let dims = static_dims(data, "a scatter")?;
     let k = static_dims(index, "a scatter")?[1];
     let (g, p, t) = (dims[0], dims[1], dims[2]);
