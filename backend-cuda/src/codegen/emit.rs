@@ -499,10 +499,11 @@ pub fn segments_attr(sizes: &[i64]) -> Attribute {
     Attribute::Array(sizes.iter().map(|&s| i32_attr(s)).collect())
 }
 
-/// The 64-bit word of the integer `value`: a `u64` value past `i64::MAX` (an identity of a
-/// `u64` reduction) as its bits; an `i64` one saturates (i64::MAX is 2^63 as an `f64`).
+/// The 64-bit word of the integer `value`: an `i64` value saturates (`i64::MAX` is 2^63 as an
+/// `f64`, and so are the "no index" markers of argmax); only a `u64` value past 2^63 (the
+/// identity of a `u64` min reduction; `u64` constants stay below 2^63) is taken as its bits.
 pub fn int_bits(value: f64) -> i64 {
-    if value >= 2f64.powi(63) {
+    if value > 2f64.powi(63) {
         value as u64 as i64
     } else {
         value as i64
@@ -522,5 +523,23 @@ fn const_bytes(elem: ScalarType, value: f64) -> Vec<u8> {
         ScalarType::BF16 => half::bf16::from_f64(value).to_le_bytes().to_vec(),
         ScalarType::F64 => value.to_le_bytes().to_vec(),
         _ => (value as f32).to_le_bytes().to_vec(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::int_bits;
+
+    #[test]
+    fn int_bits_saturate_signed_values_and_keep_u64_identities() {
+        // argmax's "no index yet" marker is i64::MAX, which an f64 holds as 2^63.
+        assert_eq!(int_bits(i64::MAX as f64), i64::MAX);
+        assert_eq!(int_bits(i64::MIN as f64), i64::MIN);
+        assert_eq!(int_bits(-5.0), -5);
+        let u64_min_identity = 18_446_744_073_709_549_568.0;
+        assert_eq!(
+            int_bits(u64_min_identity) as u64,
+            18_446_744_073_709_549_568
+        );
     }
 }
