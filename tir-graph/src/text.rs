@@ -1472,7 +1472,6 @@ mod tests {
         let tricky = "we\"ird \\ name\n\t\r\0\u{1b}é😀\u{301}\u{202e}\u{2028} end";
         let x = input(&mut g, tricky, DType::F32, shape!["batch", 8]);
         let flags = input(&mut g, "flags", DType::Bool, shape!["batch", 8]);
-        let bits = input(&mut g, "bits", DType::U32, shape!["batch", 8]);
         let w = source(
             &mut g,
             Op::Parameter { name: "w".into() },
@@ -1562,6 +1561,8 @@ mod tests {
             floats(&[1.0, 2.5, -3.0, 0.0]),
         );
 
+        // After the nodes the expected lines below name by id.
+        let bits = input(&mut g, "bits", DType::U32, shape!["batch", 8]);
         for u in UnaryOp::ALL {
             let v = match u {
                 UnaryOp::Not => flags,

@@ -1246,12 +1246,12 @@ fn random_tensors_are_deterministic_exact_and_never_all_zero() {
         assert!(F64Tensor::new(dtype, a.dims.clone(), a.data.clone()).is_ok());
         let (lo, hi) = match dtype {
             DType::Bool => (0.0, 1.0),
-            DType::U8 => (0.0, 15.0),
+            d if d.is_unsigned_int() => (0.0, 15.0),
             d if d.is_int() => (-8.0, 7.0),
             _ => (-2.0, 2.0),
         };
         assert!(a.data.iter().all(|v| (lo..=hi).contains(v)), "{dtype}");
-        if dtype.is_int() && dtype != DType::U8 || dtype.is_float() {
+        if dtype.is_signed_int() || dtype.is_float() {
             assert!(a.data.iter().any(|&v| v < 0.0), "{dtype} has negatives");
         }
         for seed in 0..64 {

@@ -482,13 +482,14 @@ fn unary_accepts(u: UnaryOp, d: DType) -> bool {
     match u {
         UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu => d.is_numeric(),
         UnaryOp::Not => d == DType::Bool,
+        UnaryOp::BitNot => d.is_int(),
         _ => d.is_float(),
     }
 }
 
 #[test]
 fn unary_ops_over_every_dtype() {
-    assert_eq!(UnaryOp::ALL.len(), 19);
+    assert_eq!(UnaryOp::ALL.len(), 20);
     let float_only = [
         UnaryOp::Exp,
         UnaryOp::Log,
@@ -515,6 +516,8 @@ fn unary_ops_over_every_dtype() {
             } else {
                 let expected = if u == UnaryOp::Not {
                     format!("the operand must be bool, got {d}")
+                } else if u == UnaryOp::BitNot {
+                    format!("needs an integer dtype, got {d}")
                 } else if float_only.contains(&u) {
                     format!("needs a float dtype, got {d}")
                 } else {
@@ -584,6 +587,8 @@ fn binary_expect(b: BinaryOp, d: DType) -> Result<DType, String> {
         Lt | Le | Gt | Ge if d.is_numeric() => Ok(DType::Bool),
         Pow if d.is_float() => Ok(d),
         Pow => Err(format!("needs a float dtype, got {d}")),
+        b if b.is_bitwise() && d.is_int() => Ok(d),
+        b if b.is_bitwise() => Err(format!("needs an integer dtype, got {d}")),
         _ if d.is_numeric() => Ok(d),
         _ => Err(format!("needs a numeric dtype, got {d}")),
     }
@@ -591,7 +596,7 @@ fn binary_expect(b: BinaryOp, d: DType) -> Result<DType, String> {
 
 #[test]
 fn binary_ops_over_every_dtype() {
-    assert_eq!(BinaryOp::ALL.len(), 16);
+    assert_eq!(BinaryOp::ALL.len(), 21);
     for b in BinaryOp::ALL {
         for d in DType::ALL {
             let x = ty(d, shape!["batch", 1, 3]);

@@ -246,13 +246,18 @@ fn every_op_round_trips() {
         shape![6, 3],
     );
     let mut results = Vec::new();
+    let bits = input(&mut g, "bits", DType::I16, shape!["batch", 4, 6]);
     for u in UnaryOp::ALL {
-        if u != UnaryOp::Not {
-            results.push(add(&mut g, Op::Unary(u), &[x]));
+        match u {
+            UnaryOp::Not => {}
+            UnaryOp::BitNot => results.push(add(&mut g, Op::Unary(u), &[bits])),
+            _ => results.push(add(&mut g, Op::Unary(u), &[x])),
         }
     }
     for b in BinaryOp::ALL {
-        if !matches!(b, BinaryOp::And | BinaryOp::Or) {
+        if b.is_bitwise() {
+            results.push(add(&mut g, Op::Binary(b), &[bits, bits]));
+        } else if !matches!(b, BinaryOp::And | BinaryOp::Or) {
             results.push(add(&mut g, Op::Binary(b), &[x, x]));
         }
     }

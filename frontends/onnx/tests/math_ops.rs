@@ -2,36 +2,15 @@
 //! whole domain (to a few ulps, where the node tests check 1e-3 on a few values), TopK's order
 //! with NaN and ties, and refusals.
 
-use prost::Message;
+mod common;
+
+use common::{import, value};
 use tir_graph::HostTensor;
 use tir_lower::{Backend, TensorRef};
 use tir_onnx::proto::{
-    attribute_proto::AttributeType, tensor_proto::DataType, tensor_shape_proto::dimension,
-    type_proto, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
-    TensorShapeProto, TypeProto, ValueInfoProto,
+    attribute_proto::AttributeType, tensor_proto::DataType, AttributeProto, GraphProto, ModelProto,
+    NodeProto, OperatorSetIdProto, TensorProto,
 };
-use tir_onnx::{ImportOptions, Model};
-
-fn value(name: &str, dtype: DataType, dims: &[i64]) -> ValueInfoProto {
-    let dim = dims
-        .iter()
-        .map(|&d| tir_onnx::proto::tensor_shape_proto::Dimension {
-            value: Some(dimension::Value::DimValue(d)),
-            ..Default::default()
-        })
-        .collect();
-    ValueInfoProto {
-        name: Some(name.into()),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(dtype as i32),
-                shape: Some(TensorShapeProto { dim }),
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
 
 /// A model of one node `op(x) -> y` at `opset`, `x` and `y` of `dtype` and these dims.
 fn unary_model(op: &str, attrs: Vec<AttributeProto>, dtype: DataType, dims: &[i64]) -> ModelProto {
@@ -58,11 +37,6 @@ fn unary_model(op: &str, attrs: Vec<AttributeProto>, dtype: DataType, dims: &[i6
         }),
         ..Default::default()
     }
-}
-
-fn import(model: &ModelProto) -> Result<tir_onnx::Imported, tir_onnx::OnnxError> {
-    let decoded = Model::decode(&model.encode_to_vec(), None)?;
-    tir_onnx::import(&decoded, &ImportOptions::default())
 }
 
 /// `op` of f32 `xs` on the reference backend.

@@ -2,45 +2,15 @@
 //! in `QuantizeLinear`, a per-row zero point of `MatMulInteger`, folding of known inputs, and
 //! the refusals that must name what tir lacks.
 
-use prost::Message;
+mod common;
+
+use common::{import, int_attr, refusal, value};
 use tir_graph::HostTensor;
 use tir_lower::{Backend, TensorRef};
 use tir_onnx::proto::{
-    attribute_proto::AttributeType, tensor_proto::DataType, tensor_shape_proto::dimension,
-    type_proto, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
-    TensorShapeProto, TypeProto, ValueInfoProto,
+    tensor_proto::DataType, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
+    TensorProto, ValueInfoProto,
 };
-use tir_onnx::{ImportOptions, Model};
-
-fn value(name: &str, dtype: DataType, dims: &[i64]) -> ValueInfoProto {
-    let dim = dims
-        .iter()
-        .map(|&d| tir_onnx::proto::tensor_shape_proto::Dimension {
-            value: Some(dimension::Value::DimValue(d)),
-            ..Default::default()
-        })
-        .collect();
-    ValueInfoProto {
-        name: Some(name.into()),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(dtype as i32),
-                shape: Some(TensorShapeProto { dim }),
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn int_attr(name: &str, i: i64) -> AttributeProto {
-    AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(AttributeType::Int as i32),
-        i: Some(i),
-        ..Default::default()
-    }
-}
 
 /// A model of one node at opset 21 over graph inputs and initializers, with output `y`.
 fn model(
@@ -90,11 +60,6 @@ fn scalar(name: &str, dtype: DataType, v: f64) -> TensorProto {
         t.int32_data = vec![v as i32];
     }
     t
-}
-
-fn import(model: &ModelProto) -> Result<tir_onnx::Imported, tir_onnx::OnnxError> {
-    let decoded = Model::decode(&model.encode_to_vec(), None)?;
-    tir_onnx::import(&decoded, &ImportOptions::default())
 }
 
 /// Output `y` of the model on the reference backend, given its inputs.
@@ -177,13 +142,6 @@ fn a_known_dequantize_is_folded_to_the_same_values() {
     );
     let y = run(&m, &[]);
     assert_eq!(y.as_slice::<f32>().unwrap(), &[-64.0, 0.0, 63.5]);
-}
-
-fn refusal(model: &ModelProto) -> String {
-    match import(model) {
-        Ok(_) => panic!("the model was imported"),
-        Err(e) => e.to_string(),
-    }
 }
 
 #[test]

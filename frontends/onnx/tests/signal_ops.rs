@@ -3,46 +3,16 @@
 //! exponent, and the refusals of what is not lowered (DFT's two-sided inverse, Det past 3×3,
 //! RoiAlign's adaptive grid, an odd rotary dim).
 
-use prost::Message;
+mod common;
+
+use common::{import, int_attr, refusal, value};
 use std::f64::consts::PI;
 use tir_graph::HostTensor;
 use tir_lower::{Backend, TensorRef};
 use tir_onnx::proto::{
-    attribute_proto::AttributeType, tensor_proto::DataType, tensor_shape_proto::dimension,
-    type_proto, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
-    TensorShapeProto, TypeProto, ValueInfoProto,
+    tensor_proto::DataType, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
+    TensorProto,
 };
-use tir_onnx::{ImportOptions, Model};
-
-fn value(name: &str, dtype: DataType, dims: &[i64]) -> ValueInfoProto {
-    let dim = dims
-        .iter()
-        .map(|&d| tir_onnx::proto::tensor_shape_proto::Dimension {
-            value: Some(dimension::Value::DimValue(d)),
-            ..Default::default()
-        })
-        .collect();
-    ValueInfoProto {
-        name: Some(name.into()),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(dtype as i32),
-                shape: Some(TensorShapeProto { dim }),
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn int_attr(name: &str, i: i64) -> AttributeProto {
-    AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(AttributeType::Int as i32),
-        i: Some(i),
-        ..Default::default()
-    }
-}
 
 /// A scalar i64 initializer.
 fn int_scalar(name: &str, v: i64) -> TensorProto {
@@ -103,18 +73,6 @@ fn model_of(
             ..Default::default()
         }),
         ..Default::default()
-    }
-}
-
-fn import(m: &ModelProto) -> Result<tir_onnx::Imported, tir_onnx::OnnxError> {
-    let decoded = Model::decode(&m.encode_to_vec(), None)?;
-    tir_onnx::import(&decoded, &ImportOptions::default())
-}
-
-fn refusal(m: &ModelProto) -> String {
-    match import(m) {
-        Ok(_) => panic!("the model was imported"),
-        Err(e) => e.to_string(),
     }
 }
 

@@ -17,7 +17,7 @@ use tir_graph::{DType, Element, HostMemory, HostTensor};
 pub enum NpyError {
     #[error("not a valid .npy file: {0}")]
     Header(String),
-    #[error("the .npy element type `{descr}` is not supported (bool, i8, u8, i32, i64, f16, f32, f64; bf16 tensors are stored as f32)")]
+    #[error("the .npy element type `{descr}` is not supported (bool, i8, u8, i16, u16, i32, u32, i64, u64, f16, f32, f64; bf16 tensors are stored as f32)")]
     UnsupportedDType { descr: String },
     #[error("the .npy file is truncated: the header promises {expected} data bytes, the file has {found}")]
     Truncated { expected: u64, found: u64 },
