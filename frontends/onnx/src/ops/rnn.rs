@@ -134,6 +134,13 @@ pub(super) fn recurrent(cx: &mut Cx) -> Res<Vec<Value>> {
         _ => Kind::Lstm,
     };
     let x = cx.tensor(0)?;
+    if x.rank() != 3 {
+        return Err(invalid(format!(
+            "{}'s X is {}, not of rank 3",
+            cx.op(),
+            x.ty()
+        )));
+    }
     let dtype = float(&x, cx.op())?.dtype();
     let wide = compute_dtype(dtype);
     let cfg = config(cx, kind)?;
