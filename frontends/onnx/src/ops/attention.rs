@@ -8,7 +8,7 @@
 //! (in `Y` and in the mode-3 `qk_matmul_output`), never NaN; a float mask shorter than the keys
 //! is padded with `-inf`, a bool one with `false`.
 
-use super::{cast_to, compute_dtype, Cx, Res};
+use super::{cast_to, compute_dtype, static_dim, Cx, Res};
 use crate::import::Value;
 use crate::model::dtype_of;
 use crate::{invalid, unsupported};
@@ -429,13 +429,4 @@ impl Scores {
             probs,
         })
     }
-}
-
-/// Dim `axis` of `x`, which must be static.
-fn static_dim(x: &Tensor, axis: usize, what: &str) -> Res<u64> {
-    x.shape()
-        .dims()
-        .get(axis)
-        .and_then(Dim::as_static)
-        .ok_or_else(|| unsupported(format!("{what} symbolic (in {})", x.ty())))
 }

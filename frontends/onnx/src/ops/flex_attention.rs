@@ -12,12 +12,12 @@
 //! (it ignores its input) is refused.
 
 use super::attention::share_heads;
-use super::{cast_to, Cx, Res};
+use super::{cast_to, static_dim, Cx, Res};
 use crate::import::{inline_graph, Value};
 use crate::model::dtype_of;
 use crate::proto::GraphProto;
 use crate::{invalid, unsupported};
-use tir_graph::{DType, Dim, Tensor};
+use tir_graph::{DType, Tensor};
 
 pub(super) fn flex_attention(cx: &mut Cx) -> Res<Vec<Value>> {
     let scale = cx.attrs.opt_float("scale")?;
@@ -104,13 +104,4 @@ fn modify(cx: &mut Cx, g: &GraphProto, x: &Tensor, what: &str) -> Res<Tensor> {
             outputs.len()
         ))),
     }
-}
-
-/// Dim `axis` of `x`, which must be static.
-fn static_dim(x: &Tensor, axis: usize, what: &str) -> Res<u64> {
-    x.shape()
-        .dims()
-        .get(axis)
-        .and_then(Dim::as_static)
-        .ok_or_else(|| unsupported(format!("{what} symbolic (in {})", x.ty())))
 }

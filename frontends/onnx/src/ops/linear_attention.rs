@@ -12,7 +12,7 @@
 //! nothing. Cost: about eight small ops per step, so a long prefill is a long graph; beyond
 //! [`MAX_STEPS`] the op is refused, naming the length.
 
-use super::{cast_to, Cx, Res};
+use super::{cast_to, static_dim, Cx, Res};
 use crate::import::Value;
 use crate::{invalid, unsupported};
 use tir_graph::{DType, Dim, ReshapeDim, Shape, Tensor};
@@ -302,13 +302,4 @@ fn zero_state(q: &Tensor, h: &Heads) -> Res<Tensor> {
         .scalar(DType::F32, 0.0)?
         .reshape_to(&Shape::of(&[1, 1, 1, 1]))?;
     Ok(zero.broadcast_to(&shape)?)
-}
-
-/// Dim `axis` of `x`, which must be static.
-fn static_dim(x: &Tensor, axis: usize, what: &str) -> Res<u64> {
-    x.shape()
-        .dims()
-        .get(axis)
-        .and_then(Dim::as_static)
-        .ok_or_else(|| unsupported(format!("{what} symbolic (in {})", x.ty())))
 }

@@ -377,6 +377,15 @@ pub(crate) fn float<'t>(x: &'t Tensor, op: &str) -> Res<&'t Tensor> {
     }
 }
 
+/// Dim `axis` of `x`, which must be static (else `what` is unsupported, named with its type).
+pub(crate) fn static_dim(x: &Tensor, axis: usize, what: &str) -> Res<u64> {
+    x.shape()
+        .dims()
+        .get(axis)
+        .and_then(tir_graph::Dim::as_static)
+        .ok_or_else(|| unsupported(format!("{what} symbolic (in {})", x.ty())))
+}
+
 /// ONNX axis `a` (negative counts from the end) of a rank-`rank` tensor.
 pub(crate) fn axis(a: i64, rank: usize) -> Res<usize> {
     let r = rank as i64;
