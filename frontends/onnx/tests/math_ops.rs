@@ -4,39 +4,25 @@
 
 mod common;
 
-use common::{import, value};
+use common::{import, value, OneNode};
 use tir_graph::HostTensor;
 use tir_lower::{Backend, TensorRef};
 use tir_onnx::proto::{
-    attribute_proto::AttributeType, tensor_proto::DataType, AttributeProto, GraphProto, ModelProto,
-    NodeProto, OperatorSetIdProto, TensorProto,
+    attribute_proto::AttributeType, tensor_proto::DataType, AttributeProto, ModelProto, TensorProto,
 };
 
 /// A model of one node `op(x) -> y` at `opset`, `x` and `y` of `dtype` and these dims.
 fn unary_model(op: &str, attrs: Vec<AttributeProto>, dtype: DataType, dims: &[i64]) -> ModelProto {
-    let n = NodeProto {
-        op_type: Some(op.into()),
-        name: Some(op.into()),
-        input: vec!["x".into()],
-        output: vec!["y".into()],
-        attribute: attrs,
-        ..Default::default()
-    };
-    ModelProto {
-        ir_version: Some(8),
-        opset_import: vec![OperatorSetIdProto {
-            domain: Some(String::new()),
-            version: Some(22),
-        }],
-        graph: Some(GraphProto {
-            name: Some(op.into()),
-            input: vec![value("x", dtype, dims)],
-            output: vec![value("y", dtype, dims)],
-            node: vec![n],
-            ..Default::default()
-        }),
-        ..Default::default()
+    OneNode {
+        op,
+        inputs: vec!["x".into()],
+        attrs,
+        graph_inputs: vec![value("x", dtype, dims)],
+        initializers: vec![],
+        y: value("y", dtype, dims),
+        opset: 22,
     }
+    .model()
 }
 
 /// `op` of f32 `xs` on the reference backend.

@@ -4,12 +4,11 @@
 
 mod common;
 
-use common::{import, int_attr, refusal, value};
+use common::{import, int_attr, refusal, value, OneNode};
 use tir_graph::HostTensor;
 use tir_lower::{Backend, TensorRef};
 use tir_onnx::proto::{
-    tensor_proto::DataType, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
-    TensorProto, ValueInfoProto,
+    tensor_proto::DataType, AttributeProto, ModelProto, TensorProto, ValueInfoProto,
 };
 
 /// A model of one node at opset 21 over graph inputs and initializers, with output `y`.
@@ -21,30 +20,16 @@ fn model(
     initializers: Vec<TensorProto>,
     y: ValueInfoProto,
 ) -> ModelProto {
-    let n = NodeProto {
-        op_type: Some(op.into()),
-        name: Some(op.into()),
-        input: inputs.iter().map(|s| s.to_string()).collect(),
-        output: vec!["y".into()],
-        attribute: attrs,
-        ..Default::default()
-    };
-    ModelProto {
-        ir_version: Some(8),
-        opset_import: vec![OperatorSetIdProto {
-            domain: Some(String::new()),
-            version: Some(21),
-        }],
-        graph: Some(GraphProto {
-            name: Some(op.into()),
-            input: graph_inputs,
-            output: vec![y],
-            node: vec![n],
-            initializer: initializers,
-            ..Default::default()
-        }),
-        ..Default::default()
+    OneNode {
+        op,
+        inputs: inputs.iter().map(|s| s.to_string()).collect(),
+        attrs,
+        graph_inputs,
+        initializers,
+        y,
+        opset: 21,
     }
+    .model()
 }
 
 /// A scalar initializer of `dtype` (its value in `int32_data`, or `float_data` for f32).

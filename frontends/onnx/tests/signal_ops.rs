@@ -5,14 +5,11 @@
 
 mod common;
 
-use common::{import, int_attr, refusal, value};
+use common::{import, int_attr, refusal, value, OneNode};
 use std::f64::consts::PI;
 use tir_graph::HostTensor;
 use tir_lower::{Backend, TensorRef};
-use tir_onnx::proto::{
-    tensor_proto::DataType, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
-    TensorProto,
-};
+use tir_onnx::proto::{tensor_proto::DataType, AttributeProto, ModelProto, TensorProto};
 
 /// A scalar i64 initializer.
 fn int_scalar(name: &str, v: i64) -> TensorProto {
@@ -50,30 +47,16 @@ fn model_of(
         // DFT's inputs are positional: `x`, then `dft_length`.
         names = vec!["x".into(), "n".into()];
     }
-    let n = NodeProto {
-        op_type: Some(op.into()),
-        name: Some(op.into()),
-        input: names,
-        output: vec!["y".into()],
-        attribute: attrs,
-        ..Default::default()
-    };
-    ModelProto {
-        ir_version: Some(8),
-        opset_import: vec![OperatorSetIdProto {
-            domain: Some(String::new()),
-            version: Some(opset),
-        }],
-        graph: Some(GraphProto {
-            name: Some(op.into()),
-            input: inputs.iter().map(|(n, t, d)| value(n, *t, d)).collect(),
-            output: vec![value("y", out, &[1])],
-            initializer: inits,
-            node: vec![n],
-            ..Default::default()
-        }),
-        ..Default::default()
+    OneNode {
+        op,
+        inputs: names,
+        attrs,
+        graph_inputs: inputs.iter().map(|(n, t, d)| value(n, *t, d)).collect(),
+        initializers: inits,
+        y: value("y", out, &[1]),
+        opset,
     }
+    .model()
 }
 
 /// Runs `m` on the reference backend; its output `y` as f64.

@@ -4,7 +4,8 @@
 use prost::Message;
 use tir_onnx::proto::{
     attribute_proto::AttributeType, tensor_proto::DataType, tensor_shape_proto::dimension,
-    type_proto, AttributeProto, ModelProto, TensorShapeProto, TypeProto, ValueInfoProto,
+    type_proto, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
+    TensorShapeProto, TypeProto, ValueInfoProto,
 };
 use tir_onnx::{ImportOptions, Model};
 
@@ -37,6 +38,46 @@ pub fn int_attr(name: &str, i: i64) -> AttributeProto {
         r#type: Some(AttributeType::Int as i32),
         i: Some(i),
         ..Default::default()
+    }
+}
+
+/// The parts of a model of one node `op(inputs) -> y` at `opset` of the default domain.
+pub struct OneNode<'a> {
+    pub op: &'a str,
+    pub inputs: Vec<String>,
+    pub attrs: Vec<AttributeProto>,
+    pub graph_inputs: Vec<ValueInfoProto>,
+    pub initializers: Vec<TensorProto>,
+    pub y: ValueInfoProto,
+    pub opset: i64,
+}
+
+impl OneNode<'_> {
+    pub fn model(self) -> ModelProto {
+        let n = NodeProto {
+            op_type: Some(self.op.into()),
+            name: Some(self.op.into()),
+            input: self.inputs,
+            output: vec!["y".into()],
+            attribute: self.attrs,
+            ..Default::default()
+        };
+        ModelProto {
+            ir_version: Some(8),
+            opset_import: vec![OperatorSetIdProto {
+                domain: Some(String::new()),
+                version: Some(self.opset),
+            }],
+            graph: Some(GraphProto {
+                name: Some(self.op.into()),
+                input: self.graph_inputs,
+                output: vec![self.y],
+                initializer: self.initializers,
+                node: vec![n],
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
     }
 }
 
