@@ -26,8 +26,9 @@ prepare)
     export TIR_CACHE_DIR="$PWD/target/dyn-cache"
     target/release/tir-conform --onnx-node testsuite/models/dynamic --backend cuda \
         --compile-only --arch sm_90 --min-passed 8
-    target/release/tir-conform --backend cuda --compile-only --arch sm_90 \
-        --filter 'op/expression_dims/*'
+    for cases in 'op/expression_dims/*' '*attention*'; do
+        target/release/tir-conform --backend cuda --compile-only --arch sm_90 --filter "$cases"
+    done
     model=.tools/bench-models/resnet18_ts/model.onnx
     [ -f "$model" ] || { echo "export resnet18 into .tools/bench-models first" >&2; exit 1; }
     target/release/tirc compile "$model" --arch sm_90 -o /tmp/r18-dynamic.tirpkg
@@ -54,9 +55,10 @@ run)
         echo "== dynamic models, $mode"
         "$B/tir-conform" --backend cuda --mode "$mode" --onnx-node testsuite/models/dynamic \
             --min-passed 8 | tail -6 || status=1
-        echo "== corpus expression dims, $mode"
-        "$B/tir-conform" --backend cuda --mode "$mode" --filter 'op/expression_dims/*' \
-            | tail -4 || status=1
+        for cases in 'op/expression_dims/*' '*attention*'; do
+            echo "== corpus $cases, $mode"
+            "$B/tir-conform" --backend cuda --mode "$mode" --filter "$cases" | tail -4 || status=1
+        done
     done
     python3 scripts/export_dynamic_models.py /tmp/r18 resnet18 >"$out/export.log" 2>&1
     model=/tmp/r18/resnet18_ts/model.onnx

@@ -1,5 +1,5 @@
 """Exports real models with dynamic axes, as users export them, with both of torch's exporters,
-and writes each with test data at several bindings in the layout of ONNX's backend node tests
+and writes each with test data at several bindings (and a batch of 0) in the layout of ONNX's backend node tests
 (scripts/onnx_test_layout.py), so `tir-conform --onnx-node DIR` runs them.
 
 Usage (on a machine with torch, torchvision, transformers, onnx, onnxruntime and onnxscript; the
@@ -181,6 +181,13 @@ def export(model, example, axes, path, exporter):
         )
 
 
+def empty_batch(data_set):
+    """A data set of batch 0: the inputs and the output of `data_set` cut to an empty batch (the
+    leading axis of every one), so a dynamic model is also run on empty tensors."""
+    inputs, outputs = data_set
+    return [v[:0] for v in inputs], [v[:0] for v in outputs]
+
+
 def main():
     out_dir = sys.argv[1]
     wanted = sys.argv[2:] or [m for m in MODELS if m != "bert_bench"]
@@ -210,6 +217,7 @@ def main():
                     scale = max(float(np.max(np.abs(torch_out))), 1e-30)
                     worst = max(worst, float(np.max(np.abs(want - torch_out))) / scale)
                     data_sets.append(([feed[n] for n in graph_inputs], [want]))
+                data_sets.append(empty_batch(data_sets[0]))
                 write_test(os.path.join(out_dir, test), proto, data_sets, TOLERANCES)
                 dims = [
                     [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim]

@@ -148,16 +148,33 @@ impl GraphBuilder {
     }
 
     /// A bool `[q_len, k_len]` mask, true where query `i` may see key `j`: `j <= i + k_len - q_len`
-    /// (the queries are the last `q_len` positions of the keys).
-    pub fn causal_mask(&self, q_len: u64, k_len: u64) -> Result<Tensor> {
+    /// (the queries are the last `q_len` positions of the keys). The lengths may be symbolic:
+    /// the positions are then counted at run time.
+    pub fn causal_mask(&self, q_len: impl Into<Dim>, k_len: impl Into<Dim>) -> Result<Tensor> {
+        let (q_len, k_len) = (q_len.into(), k_len.into());
         self.atomically(|| {
-            let rows = self
-                .arange(DType::I64, q_len)?
-                .unsqueeze(&[1])?
-                .add_scalar(k_len as f64 - q_len as f64)?;
-            let cols = self.arange(DType::I64, k_len)?.unsqueeze(&[0])?;
+            let rows = self.positions(&q_len)?.unsqueeze(&[1])?;
+            let offset = k_len.to_expr().sub(&q_len.to_expr()).ok();
+            let rows = match offset.and_then(|d| d.as_constant()) {
+                Some(d) => rows.add_scalar(d as f64)?,
+                None => {
+                    let ahead = self
+                        .dim_value(k_len.clone())?
+                        .sub(&self.dim_value(q_len)?)?;
+                    rows.add(&ahead)?
+                }
+            };
+            let cols = self.positions(&k_len)?.unsqueeze(&[0])?;
             cols.le(&rows)
         })
+    }
+
+    /// `0, 1, .., len - 1` as `i64`: a constant when `len` is static, else an `iota`.
+    fn positions(&self, len: &Dim) -> Result<Tensor> {
+        match len.as_static() {
+            Some(n) => self.arange(DType::I64, n),
+            None => self.iota(len.clone()),
+        }
     }
 
     /// The finished graph, verified. Fails if the graph has no outputs and no state updates.
@@ -581,7 +598,7 @@ impl Tensor {
 
     /// Scaled dot-product attention: `softmax(q @ k^T / sqrt(d) masked) @ v` for
     /// `q: [..., s_q, d]`, `k: [..., s_k, d]`, `v: [..., s_k, d_v]`. `causal` keeps key `j` for
-    /// query `i` when `j <= i + s_k - s_q`; it needs static sequence lengths.
+    /// query `i` when `j <= i + s_k - s_q` (the lengths static or symbolic).
     pub fn attention(&self, k: &Tensor, v: &Tensor, causal: bool) -> Result<Tensor> {
         self.builder().check_own(k)?;
         self.builder().atomically(|| {
@@ -629,12 +646,12 @@ impl Tensor {
         })
     }
 
-    /// The static size of the second-to-last axis (the sequence axis of attention operands).
-    fn seq_len(&self) -> Result<u64> {
+    /// The size of the second-to-last axis (the sequence axis of attention operands).
+    fn seq_len(&self) -> Result<Dim> {
         let shape = self.shape();
-        match shape.rank().checked_sub(2).map(|i| &shape.dims()[i]) {
-            Some(Dim::Static(n)) => Ok(*n),
-            _ => Err(GraphError::CausalMaskNeedsStaticSeq {
+        match shape.rank().checked_sub(2) {
+            Some(i) => Ok(shape.dims()[i].clone()),
+            None => Err(GraphError::AttentionNeedsSequence {
                 node: self.id,
                 ty: self.ty(),
             }),

@@ -93,10 +93,8 @@ pub enum GraphError {
     EmptyOutputName,
     #[error("the graph computes nothing: it has no outputs and no state updates")]
     NoResults,
-    #[error(
-        "node {node}: a causal mask needs a static sequence length (second-to-last dim), got {ty}"
-    )]
-    CausalMaskNeedsStaticSeq { node: NodeId, ty: TensorType },
+    #[error("node {node}: causal attention needs a sequence axis (rank 2 or more), got {ty}")]
+    AttentionNeedsSequence { node: NodeId, ty: TensorType },
     #[error("node {node}: attention needs a static head dim (last axis of q) to set its scale, got {ty}")]
     AttentionNeedsStaticHeadDim { node: NodeId, ty: TensorType },
     #[error("a tensor from another graph builder was used with this one")]

@@ -676,36 +676,53 @@ fn attention_with_symbolic_sequences() -> R {
     let (g, q) = builder_with(tt!(F32["b", 4, "seq", 16]));
     let k = g.input("k", DType::F32, shape!["b", 4, "seq", 16])?;
     let v = g.input("v", DType::F32, shape!["b", 4, "seq", 16])?;
-    // Without a mask, symbolic sequences are fine.
     assert_eq!(
         q.attention(&k, &v, false)?.ty(),
         tt!(F32["b", 4, "seq", 16])
     );
-    let len = peek(&g).len();
-    let e = q.attention(&k, &v, true).unwrap_err();
-    assert_eq!(
-        e,
-        GraphError::CausalMaskNeedsStaticSeq {
-            node: q.id(),
-            ty: q.ty()
-        }
-    );
+    // A causal mask over symbolic lengths counts its positions at run time.
+    let square = q.attention(&k, &v, true)?;
+    assert_eq!(square.ty(), tt!(F32["b", 4, "seq", 16]));
+    let q1 = g.input("q1", DType::F32, shape!["b", 4, 1, 16])?;
+    assert_eq!(q1.attention(&k, &v, true)?.ty(), tt!(F32["b", 4, 1, 16]));
+    assert!(peek(&g).op_counts()["iota"] >= 2);
+    // A tensor of rank 1 has no sequence axis.
+    let flat = g.input("flat", DType::F32, shape![16])?;
+    let e = flat.attention(&flat, &flat, true).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "node %0: a causal mask needs a static sequence length (second-to-last dim), got \
-         f32[b, 4, seq, 16]"
+        format!(
+            "node {}: causal attention needs a sequence axis (rank 2 or more), got f32[16]",
+            flat.id()
+        )
     );
-    assert_eq!(peek(&g).len(), len);
-    // A static query length with symbolic keys names the keys.
-    let q1 = g.input("q1", DType::F32, shape!["b", 4, 1, 16])?;
-    let e = q1.attention(&k, &v, true).unwrap_err();
-    assert_eq!(
-        e,
-        GraphError::CausalMaskNeedsStaticSeq {
-            node: k.id(),
-            ty: k.ty()
-        }
-    );
+    Ok(())
+}
+
+/// The causal mask over symbolic lengths has, at every binding, the values of the static one.
+#[test]
+fn symbolic_causal_mask_matches_the_static_one() -> Result<(), Box<dyn std::error::Error>> {
+    use tir_graph::eval::F64Tensor;
+    for (q_len, k_len) in [(3u64, 5u64), (4, 4), (1, 6)] {
+        let g = GraphBuilder::new();
+        let q = g.input("q", DType::F32, shape!["q", 1])?;
+        let k = g.input("k", DType::F32, shape!["k", 1])?;
+        let mask = g.causal_mask(q.shape().dims()[0].clone(), k.shape().dims()[0].clone())?;
+        g.output("m", &mask.cast(DType::F32)?)?;
+        let graph = g.finish()?;
+        let sources: BTreeMap<String, F64Tensor> = [("q", q_len), ("k", k_len)]
+            .into_iter()
+            .map(|(name, n)| {
+                let t = F64Tensor::new(DType::F32, vec![n, 1], vec![0.5; n as usize]);
+                t.map(|t| (name.to_string(), t))
+            })
+            .collect::<Result<_, _>>()?;
+        let got = tir_graph::eval::evaluate(&graph, &sources)?;
+        let want: Vec<f64> = (0..q_len)
+            .flat_map(|i| (0..k_len).map(move |j| f64::from(u8::from(j + q_len <= i + k_len))))
+            .collect();
+        assert_eq!(got.outputs["m"].data, want, "q {q_len}, k {k_len}");
+    }
     Ok(())
 }
 

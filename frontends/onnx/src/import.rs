@@ -145,9 +145,6 @@ impl State {
             } => {
                 // `name` may be another name for the input (an `Identity` of it).
                 let t = self.b.input(&input, dtype, shape)?;
-                if let Some(empty) = empty_tensor(&Value::Tensor(t.clone())) {
-                    return Err(empty_unsupported(&empty));
-                }
                 for n in [name, input.as_str()] {
                     self.values.insert(n.to_string(), Value::Tensor(t.clone()));
                 }
@@ -172,9 +169,6 @@ impl State {
         }
         let data = k.to_tensor()?;
         let shape = Shape::of(data.dims());
-        if data.numel() == 0 {
-            return Err(empty_unsupported(&data.type_name()));
-        }
         if data.numel() <= self.max_constant_elements {
             let values = const_data(&data);
             return Ok(self.b.constant_data(data.dtype(), shape, values)?);
@@ -296,25 +290,6 @@ fn refuse_unsupported(graph: &proto::GraphProto, opset: i64) -> Result<(), OnnxE
     } else {
         Err(OnnxError::UnsupportedOps(unsupported))
     }
-}
-
-/// The type of a run-time value with a zero-size dim (which the CUDA backend cannot tile).
-fn empty_tensor(v: &Value) -> Option<String> {
-    let (dtype, shape) = match v {
-        Value::Tensor(t) => (t.dtype(), t.shape()),
-        Value::Input { dtype, shape, .. } => (*dtype, shape.clone()),
-        Value::Known(_) => return None,
-    };
-    shape
-        .dims()
-        .contains(&Dim::Static(0))
-        .then(|| tir_graph::TensorType::new(dtype, shape).to_string())
-}
-
-fn empty_unsupported(ty: &str) -> NodeErrorKind {
-    NodeErrorKind::Unsupported(format!(
-        "an empty tensor ({ty}): tensors with a zero-size dim are not supported"
-    ))
 }
 
 /// A node's name, or its first output's when it has none (names are optional in ONNX).
@@ -481,9 +456,6 @@ fn lower_node(st: &mut State, node: &NodeProto, opset: i64) -> Result<(), OnnxEr
         }
     }
     let outputs = ops::lower(st, node, opset).map_err(fail)?;
-    if let Some(empty) = outputs.iter().find_map(empty_tensor) {
-        return Err(fail(empty_unsupported(&empty)));
-    }
     for (name, value) in node.output.iter().zip(outputs) {
         if name.is_empty() {
             continue;

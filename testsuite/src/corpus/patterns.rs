@@ -471,6 +471,23 @@ fn long_attention(c: &mut Corpus) -> Result<()> {
                 Tolerance::composite(s_k),
             );
         }
+        // A symbolic sequence: the key loop's whole blocks run unmasked, the block the end cuts
+        // short masked; bound below one block, past several with a cut block, and to whole ones.
+        for causal in [false, true] {
+            let g = GraphBuilder::new();
+            let q = g.input("q", d, shape![1, 2, "s", 40])?;
+            let k = g.input("k", d, shape![1, 2, "s", 40])?;
+            let v = g.input("v", d, shape![1, 2, "s", 24])?;
+            g.output("y", &q.attention(&k, &v, causal)?)?;
+            let mask = if causal { "causal" } else { "no_mask" };
+            c.add(
+                format!("pattern/attention_long/{d}/symbolic_seq_{mask}"),
+                g.finish()?,
+                &[vec![("s", 45)], vec![("s", 203)], vec![("s", 192)]],
+                &|_| Values::Default,
+                Tolerance::composite(203),
+            );
+        }
     }
     Ok(())
 }
