@@ -1,3 +1,13 @@
 //! tir-docs: the guide's tests. Each page of `docs/` (and README.md) is the doc comment of a
-//! module here, so `cargo test -p tir-docs --doc` compiles and runs every ```rust block in them;
-//! `tests/shell.rs` runs the shell blocks marked `<!-- run -->`.
+//! module here, so `cargo test -p tir-docs --doc` compiles and runs every ```rust block in them
+//! (`no_run` blocks, which need a GPU, are compiled only); `tests/shell.rs` runs the shell blocks
+//! marked `<!-- run -->`.
+
+#[doc = include_str!("../../graphs.md")]
+pub mod graphs {}
+
+#[doc = include_str!("../../ir.md")]
+pub mod ir {}
+
+#[doc = include_str!("../../run-api.md")]
+pub mod run_api {}
