@@ -2,8 +2,9 @@
 //! `<!-- run -->` line comes right before is run with bash from the repository root and must exit
 //! 0. A ```text block right after it that an `<!-- output -->` line comes before is its output:
 //! each of its lines must be a line of what the block printed (stdout and stderr), with times
-//! (`795.115 ms`, `0.14 s`) compared as `<time>`. `<!-- run, then remove: FILE... -->` also
-//! removes the files the block wrote (paths from the repository root) afterwards.
+//! (`795.115 ms`, `0.14 s`) compared as `<time>`; a line `...` stands for lines left out. `<!-- run, then remove: FILE... -->` also
+//! removes the files the block wrote (paths from the repository root) afterwards. Each block
+//! gets an empty kernel cache (`TIR_CACHE_DIR`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -117,9 +118,13 @@ fn run_page(page: &str) {
     assert!(!blocks.is_empty(), "{page}: no `<!-- run -->` blocks");
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     for b in blocks {
+        // A kernel cache of the block's own, so that `tirc compile` prints the same cache
+        // misses wherever it runs.
+        let cache = tempfile::tempdir().expect("a temporary directory");
         let out = Command::new("bash")
             .args(["-euo", "pipefail", "-c", &b.script])
             .current_dir(root())
+            .env("TIR_CACHE_DIR", cache.path())
             .output()
             .expect("bash runs");
         let printed = format!(
@@ -143,7 +148,7 @@ fn run_page(page: &str) {
             b.script
         );
         let got: Vec<String> = printed.lines().map(|l| mask_times(l.trim_end())).collect();
-        for want in &b.expected {
+        for want in b.expected.iter().filter(|l| l.trim() != "...") {
             let want = mask_times(want.trim_end());
             assert!(
                 got.contains(&want),
@@ -160,4 +165,72 @@ fn masks_times() {
         mask_times("run 795.115 ms (lowering 3.164 ms), 0.14 s, 12 kernels, sm_90"),
         "run <time> (lowering <time>), <time>, 12 kernels, sm_90"
     );
+}
+
+#[test]
+fn readme() {
+    run_page("README.md");
+}
+
+#[test]
+fn files() {
+    run_page("docs/files.md");
+}
+
+#[test]
+fn tirc() {
+    run_page("docs/tirc.md");
+}
+
+#[test]
+fn onnx() {
+    run_page("docs/onnx.md");
+}
+
+#[test]
+fn cuda() {
+    run_page("docs/cuda.md");
+}
+
+#[test]
+fn optimizer() {
+    run_page("docs/optimizer.md");
+}
+
+#[test]
+fn backends() {
+    run_page("docs/backends.md");
+}
+
+/// Every page with a runnable shell block has a test above; a page without one has none to run.
+#[test]
+fn every_marked_page_is_run() {
+    let tested = [
+        "README.md",
+        "docs/files.md",
+        "docs/tirc.md",
+        "docs/onnx.md",
+        "docs/cuda.md",
+        "docs/optimizer.md",
+        "docs/backends.md",
+    ];
+    let mut pages = vec!["README.md".to_string()];
+    for entry in std::fs::read_dir(root().join("docs")).expect("docs/ exists") {
+        let name = entry
+            .expect("a docs/ entry")
+            .file_name()
+            .to_string_lossy()
+            .to_string();
+        if name.ends_with(".md") {
+            pages.push(format!("docs/{name}"));
+        }
+    }
+    for page in pages {
+        if !blocks(&page).is_empty() {
+            assert!(
+                tested.contains(&page.as_str()),
+                "{page} has `<!-- run -->` blocks but no test runs them"
+            );
+        }
+    }
 }
