@@ -172,6 +172,43 @@ fn readme() {
     run_page("README.md");
 }
 
+/// The main job of README.md's "The two commands", a section kept word for word (so it has no
+/// marker): its first ```sh block.
+#[test]
+fn readme_main_job() {
+    let text = std::fs::read_to_string(root().join("README.md")).expect("README.md exists");
+    let section = &text[text.find("## The two commands").expect("the section")..];
+    let start = section.find("```sh\n").expect("a sh block") + "```sh\n".len();
+    let script = &section[start..start + section[start..].find("```").expect("its end")];
+    assert!(
+        script.starts_with("cargo run -q -p tirc -- run examples/mlp.tir"),
+        "{script}"
+    );
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let out = Command::new("bash")
+        .args(["-euo", "pipefail", "-c", script])
+        .current_dir(root())
+        .output()
+        .expect("bash runs");
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{script}{printed}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // "print each output's shape and checksum"; the outputs and inputs are in tir-out/.
+    assert!(
+        printed.contains("output \"y\": f16[4, 1024] sum="),
+        "{printed}"
+    );
+    for file in ["y", "x", "w1", "b1", "w2", "b2"] {
+        assert!(
+            root().join(format!("tir-out/{file}.npy")).is_file(),
+            "tir-out/{file}.npy"
+        );
+    }
+}
+
 #[test]
 fn files() {
     run_page("docs/files.md");
