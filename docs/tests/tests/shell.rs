@@ -225,6 +225,11 @@ fn onnx() {
 }
 
 #[test]
+fn run_api() {
+    run_page("docs/run-api.md");
+}
+
+#[test]
 fn cuda() {
     run_page("docs/cuda.md");
 }
@@ -247,6 +252,7 @@ fn every_marked_page_is_run() {
         "docs/files.md",
         "docs/tirc.md",
         "docs/onnx.md",
+        "docs/run-api.md",
         "docs/cuda.md",
         "docs/optimizer.md",
         "docs/backends.md",
