@@ -21,7 +21,8 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 TIR_CACHE_DIR="$(mktemp -d)"
 export TIR_CACHE_DIR
 trap 'rm -rf "$TIR_CACHE_DIR"' EXIT
-cargo test --workspace --locked
+# tir-docs runs last (below): its shell blocks use the release tir-conform built on the way.
+cargo test --workspace --locked --exclude tir-docs
 # The conformance corpus on the reference backend (release: the interpreter is slow in debug).
 cargo run --release --locked -q -p testsuite --bin tir-conform -- --backend ref
 # Every case's kernels through Tile IR and tileiras to sm_90 cubins (the CUDA backend, no GPU).
@@ -35,3 +36,5 @@ for dir_min in .tools/onnx-node-tests:1553 .tools/onnx-models:3 testsuite/models
     cargo run --release --locked -q -p testsuite --bin tir-conform -- --onnx-node "$dir" --backend ref --min-passed "$min"
     cargo run --release --locked -q -p testsuite --bin tir-conform -- --onnx-node "$dir" --backend cuda --compile-only --arch sm_90 --min-passed "$min"
 done
+# The guide: every Rust block of docs/*.md and README.md, and every shell block marked to run.
+cargo test --locked -p tir-docs
