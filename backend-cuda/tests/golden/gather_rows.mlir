@@ -40,11 +40,11 @@ cuda_tile.module @tir {
     %44 = reshape %16 : tile<i64> -> tile<1x1xi64>
     %45 = broadcast %44 : tile<1x1xi64> -> tile<8x32xi64>
     %46 = reshape %20 : tile<i64> -> tile<1x1xi64>
-    %47 = broadcast %46 : tile<1x1xi64> -> tile<8x32xi64>
+    %47 = broadcast %46 : tile<1x1xi64> -> tile<1x32xi64>
     %48 = iota : tile<32xi64>
     %49 = reshape %48 : tile<32xi64> -> tile<1x32xi64>
-    %50 = broadcast %49 : tile<1x32xi64> -> tile<8x32xi64>
-    %51 = addi %47, %50 : tile<8x32xi64>
+    %50 = addi %47, %49 : tile<1x32xi64>
+    %51 = broadcast %50 : tile<1x32xi64> -> tile<8x32xi64>
     %52 = reshape %17 : tile<i64> -> tile<1x1xi64>
     %53 = broadcast %52 : tile<1x1xi64> -> tile<8x32xi64>
     %54 = muli %51, %53 : tile<8x32xi64>

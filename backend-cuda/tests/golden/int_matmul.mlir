@@ -42,7 +42,7 @@ cuda_tile.module @tir {
     %45 = constant <i64: 0> : tile<i64>
     %46 = reshape %45 : tile<i64> -> tile<1x1xi64>
     %47 = broadcast %46 : tile<1x1xi64> -> tile<8x4xi64>
-    %127 = for %48 in (%38 to %42, step %43) : tile<i64> iter_values(%49 = %47) -> (tile<8x4xi64>) {
+    %115 = for %48 in (%38 to %42, step %43) : tile<i64> iter_values(%49 = %47) -> (tile<8x4xi64>) {
       %50 = constant <i64: 0> : tile<i64>
       %51 = make_tensor_view %5, shape = [5, 7], strides = [7, 1] : tensor_view<5x7xi32, strides=[7,1]>
       %52 = make_partition_view %51 : partition_view<tile=(8x8), padding_value = zero, tensor_view<5x7xi32, strides=[7,1]>>
@@ -51,79 +51,67 @@ cuda_tile.module @tir {
       %56 = make_tensor_view %6, shape = [7, 3], strides = [3, 1] : tensor_view<7x3xi32, strides=[3,1]>
       %57 = make_partition_view %56 : partition_view<tile=(8x4), padding_value = zero, tensor_view<7x3xi32, strides=[3,1]>>
       %58, %59 = load_view_tko weak %57[%48, %35] optimization_hints = #cuda_tile.optimization_hints<default = {allow_tma = false}> : partition_view<tile=(8x4), padding_value = zero, tensor_view<7x3xi32, strides=[3,1]>>, tile<i64> -> tile<8x4xi32>, token
-      %60 = reshape %38 : tile<i64> -> tile<1x1xi64>
-      %61 = broadcast %60 : tile<1x1xi64> -> tile<8x8xi64>
-      %62 = muli %48, %40 : tile<i64>
-      %63 = reshape %62 : tile<i64> -> tile<1x1xi64>
-      %64 = broadcast %63 : tile<1x1xi64> -> tile<8x8xi64>
-      %65 = iota : tile<8xi64>
-      %66 = reshape %65 : tile<8xi64> -> tile<1x8xi64>
-      %67 = broadcast %66 : tile<1x8xi64> -> tile<8x8xi64>
-      %68 = addi %64, %67 : tile<8x8xi64>
-      %69 = reshape %43 : tile<i64> -> tile<1x1xi64>
-      %70 = broadcast %69 : tile<1x1xi64> -> tile<8x8xi64>
-      %71 = muli %68, %70 : tile<8x8xi64>
-      %72 = addi %61, %71 : tile<8x8xi64>
-      %73 = reshape %38 : tile<i64> -> tile<1x1xi64>
-      %74 = broadcast %73 : tile<1x1xi64> -> tile<8x8xi64>
-      %75 = reshape %39 : tile<i64> -> tile<1x1xi64>
-      %76 = broadcast %75 : tile<1x1xi64> -> tile<8x8xi64>
-      %77 = cmpi greater_than_or_equal %72, %74, signed : tile<8x8xi64> -> tile<8x8xi1>
-      %78 = cmpi less_than %72, %76, signed : tile<8x8xi64> -> tile<8x8xi1>
-      %79 = andi %77, %78 : tile<8x8xi1>
-      %80 = constant <i32: 0> : tile<i32>
-      %81 = reshape %80 : tile<i32> -> tile<1x1xi32>
-      %82 = broadcast %81 : tile<1x1xi32> -> tile<8x8xi32>
-      %83 = select %79, %53, %82 : tile<8x8xi1>, tile<8x8xi32>
+      %60 = muli %48, %40 : tile<i64>
+      %61 = reshape %60 : tile<i64> -> tile<1x1xi64>
+      %62 = broadcast %61 : tile<1x1xi64> -> tile<1x8xi64>
+      %63 = iota : tile<8xi64>
+      %64 = reshape %63 : tile<8xi64> -> tile<1x8xi64>
+      %65 = addi %62, %64 : tile<1x8xi64>
+      %66 = reshape %38 : tile<i64> -> tile<1x1xi64>
+      %67 = broadcast %66 : tile<1x1xi64> -> tile<1x8xi64>
+      %68 = reshape %39 : tile<i64> -> tile<1x1xi64>
+      %69 = broadcast %68 : tile<1x1xi64> -> tile<1x8xi64>
+      %70 = cmpi greater_than_or_equal %65, %67, signed : tile<1x8xi64> -> tile<1x8xi1>
+      %71 = cmpi less_than %65, %69, signed : tile<1x8xi64> -> tile<1x8xi1>
+      %72 = andi %70, %71 : tile<1x8xi1>
+      %73 = broadcast %72 : tile<1x8xi1> -> tile<8x8xi1>
+      %74 = constant <i32: 0> : tile<i32>
+      %75 = reshape %74 : tile<i32> -> tile<1x1xi32>
+      %76 = broadcast %75 : tile<1x1xi32> -> tile<8x8xi32>
+      %77 = select %73, %53, %76 : tile<8x8xi1>, tile<8x8xi32>
+      %78 = muli %48, %40 : tile<i64>
+      %79 = reshape %78 : tile<i64> -> tile<1x1xi64>
+      %80 = broadcast %79 : tile<1x1xi64> -> tile<8x1xi64>
+      %81 = iota : tile<8xi64>
+      %82 = reshape %81 : tile<8xi64> -> tile<8x1xi64>
+      %83 = addi %80, %82 : tile<8x1xi64>
       %84 = reshape %38 : tile<i64> -> tile<1x1xi64>
-      %85 = broadcast %84 : tile<1x1xi64> -> tile<8x4xi64>
-      %86 = muli %48, %40 : tile<i64>
-      %87 = reshape %86 : tile<i64> -> tile<1x1xi64>
-      %88 = broadcast %87 : tile<1x1xi64> -> tile<8x4xi64>
-      %89 = iota : tile<8xi64>
-      %90 = reshape %89 : tile<8xi64> -> tile<8x1xi64>
-      %91 = broadcast %90 : tile<8x1xi64> -> tile<8x4xi64>
-      %92 = addi %88, %91 : tile<8x4xi64>
-      %93 = reshape %43 : tile<i64> -> tile<1x1xi64>
-      %94 = broadcast %93 : tile<1x1xi64> -> tile<8x4xi64>
-      %95 = muli %92, %94 : tile<8x4xi64>
-      %96 = addi %85, %95 : tile<8x4xi64>
-      %97 = reshape %38 : tile<i64> -> tile<1x1xi64>
-      %98 = broadcast %97 : tile<1x1xi64> -> tile<8x4xi64>
-      %99 = reshape %39 : tile<i64> -> tile<1x1xi64>
-      %100 = broadcast %99 : tile<1x1xi64> -> tile<8x4xi64>
-      %101 = cmpi greater_than_or_equal %96, %98, signed : tile<8x4xi64> -> tile<8x4xi1>
-      %102 = cmpi less_than %96, %100, signed : tile<8x4xi64> -> tile<8x4xi1>
-      %103 = andi %101, %102 : tile<8x4xi1>
-      %104 = constant <i32: 0> : tile<i32>
-      %105 = reshape %104 : tile<i32> -> tile<1x1xi32>
-      %106 = broadcast %105 : tile<1x1xi32> -> tile<8x4xi32>
-      %107 = select %103, %58, %106 : tile<8x4xi1>, tile<8x4xi32>
-      %108 = exti %83 signed : tile<8x8xi32> -> tile<8x8xi64>
-      %109 = exti %107 signed : tile<8x4xi32> -> tile<8x4xi64>
-      %110 = reshape %108 : tile<8x8xi64> -> tile<1x8x8xi64>
-      %111 = reshape %109 : tile<8x4xi64> -> tile<1x8x4xi64>
-      %112 = reshape %49 : tile<8x4xi64> -> tile<1x8x4xi64>
-      %113 = constant <i32: 0> : tile<i32>
-      %114 = constant <i32: 8> : tile<i32>
-      %115 = constant <i32: 1> : tile<i32>
-      %125 = for %116 in (%113 to %114, step %115) : tile<i32> iter_values(%117 = %112) -> (tile<1x8x4xi64>) {
-        %118 = constant <i32: 0> : tile<i32>
-        %119 = extract %110[%118, %118, %116] : tile<1x8x8xi64> -> tile<1x8x1xi64>
-        %120 = extract %111[%118, %116, %118] : tile<1x8x4xi64> -> tile<1x1x4xi64>
-        %121 = broadcast %119 : tile<1x8x1xi64> -> tile<1x8x4xi64>
-        %122 = broadcast %120 : tile<1x1x4xi64> -> tile<1x8x4xi64>
-        %123 = muli %121, %122 : tile<1x8x4xi64>
-        %124 = addi %117, %123 : tile<1x8x4xi64>
-        continue %124 : tile<1x8x4xi64>
+      %85 = broadcast %84 : tile<1x1xi64> -> tile<8x1xi64>
+      %86 = reshape %39 : tile<i64> -> tile<1x1xi64>
+      %87 = broadcast %86 : tile<1x1xi64> -> tile<8x1xi64>
+      %88 = cmpi greater_than_or_equal %83, %85, signed : tile<8x1xi64> -> tile<8x1xi1>
+      %89 = cmpi less_than %83, %87, signed : tile<8x1xi64> -> tile<8x1xi1>
+      %90 = andi %88, %89 : tile<8x1xi1>
+      %91 = broadcast %90 : tile<8x1xi1> -> tile<8x4xi1>
+      %92 = constant <i32: 0> : tile<i32>
+      %93 = reshape %92 : tile<i32> -> tile<1x1xi32>
+      %94 = broadcast %93 : tile<1x1xi32> -> tile<8x4xi32>
+      %95 = select %91, %58, %94 : tile<8x4xi1>, tile<8x4xi32>
+      %96 = exti %77 signed : tile<8x8xi32> -> tile<8x8xi64>
+      %97 = exti %95 signed : tile<8x4xi32> -> tile<8x4xi64>
+      %98 = reshape %96 : tile<8x8xi64> -> tile<1x8x8xi64>
+      %99 = reshape %97 : tile<8x4xi64> -> tile<1x8x4xi64>
+      %100 = reshape %49 : tile<8x4xi64> -> tile<1x8x4xi64>
+      %101 = constant <i32: 0> : tile<i32>
+      %102 = constant <i32: 8> : tile<i32>
+      %103 = constant <i32: 1> : tile<i32>
+      %113 = for %104 in (%101 to %102, step %103) : tile<i32> iter_values(%105 = %100) -> (tile<1x8x4xi64>) {
+        %106 = constant <i32: 0> : tile<i32>
+        %107 = extract %98[%106, %106, %104] : tile<1x8x8xi64> -> tile<1x8x1xi64>
+        %108 = extract %99[%106, %104, %106] : tile<1x8x4xi64> -> tile<1x1x4xi64>
+        %109 = broadcast %107 : tile<1x8x1xi64> -> tile<1x8x4xi64>
+        %110 = broadcast %108 : tile<1x1x4xi64> -> tile<1x8x4xi64>
+        %111 = muli %109, %110 : tile<1x8x4xi64>
+        %112 = addi %105, %111 : tile<1x8x4xi64>
+        continue %112 : tile<1x8x4xi64>
       }
-      %126 = reshape %125 : tile<1x8x4xi64> -> tile<8x4xi64>
-      continue %126 : tile<8x4xi64>
+      %114 = reshape %113 : tile<1x8x4xi64> -> tile<8x4xi64>
+      continue %114 : tile<8x4xi64>
     }
-    %128 = trunci %127 : tile<8x4xi64> -> tile<8x4xi32>
-    %129 = make_tensor_view %7, shape = [5, 3], strides = [3, 1] : tensor_view<5x3xi32, strides=[3,1]>
-    %130 = make_partition_view %129 : partition_view<tile=(8x4), tensor_view<5x3xi32, strides=[3,1]>>
-    %131 = store_view_tko weak %128, %130[%22, %35] token = %44 optimization_hints = #cuda_tile.optimization_hints<default = {allow_tma = false}> : tile<8x4xi32>, partition_view<tile=(8x4), tensor_view<5x3xi32, strides=[3,1]>>, tile<i64> -> token
+    %116 = trunci %115 : tile<8x4xi64> -> tile<8x4xi32>
+    %117 = make_tensor_view %7, shape = [5, 3], strides = [3, 1] : tensor_view<5x3xi32, strides=[3,1]>
+    %118 = make_partition_view %117 : partition_view<tile=(8x4), tensor_view<5x3xi32, strides=[3,1]>>
+    %119 = store_view_tko weak %116, %118[%22, %35] token = %44 optimization_hints = #cuda_tile.optimization_hints<default = {allow_tma = false}> : tile<8x4xi32>, partition_view<tile=(8x4), tensor_view<5x3xi32, strides=[3,1]>>, tile<i64> -> token
     return
   }
 }

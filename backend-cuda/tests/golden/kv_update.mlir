@@ -58,52 +58,46 @@ cuda_tile.module @tir {
     %23 = constant <f32: 0.0> : tile<f32>
     %24 = reshape %23 : tile<f32> -> tile<1x1xf32>
     %25 = broadcast %24 : tile<1x1xf32> -> tile<4x8xf32>
-    %67 = for %26 in (%20 to %19, step %14) : tile<i64> iter_values(%27 = %25) -> (tile<4x8xf32>) {
+    %61 = for %26 in (%20 to %19, step %14) : tile<i64> iter_values(%27 = %25) -> (tile<4x8xf32>) {
       %28 = constant <i64: 0> : tile<i64>
       %29 = make_tensor_view %4, shape = [4, 8, 16], strides = [128, 1, 8] : tensor_view<4x8x16xf16, strides=[128,1,8]>
       %30 = make_partition_view %29 : partition_view<tile=(4x8x16), padding_value = zero, tensor_view<4x8x16xf16, strides=[128,1,8]>>
       %31, %32 = load_view_tko weak %30[%10, %11, %26] optimization_hints = #cuda_tile.optimization_hints<default = {allow_tma = false}> : partition_view<tile=(4x8x16), padding_value = zero, tensor_view<4x8x16xf16, strides=[128,1,8]>>, tile<i64> -> tile<4x8x16xf16>, token
-      %33 = reshape %20 : tile<i64> -> tile<1x1x1xi64>
-      %34 = broadcast %33 : tile<1x1x1xi64> -> tile<4x8x16xi64>
-      %35 = muli %26, %15 : tile<i64>
-      %36 = reshape %35 : tile<i64> -> tile<1x1x1xi64>
-      %37 = broadcast %36 : tile<1x1x1xi64> -> tile<4x8x16xi64>
-      %38 = iota : tile<16xi64>
-      %39 = reshape %38 : tile<16xi64> -> tile<1x1x16xi64>
-      %40 = broadcast %39 : tile<1x1x16xi64> -> tile<4x8x16xi64>
-      %41 = addi %37, %40 : tile<4x8x16xi64>
-      %42 = reshape %14 : tile<i64> -> tile<1x1x1xi64>
-      %43 = broadcast %42 : tile<1x1x1xi64> -> tile<4x8x16xi64>
-      %44 = muli %41, %43 : tile<4x8x16xi64>
-      %45 = addi %34, %44 : tile<4x8x16xi64>
-      %46 = reshape %20 : tile<i64> -> tile<1x1x1xi64>
-      %47 = broadcast %46 : tile<1x1x1xi64> -> tile<4x8x16xi64>
-      %48 = reshape %16 : tile<i64> -> tile<1x1x1xi64>
-      %49 = broadcast %48 : tile<1x1x1xi64> -> tile<4x8x16xi64>
-      %50 = cmpi greater_than_or_equal %45, %47, signed : tile<4x8x16xi64> -> tile<4x8x16xi1>
-      %51 = cmpi less_than %45, %49, signed : tile<4x8x16xi64> -> tile<4x8x16xi1>
-      %52 = andi %50, %51 : tile<4x8x16xi1>
-      %53 = constant <f16: 0.0> : tile<f16>
-      %54 = reshape %53 : tile<f16> -> tile<1x1x1xf16>
-      %55 = broadcast %54 : tile<1x1x1xf16> -> tile<4x8x16xf16>
-      %56 = select %52, %31, %55 : tile<4x8x16xi1>, tile<4x8x16xf16>
-      %57 = ftof %56 : tile<4x8x16xf16> -> tile<4x8x16xf32>
-      %61 = reduce %57 dim=2 identities=[0] : tile<4x8x16xf32> -> tile<4x8xf32> {
-      ^bb0(%58: tile<f32>, %59: tile<f32>):
-        %60 = addf %58, %59 : tile<f32>
-        yield %60 : tile<f32>
+      %33 = muli %26, %15 : tile<i64>
+      %34 = reshape %33 : tile<i64> -> tile<1x1x1xi64>
+      %35 = broadcast %34 : tile<1x1x1xi64> -> tile<1x1x16xi64>
+      %36 = iota : tile<16xi64>
+      %37 = reshape %36 : tile<16xi64> -> tile<1x1x16xi64>
+      %38 = addi %35, %37 : tile<1x1x16xi64>
+      %39 = reshape %20 : tile<i64> -> tile<1x1x1xi64>
+      %40 = broadcast %39 : tile<1x1x1xi64> -> tile<1x1x16xi64>
+      %41 = reshape %16 : tile<i64> -> tile<1x1x1xi64>
+      %42 = broadcast %41 : tile<1x1x1xi64> -> tile<1x1x16xi64>
+      %43 = cmpi greater_than_or_equal %38, %40, signed : tile<1x1x16xi64> -> tile<1x1x16xi1>
+      %44 = cmpi less_than %38, %42, signed : tile<1x1x16xi64> -> tile<1x1x16xi1>
+      %45 = andi %43, %44 : tile<1x1x16xi1>
+      %46 = broadcast %45 : tile<1x1x16xi1> -> tile<4x8x16xi1>
+      %47 = constant <f16: 0.0> : tile<f16>
+      %48 = reshape %47 : tile<f16> -> tile<1x1x1xf16>
+      %49 = broadcast %48 : tile<1x1x1xf16> -> tile<4x8x16xf16>
+      %50 = select %46, %31, %49 : tile<4x8x16xi1>, tile<4x8x16xf16>
+      %51 = ftof %50 : tile<4x8x16xf16> -> tile<4x8x16xf32>
+      %55 = reduce %51 dim=2 identities=[0] : tile<4x8x16xf32> -> tile<4x8xf32> {
+      ^bb0(%52: tile<f32>, %53: tile<f32>):
+        %54 = addf %52, %53 : tile<f32>
+        yield %54 : tile<f32>
       }
-      %62 = reshape %61 : tile<4x8xf32> -> tile<4x8x1xf32>
-      %63 = ftof %62 : tile<4x8x1xf32> -> tile<4x8x1xf16>
-      %64 = reshape %63 : tile<4x8x1xf16> -> tile<4x8xf16>
-      %65 = ftof %64 : tile<4x8xf16> -> tile<4x8xf32>
-      %66 = addf %27, %65 : tile<4x8xf32>
-      continue %66 : tile<4x8xf32>
+      %56 = reshape %55 : tile<4x8xf32> -> tile<4x8x1xf32>
+      %57 = ftof %56 : tile<4x8x1xf32> -> tile<4x8x1xf16>
+      %58 = reshape %57 : tile<4x8x1xf16> -> tile<4x8xf16>
+      %59 = ftof %58 : tile<4x8xf16> -> tile<4x8xf32>
+      %60 = addf %27, %59 : tile<4x8xf32>
+      continue %60 : tile<4x8xf32>
     }
-    %68 = ftof %67 : tile<4x8xf32> -> tile<4x8xf16>
-    %69 = make_tensor_view %5, shape = [4, 8], strides = [8, 1] : tensor_view<4x8xf16, strides=[8,1]>
-    %70 = make_partition_view %69 : partition_view<tile=(4x8), tensor_view<4x8xf16, strides=[8,1]>>
-    %71 = store_view_tko weak %68, %70[%10, %11] token = %22 optimization_hints = #cuda_tile.optimization_hints<default = {allow_tma = false}> : tile<4x8xf16>, partition_view<tile=(4x8), tensor_view<4x8xf16, strides=[8,1]>>, tile<i64> -> token
+    %62 = ftof %61 : tile<4x8xf32> -> tile<4x8xf16>
+    %63 = make_tensor_view %5, shape = [4, 8], strides = [8, 1] : tensor_view<4x8xf16, strides=[8,1]>
+    %64 = make_partition_view %63 : partition_view<tile=(4x8), tensor_view<4x8xf16, strides=[8,1]>>
+    %65 = store_view_tko weak %62, %64[%10, %11] token = %22 optimization_hints = #cuda_tile.optimization_hints<default = {allow_tma = false}> : tile<4x8xf16>, partition_view<tile=(4x8), tensor_view<4x8xf16, strides=[8,1]>>, tile<i64> -> token
     return
   }
 }

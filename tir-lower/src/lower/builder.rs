@@ -401,20 +401,16 @@ impl KernelBuilder {
         if let Some(&(v, _)) = self.coord_tiles.get(&(space, axis)) {
             return v;
         }
-        let s = self.spaces[space].clone();
-        let shape = s.tile.clone();
-        let tile = self.index(s.tile[axis] as i64);
-        let base = self.arith(IndexOp::Mul, s.coords[axis], tile);
-        let base_tile = self.emit(TileOp::Splat { x: base }, Type::tile(DType::I64, &shape));
-        let iota = self.emit(TileOp::Iota { axis }, Type::tile(DType::I64, &shape));
-        let v = self.emit(
-            TileOp::IndexArith {
-                op: IndexOp::Add,
-                a: base_tile,
-                b: iota,
-            },
-            Type::tile(DType::I64, &shape),
-        );
+        let shape = self.spaces[space].tile.clone();
+        let line = self.axis_line(space, axis);
+        let v = if line_is_whole(&shape, axis) {
+            line
+        } else {
+            self.emit(
+                TileOp::Broadcast { x: line },
+                Type::tile(DType::I64, &shape),
+            )
+        };
         self.coord_tiles
             .insert((space, axis), (v, self.blocks.len()));
         v
@@ -477,13 +473,49 @@ impl KernelBuilder {
         Ix::Dyn(self.tile_index_op(op, a, b, space))
     }
 
-    /// The bool tile `lo <= ix < hi` over `space` (bounds as scalars).
+    /// The bool tile `lo <= ix < hi` over `space` (bounds as scalars). The coordinate of one axis
+    /// is compared along that axis alone and the answer broadcast: `i64` arithmetic over the
+    /// whole tile costs a GPU two instructions per element and op.
     pub fn in_range(&mut self, ix: &Ix, lo: ValueId, hi: ValueId, space: SpaceId) -> ValueId {
         let shape = self.spaces[space].tile.clone();
+        if let Some(axis) = ix.as_axis().filter(|&a| !line_is_whole(&shape, a)) {
+            let mut along = vec![1; shape.len()];
+            along[axis] = shape[axis];
+            let line = self.axis_line(space, axis);
+            let inside = self.index_between(line, lo, hi, &along);
+            let ty = Type::tile(DType::Bool, &shape);
+            return self.emit(TileOp::Broadcast { x: inside }, ty);
+        }
         let v = self.materialize(ix, space);
-        let lo = self.splat(lo, space);
-        let hi = self.splat(hi, space);
-        let bool_ty = Type::tile(DType::Bool, &shape);
+        self.index_between(v, lo, hi, &shape)
+    }
+
+    /// The coordinates of `space`'s tile along `axis`, as an `i64` tile of size 1 on the others.
+    fn axis_line(&mut self, space: SpaceId, axis: usize) -> ValueId {
+        let s = self.spaces[space].clone();
+        let mut along = vec![1; s.tile.len()];
+        along[axis] = s.tile[axis];
+        let ty = Type::tile(DType::I64, &along);
+        let tile = self.index(s.tile[axis] as i64);
+        let base = self.arith(IndexOp::Mul, s.coords[axis], tile);
+        let base = self.emit(TileOp::Splat { x: base }, ty.clone());
+        let iota = self.emit(TileOp::Iota { axis }, ty.clone());
+        self.emit(
+            TileOp::IndexArith {
+                op: IndexOp::Add,
+                a: base,
+                b: iota,
+            },
+            ty,
+        )
+    }
+
+    /// The bool tile `lo <= v < hi` for the `i64` tile `v` of `shape` (bounds as scalars).
+    fn index_between(&mut self, v: ValueId, lo: ValueId, hi: ValueId, shape: &[u64]) -> ValueId {
+        let ty = Type::tile(DType::I64, shape);
+        let lo = self.emit(TileOp::Splat { x: lo }, ty.clone());
+        let hi = self.emit(TileOp::Splat { x: hi }, ty);
+        let bool_ty = Type::tile(DType::Bool, shape);
         let ge = self.emit(
             TileOp::IndexCmp {
                 op: CmpOp::Ge,
@@ -590,4 +622,9 @@ pub fn choose_tile(extents: &[Dim], budget: u64) -> Vec<u64> {
         left /= tile[a];
     }
     tile
+}
+
+/// Whether a tile of `shape` has size 1 on every axis but `axis`.
+fn line_is_whole(shape: &[u64], axis: usize) -> bool {
+    shape.iter().enumerate().all(|(a, &n)| a == axis || n == 1)
 }
