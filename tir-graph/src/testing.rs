@@ -893,7 +893,7 @@ impl Builder<'_> {
             }
             .expect("nonempty");
             // NaNs are kept bit for bit (a constant accepts any NaN).
-            return if v.is_nan() { v } else { dtype.round_value(v) };
+            return if v.is_nan() { v } else { dtype.const_value(v) };
         }
         let v = (rng.below(257) as f64 - 128.0) / 16.0;
         dtype.round_value(v)
@@ -923,7 +923,7 @@ impl Builder<'_> {
             d if d.is_int() => self.int_value(rng, d) as f64,
             d => self.float_value(rng, d),
         };
-        if v.is_nan() || dtype.round_value(v).to_bits() == v.to_bits() {
+        if dtype.holds(v) {
             v
         } else {
             0.0
