@@ -204,7 +204,7 @@ impl Tile {
             DType::F32 => write(self, |w| w.as_float() as f32),
             DType::F64 => write(self, Word::as_float),
             DType::F8E4M3 => write(self, |w| F8E4M3::from_f64(w.as_float())),
-            DType::F8E5M2 => write(self, |w| F8E5M2::from_f64(w.as_float())),
+            DType::F8E5M2 => write(self, |w| F8E5M2::from_value(w.as_float())),
         }
     }
 }

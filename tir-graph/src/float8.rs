@@ -44,6 +44,15 @@ impl F8E5M2 {
     pub fn from_f64(value: f64) -> Self {
         F8E5M2(E5M2.to_bits(E5M2.round(value)))
     }
+    /// `value` as stored in memory or in a constant: rounded by the rule, except that an
+    /// infinity, an E5M2 value, is kept.
+    pub fn from_value(value: f64) -> Self {
+        if value.is_infinite() {
+            F8E5M2(E5M2.to_bits(value))
+        } else {
+            F8E5M2::from_f64(value)
+        }
+    }
     pub fn to_f64(self) -> f64 {
         E5M2.from_bits(self.0)
     }
@@ -181,7 +190,11 @@ mod tests {
                 assert_eq!(format.to_bits(v), bits, "{format:?} {v}");
                 // Rounding keeps every finite value; infinities saturate (the rule).
                 if !v.is_infinite() {
-                    assert_eq!(format.round(v).to_bits(), v.to_bits(), "{format:?} {bits:#x}");
+                    assert_eq!(
+                        format.round(v).to_bits(),
+                        v.to_bits(),
+                        "{format:?} {bits:#x}"
+                    );
                 }
             }
         }

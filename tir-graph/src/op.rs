@@ -186,9 +186,7 @@ impl ConstData {
         match (self, dtype) {
             (ConstData::Bool(_), DType::Bool) => true,
             (ConstData::Int(v), d) if d.is_int() => v.iter().all(|&x| int_fits(x, d)),
-            (ConstData::Float(v), d) if d.is_float() => v
-                .iter()
-                .all(|x| d.holds(x.0)),
+            (ConstData::Float(v), d) if d.is_float() => v.iter().all(|x| d.holds(x.0)),
             _ => false,
         }
     }

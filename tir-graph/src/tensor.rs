@@ -444,7 +444,8 @@ fn write_element(dtype: DType, v: f64, out: &mut [u8]) {
         DType::F32 => out.copy_from_slice(&(v as f32).to_le_bytes()),
         DType::F64 => out.copy_from_slice(&v.to_le_bytes()),
         DType::F8E4M3 => out[0] = F8E4M3::from_f64(v).0,
-        DType::F8E5M2 => out[0] = F8E5M2::from_f64(v).0,
+        // An infinity is an f8e5m2 value: kept, not saturated as a cast would.
+        DType::F8E5M2 => out[0] = F8E5M2::from_value(v).0,
     }
 }
 

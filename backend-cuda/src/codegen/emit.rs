@@ -8,7 +8,7 @@ use cutile_ir::ir::{
     TileElementType, TileType, Type, Value,
 };
 use cutile_ir::OpBuilder;
-use tir_graph::float8::{F8E4M3, E5M2};
+use tir_graph::float8::{F8E4M3, F8E5M2};
 use tir_graph::DType;
 
 /// The Tile IR element type a tile of `dtype` has in registers (bool is `i1`; signedness is
@@ -533,7 +533,7 @@ fn const_bytes(elem: ScalarType, value: f64) -> Vec<u8> {
         // As the reference stores a constant: rounded by the IR's f8 rule, except that an
         // f8e5m2 infinity is kept (`DType::const_value`).
         ScalarType::F8E4M3FN => vec![F8E4M3::from_f64(value).0],
-        ScalarType::F8E5M2 => vec![E5M2.to_bits(DType::F8E5M2.const_value(value))],
+        ScalarType::F8E5M2 => vec![F8E5M2::from_value(value).0],
         _ => (value as f32).to_le_bytes().to_vec(),
     }
 }

@@ -52,7 +52,14 @@ fn edge_values(dtype: DType) -> Vec<f64> {
         ],
         DType::F64 => vec![f64::MIN, -0.0, 5e-324, 0.1, f64::INFINITY, f64::NAN],
         DType::F8E4M3 => vec![-448.0, -0.0, 2f64.powi(-9), 0.3125, 240.0, f64::NAN],
-        DType::F8E5M2 => vec![-57344.0, -0.0, 2f64.powi(-16), 0.3125, f64::INFINITY, f64::NAN],
+        DType::F8E5M2 => vec![
+            -57344.0,
+            -0.0,
+            2f64.powi(-16),
+            0.3125,
+            f64::INFINITY,
+            f64::NAN,
+        ],
     }
 }
 

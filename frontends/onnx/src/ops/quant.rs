@@ -21,9 +21,9 @@
 //! decision reads is cast to its dtype first: folded and run-time results agree.
 //! `ConvInteger` and `QLinearConv` stay refused: tir's `conv` takes float operands only.
 
+use super::elementwise::cast_float8_or_plain;
 use super::nn::Matrices;
 use super::scan::round_half_even;
-use super::elementwise::cast_float8_or_plain;
 use super::{cast_to, Cx, Res};
 use crate::import::Value;
 use crate::model::dtype_of;
