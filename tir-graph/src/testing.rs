@@ -286,9 +286,10 @@ impl GraphConfig {
                 .filter(|b| !b.is_bitwise())
                 .collect(),
             reduce_ops: ReduceOp::ALL.to_vec(),
+            // The f8 dtypes came later too, and are not drawn.
             dtypes: DType::ALL
                 .into_iter()
-                .filter(|d| !LATER_INTS.contains(d))
+                .filter(|d| !LATER_INTS.contains(d) && d.float8().is_none())
                 .collect(),
             max_rank: 4,
             max_dim: 5,

@@ -810,6 +810,22 @@ fn float8_arithmetic(c: &mut Corpus) -> Result<()> {
             .collect();
         let runs = one_run(vec![("x", explicit(d, &[2, rows], &values))]);
         c.add_runs(name, g, runs, Tolerance::reduction(rows));
+        // A product of f8 operands accumulates in f32 (the tensor cores' f8 inputs).
+        let g = GraphBuilder::new();
+        let x = g.input("a", d, shape![16, 32])?;
+        let w = g.input("b", d, shape![32, 16])?;
+        g.output("y", &x.matmul(&w)?)?;
+        let name = format!("numerics/float8/{d}/matmul");
+        let runs = one_run(vec![
+            ("a", explicit(d, &[16, 32], &halves(16 * 32))),
+            ("b", explicit(d, &[32, 16], &halves(32 * 16))),
+        ]);
+        c.add_runs(name, g.finish()?, runs, Tolerance::matmul(32));
     }
     Ok(())
+}
+
+/// `n` small multiples of a half (-2 to 2), exact in both f8s.
+fn halves(n: usize) -> Vec<f64> {
+    (0..n).map(|i| ((i * 7 % 9) as f64 - 4.0) / 2.0).collect()
 }
