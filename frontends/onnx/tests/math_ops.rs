@@ -175,6 +175,12 @@ fn top_k_ranks_nan_highest_and_breaks_ties_by_index() {
 }
 
 #[test]
+fn top_k_of_zero_gives_empty_outputs() {
+    let (values, indices) = top_k(&[2.0, 1.0, 3.0], 0, true);
+    assert!(values.is_empty() && indices.is_empty());
+}
+
+#[test]
 fn top_k_beyond_its_bound_is_refused() {
     let mut model = unary_model("TopK", vec![], DataType::Float, &[5000]);
     let g = model.graph.as_mut().unwrap();

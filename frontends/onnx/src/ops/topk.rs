@@ -46,7 +46,11 @@ pub(super) fn topk(cx: &mut Cx) -> Res<Vec<Value>> {
         )));
     }
     let k = match u64::try_from(k) {
-        Ok(0) => return Err(unsupported("TopK with K = 0 (empty outputs)")),
+        Ok(0) => {
+            let none = x.slice_axis(a, 0, 0)?;
+            let index = none.cast(DType::I64)?;
+            return Ok(vec![none.into(), index.into()]);
+        }
         Ok(k) if k <= n => k,
         _ => return Err(invalid(format!("K = {k} for an axis of {n}"))),
     };
