@@ -115,7 +115,7 @@ fn constant_words(dtype: DType, data: &ConstData) -> Vec<Word> {
         ConstData::Int(v) => v.iter().map(|&x| Word::from_i64(dtype, x)).collect(),
         _ => (0..data.len())
             .filter_map(|i| data.get_f64(i))
-            .map(|x| Word::from_f64(dtype, x))
+            .map(|x| Word::constant(dtype, x))
             .collect(),
     }
 }

@@ -495,7 +495,7 @@ impl<'l, 'a> Program<'l, 'a> {
             }
             TileOp::Constant { value } => {
                 let (dtype, shape) = def_tile(stmt, 0)?;
-                let t = tile::filled(dtype, shape, Word::from_f64(dtype, *value))?;
+                let t = tile::filled(dtype, shape, Word::constant(dtype, *value))?;
                 self.define_tile(stmt, t)
             }
             TileOp::Iota { axis } => {
@@ -707,7 +707,7 @@ impl<'l, 'a> Program<'l, 'a> {
         if !pl.in_bounds(data.len()) {
             return Err(self.bounds_error(view, &pl, data.len()));
         }
-        let mut out = vec![Word::from_f64(dtype, padding); tile::tile_numel(shape)?];
+        let mut out = vec![Word::constant(dtype, padding); tile::tile_numel(shape)?];
         pl.for_each_row(|t, b, len, stride| {
             if stride == 1 {
                 out[t..t + len].copy_from_slice(&data[b..b + len]);
@@ -795,7 +795,7 @@ impl<'l, 'a> Program<'l, 'a> {
                  {shape:?}"
             ));
         }
-        let mut out = vec![Word::from_f64(dtype, padding); n];
+        let mut out = vec![Word::constant(dtype, padding); n];
         let mut index = vec![0i128; rank];
         let mut read = Vec::new();
         'elements: for (t, o) in out.iter_mut().enumerate() {

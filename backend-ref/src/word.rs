@@ -1,12 +1,13 @@
 //! [`Word`] and [`Tile`]: how the reference holds elements.
 //!
 //! Every element is its dtype's value in 64 bits: a float dtype's value as an `f64` (exact for
-//! `f16`, `bf16`, `f32` and `f64`), an integer's or a bool's as an `i64` (exact for every
+//! every float dtype, the f8s included), an integer's or a bool's as an `i64` (exact for every
 //! integer dtype, which an `f64` is only up to 2^53; a `u64` as its bits). The dtype, which every tile and buffer
 //! carries, says which ([`int_lane`]); moving elements (loads, stores, broadcasts, permutes,
 //! selects) copies words without looking at them.
 
 use tir_graph::eval::wrap_int;
+use tir_graph::float8::{F8E4M3, F8E5M2};
 use tir_graph::{DType, Element, HostMemory, HostTensor, TensorError};
 
 /// Whether `dtype`'s elements are held as integers (integers and bool) rather than floats.
@@ -44,6 +45,16 @@ impl Word {
             DType::Bool => Word::int(i64::from(v != 0.0)),
             d if d.is_int() => Word::int(wrap_int(d, v as i128 as i64)),
             d => Word::float(d.round_value(v)),
+        }
+    }
+
+    /// `v` as a constant (or a padding value) of `dtype` stores it: as [`Word::from_f64`],
+    /// except that a value the dtype holds is kept ([`DType::const_value`]: an `f8e5m2`
+    /// infinity).
+    pub fn constant(dtype: DType, v: f64) -> Word {
+        match dtype {
+            DType::F8E5M2 => Word::float(dtype.const_value(v)),
+            d => Word::from_f64(d, v),
         }
     }
 
@@ -150,6 +161,8 @@ impl Tile {
             DType::BF16 => read(t, |v: half::bf16| Word::float(f64::from(v)))?,
             DType::F32 => read(t, |v: f32| Word::float(f64::from(v)))?,
             DType::F64 => read(t, Word::float)?,
+            DType::F8E4M3 => read(t, |v: F8E4M3| Word::float(v.to_f64()))?,
+            DType::F8E5M2 => read(t, |v: F8E5M2| Word::float(v.to_f64()))?,
         };
         Ok(Tile {
             dtype: t.dtype(),
@@ -190,6 +203,8 @@ impl Tile {
             DType::BF16 => write(self, |w| half::bf16::from_f64(w.as_float())),
             DType::F32 => write(self, |w| w.as_float() as f32),
             DType::F64 => write(self, Word::as_float),
+            DType::F8E4M3 => write(self, |w| F8E4M3::from_f64(w.as_float())),
+            DType::F8E5M2 => write(self, |w| F8E5M2::from_value(w.as_float())),
         }
     }
 }

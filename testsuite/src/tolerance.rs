@@ -179,6 +179,8 @@ pub fn unit_roundoff(dtype: DType) -> f64 {
         DType::BF16 => 2f64.powi(-8),
         DType::F32 => 2f64.powi(-24),
         DType::F64 => 2f64.powi(-53),
+        DType::F8E4M3 => 2f64.powi(-4),
+        DType::F8E5M2 => 2f64.powi(-3),
         _ => 0.0,
     }
 }
@@ -197,6 +199,8 @@ pub fn min_normal(dtype: DType) -> f64 {
         DType::F16 => 2f64.powi(-14),
         DType::BF16 | DType::F32 => 2f64.powi(-126),
         DType::F64 => f64::MIN_POSITIVE,
+        DType::F8E4M3 => 2f64.powi(-6),
+        DType::F8E5M2 => 2f64.powi(-14),
         _ => 0.0,
     }
 }

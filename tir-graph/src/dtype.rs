@@ -1,5 +1,6 @@
 //! Element types of tensors.
 
+use crate::float8::{self, Float8};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -21,11 +22,21 @@ pub enum DType {
     U16,
     U32,
     U64,
+    /// OCP FP8 E4M3FN: sign, 4 exponent bits, 3 mantissa bits, bias 7, no infinities, NaN =
+    /// 0x7F/0xFF, largest finite 448. Values are rounded to it by one rule ([`crate::float8`]):
+    /// to nearest, ties to even; magnitudes past 448, infinities included, saturate to ±448;
+    /// NaN stays NaN. Arithmetic computes in `f32` and rounds its result so, as for `f16`.
+    F8E4M3,
+    /// OCP FP8 E5M2: sign, 5 exponent bits, 2 mantissa bits, bias 15, IEEE-like (infinities,
+    /// NaNs), largest finite 57344. Rounded by the same rule as [`DType::F8E4M3`]: to nearest
+    /// even, saturating to ±57344 (an infinity too: only a load or a constant yields an `f8e5m2`
+    /// infinity).
+    F8E5M2,
 }
 
 impl DType {
     /// Every dtype, in declaration order.
-    pub const ALL: [DType; 13] = [
+    pub const ALL: [DType; 15] = [
         DType::Bool,
         DType::I8,
         DType::U8,
@@ -39,7 +50,12 @@ impl DType {
         DType::U16,
         DType::U32,
         DType::U64,
+        DType::F8E4M3,
+        DType::F8E5M2,
     ];
+
+    /// The two 8-bit float dtypes.
+    pub const FLOAT8: [DType; 2] = [DType::F8E4M3, DType::F8E5M2];
 
     /// The integer dtypes, narrowest first, signed before unsigned.
     pub const INTS: [DType; 8] = [
@@ -69,13 +85,15 @@ impl DType {
             DType::BF16 => "bf16",
             DType::F32 => "f32",
             DType::F64 => "f64",
+            DType::F8E4M3 => "f8e4m3",
+            DType::F8E5M2 => "f8e5m2",
         }
     }
 
     /// Bytes one element occupies in device memory.
     pub fn size_bytes(self) -> usize {
         match self {
-            DType::Bool | DType::I8 | DType::U8 => 1,
+            DType::Bool | DType::I8 | DType::U8 | DType::F8E4M3 | DType::F8E5M2 => 1,
             DType::I16 | DType::U16 | DType::F16 | DType::BF16 => 2,
             DType::I32 | DType::U32 | DType::F32 => 4,
             DType::I64 | DType::U64 | DType::F64 => 8,
@@ -83,7 +101,25 @@ impl DType {
     }
 
     pub fn is_float(self) -> bool {
-        matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+        matches!(
+            self,
+            DType::F16 | DType::BF16 | DType::F32 | DType::F64 | DType::F8E4M3 | DType::F8E5M2
+        )
+    }
+
+    /// The format of an 8-bit float dtype.
+    pub fn float8(self) -> Option<Float8> {
+        match self {
+            DType::F8E4M3 => Some(float8::E4M3),
+            DType::F8E5M2 => Some(float8::E5M2),
+            _ => None,
+        }
+    }
+
+    /// A float narrower than `f32` (`f16`, `bf16`, the f8s): arithmetic on it computes in
+    /// `f32` and rounds the result to the dtype.
+    pub fn is_narrow_float(self) -> bool {
+        self.is_float() && self.size_bytes() < 4
     }
 
     /// Signed or unsigned integer (bool is not an integer here).
@@ -129,6 +165,28 @@ impl DType {
             DType::BF16 => f64::from(half::bf16::from_f64(value)),
             DType::F32 => f64::from(value as f32),
             DType::F64 => value,
+            DType::F8E4M3 => float8::E4M3.round(value),
+            DType::F8E5M2 => float8::E5M2.round(value),
+        }
+    }
+
+    /// Whether `value` is a value of this dtype, stored unchanged: what [`DType::round_value`]
+    /// keeps, NaN in a float dtype, and `f8e5m2`'s infinities (which its rounding saturates,
+    /// though the dtype holds them).
+    pub fn holds(self, value: f64) -> bool {
+        (value.is_nan() && self.is_float())
+            || (value.is_infinite() && self == DType::F8E5M2)
+            || self.round_value(value).to_bits() == value.to_bits()
+    }
+
+    /// `value` as a constant of this dtype stores it: unchanged where the dtype holds it
+    /// ([`DType::holds`]), else rounded as a cast rounds ([`DType::round_value`]). The two differ
+    /// only for an `f8e5m2` infinity, which a constant keeps.
+    pub fn const_value(self, value: f64) -> f64 {
+        if value.is_infinite() && self == DType::F8E5M2 {
+            value
+        } else {
+            self.round_value(value)
         }
     }
 
@@ -155,6 +213,8 @@ impl DType {
             DType::BF16 => each(DType::BF16, values),
             DType::F32 => each(DType::F32, values),
             DType::F64 => {}
+            DType::F8E4M3 => each(DType::F8E4M3, values),
+            DType::F8E5M2 => each(DType::F8E5M2, values),
         }
     }
 }
@@ -175,7 +235,7 @@ impl fmt::Display for DType {
 
 /// The text was not the name of a dtype.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown dtype `{0}` (expected one of bool, i8, u8, i16, u16, i32, u32, i64, u64, f16, bf16, f32, f64)")]
+#[error("unknown dtype `{0}` (expected one of bool, i8, u8, i16, u16, i32, u32, i64, u64, f16, bf16, f32, f64, f8e4m3, f8e5m2)")]
 pub struct UnknownDType(pub String);
 
 impl FromStr for DType {
@@ -213,6 +273,10 @@ mod tests {
         assert_eq!(DType::U32.round_value(-1.0), 4294967295.0);
         assert_eq!(DType::U64.round_value(2f64.powi(63)), 2f64.powi(63));
         assert_eq!(DType::U64.round_value(-1.0), 18_446_744_073_709_549_568.0);
+        assert_eq!(DType::F8E4M3.round_value(1000.0), 448.0);
+        assert_eq!(DType::F8E4M3.round_value(0.3), 0.3125);
+        assert_eq!(DType::F8E5M2.round_value(f64::NEG_INFINITY), -57344.0);
+        assert_eq!(DType::F8E5M2.round_value(0.3), 0.3125);
     }
 
     #[test]

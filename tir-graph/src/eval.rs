@@ -230,7 +230,7 @@ fn numel_of(dims: &[u64]) -> Option<usize> {
 
 /// Whether `v` is stored unchanged by `dtype` (a float dtype also holds NaN).
 fn exact_in(dtype: DType, v: f64) -> bool {
-    (v.is_nan() && dtype.is_float()) || dtype.round_value(v).to_bits() == v.to_bits()
+    dtype.holds(v)
 }
 
 impl F64Tensor {

@@ -605,9 +605,7 @@ fn pad(pads: &[(u64, u64)], value: f64, x: &TensorType) -> Res<TensorType> {
     if pads.len() != x.rank() {
         return Err(format!("has {} pads for rank {}", pads.len(), x.rank()));
     }
-    let exact = x.dtype.round_value(value).to_bits() == value.to_bits();
-    let float_nan = value.is_nan() && x.dtype.is_float();
-    if !exact && !float_nan {
+    if !x.dtype.holds(value) {
         return Err(format!(
             "pad value {value:?} is not an exact {} value",
             x.dtype

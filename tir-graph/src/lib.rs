@@ -10,6 +10,7 @@ pub mod dim;
 pub mod dtype;
 pub mod eval;
 pub mod file;
+pub mod float8;
 pub mod graph;
 pub mod infer;
 pub mod models;

@@ -186,9 +186,7 @@ impl ConstData {
         match (self, dtype) {
             (ConstData::Bool(_), DType::Bool) => true,
             (ConstData::Int(v), d) if d.is_int() => v.iter().all(|&x| int_fits(x, d)),
-            (ConstData::Float(v), d) if d.is_float() => v
-                .iter()
-                .all(|x| x.0.is_nan() || d.round_value(x.0).to_bits() == x.0.to_bits()),
+            (ConstData::Float(v), d) if d.is_float() => v.iter().all(|x| d.holds(x.0)),
             _ => false,
         }
     }
@@ -200,7 +198,7 @@ impl ConstData {
             d if d.is_int() => {
                 ConstData::Int(values.iter().map(|&x| d.round_value(x) as i64).collect())
             }
-            d => ConstData::Float(values.iter().map(|&x| ExactF64(d.round_value(x))).collect()),
+            d => ConstData::Float(values.iter().map(|&x| ExactF64(d.const_value(x))).collect()),
         }
     }
 }

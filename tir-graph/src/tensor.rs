@@ -7,11 +7,12 @@
 //! or owned: a `Vec` of the element type, or memory a backend provides through [`HostMemory`]
 //! (page-locked memory that a GPU copies from and to at full speed).
 //!
-//! Typed access goes through [`Element`] (`half::f16`, `half::bf16`, `f32`, `f64`, `i8`, `u8`,
-//! `i32`, `i64`, `bool`). `f64` values belong to the oracle ([`crate::eval::F64Tensor`]);
+//! Typed access goes through [`Element`] (`half::f16`, `half::bf16`, `f32`, `f64`, the integers,
+//! `bool`, and the byte newtypes [`F8E4M3`] and [`F8E5M2`]). `f64` values belong to the oracle ([`crate::eval::F64Tensor`]);
 //! [`HostTensor::to_f64`] and [`HostTensor::from_f64`] cross over, for comparisons and tests.
 
 use crate::eval::F64Tensor;
+use crate::float8::{F8E4M3, F8E5M2};
 use crate::{ConstData, DType};
 use std::any::Any;
 use std::fmt;
@@ -112,6 +113,8 @@ pod_element! {
     half::bf16 => BF16, half::bf16::ZERO;
     f32 => F32, 0.0;
     f64 => F64, 0.0;
+    F8E4M3 => F8E4M3, F8E4M3(0);
+    F8E5M2 => F8E5M2, F8E5M2(0);
 }
 
 impl sealed::Sealed for bool {}
@@ -196,6 +199,8 @@ fn zeroed(dtype: DType, n: usize) -> Box<dyn HostMemory> {
         DType::BF16 => of::<half::bf16>(n),
         DType::F32 => of::<f32>(n),
         DType::F64 => of::<f64>(n),
+        DType::F8E4M3 => of::<F8E4M3>(n),
+        DType::F8E5M2 => of::<F8E5M2>(n),
     }
 }
 
@@ -417,6 +422,8 @@ fn element_f64(dtype: DType, b: &[u8]) -> f64 {
         DType::BF16 => half::bf16::read(b).to_f64(),
         DType::F32 => f64::from(f32::read(b)),
         DType::F64 => f64::read(b),
+        DType::F8E4M3 => F8E4M3(b[0]).to_f64(),
+        DType::F8E5M2 => F8E5M2(b[0]).to_f64(),
     }
 }
 
@@ -436,12 +443,15 @@ fn write_element(dtype: DType, v: f64, out: &mut [u8]) {
         DType::BF16 => out.copy_from_slice(&half::bf16::from_f64(v).to_le_bytes()),
         DType::F32 => out.copy_from_slice(&(v as f32).to_le_bytes()),
         DType::F64 => out.copy_from_slice(&v.to_le_bytes()),
+        DType::F8E4M3 => out[0] = F8E4M3::from_f64(v).0,
+        // An infinity is an f8e5m2 value: kept, not saturated as a cast would.
+        DType::F8E5M2 => out[0] = F8E5M2::from_value(v).0,
     }
 }
 
 /// Whether `v` is stored unchanged by `dtype` (a float dtype also holds NaN).
 fn exact_in(dtype: DType, v: f64) -> bool {
-    (v.is_nan() && dtype.is_float()) || dtype.round_value(v).to_bits() == v.to_bits()
+    dtype.holds(v)
 }
 
 impl HostTensor<'static> {

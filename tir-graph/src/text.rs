@@ -726,7 +726,7 @@ fn to_const_data(v: &Val, dtype: DType, line: usize) -> Result<ConstData> {
                 .iter()
                 .map(|x| {
                     let x = to_f64(x, line)?;
-                    Ok(ExactF64(if x.is_nan() { x } else { d.round_value(x) }))
+                    Ok(ExactF64(if x.is_nan() { x } else { d.const_value(x) }))
                 })
                 .collect::<Result<_>>()?,
         ),
@@ -1812,7 +1812,7 @@ mod tests {
             ("# only a comment\n\n".into(), "line 1: the text defines no nodes (expected lines such as `%0 = input \"x\" : f32[4]` and `output \"y\" = %0`)"),
             (format!("{head}%2 = matmull %0, %0\n"), "line 3, column 6: unknown op `matmull` (did you mean `matmul`?)"),
             ("%0 = frobnicate : f32[2]\n".into(), "line 1, column 6: unknown op `frobnicate`"),
-            ("%0 = input \"x\" : f8[2]\n".into(), "line 1, column 18: unknown dtype `f8` (expected one of bool, i8, u8, i16, u16, i32, u32, i64, u64, f16, bf16, f32, f64)"),
+            ("%0 = input \"x\" : f8[2]\n".into(), "line 1, column 18: unknown dtype `f8` (expected one of bool, i8, u8, i16, u16, i32, u32, i64, u64, f16, bf16, f32, f64, f8e4m3, f8e5m2)"),
             (format!("{head}%2 = add %0\noutput \"y\" = %2\n"), "line 3: node %2: add(f16[2]): takes 2 operand(s), got 1"),
             (format!("{head}%2 = add %0, \n"), "line 3, column 14: expected an operand such as `%3` after `,`, found the end of the line"),
             (format!("{head}%2 = exp %9\n"), "line 3, column 10: %9 is used before it is defined"),
@@ -1838,7 +1838,7 @@ mod tests {
             (format!("{head}%2 = exp %0 {{axis = 0}}\n"), "line 3, column 14: `exp` has no attribute `axis` (it takes none)"),
             (format!("{head}%2 = concat %0 {{axis = 0, axis = 1}}\n"), "line 3, column 27: attribute `axis` is given twice"),
             (format!("{head}%2 = cast %0 {{to = \"f32\"}}\n"), "line 3, column 20: expected a dtype such as `f32`, found the string \"f32\""),
-            (format!("{head}%2 = cast %0 {{to = f33}}\n"), "line 3, column 20: unknown dtype `f33` (expected one of bool, i8, u8, i16, u16, i32, u32, i64, u64, f16, bf16, f32, f64)"),
+            (format!("{head}%2 = cast %0 {{to = f33}}\n"), "line 3, column 20: unknown dtype `f33` (expected one of bool, i8, u8, i16, u16, i32, u32, i64, u64, f16, bf16, f32, f64, f8e4m3, f8e5m2)"),
             (format!("{head}%2 = slice %0 {{ranges = [0:1:]}}\n"), "line 3, column 30: expected a step after the second `:`, found `]`"),
             (format!("{head}%2 = reduce_sum %0 {{axes = {}}}\n", "[".repeat(20)), "line 3, column 36: values nest more than 8 deep"),
             ("%0 = input \"x\" : f32[2] $\n".into(), "line 1, column 25: unexpected character `$`"),

@@ -25,7 +25,7 @@ pub enum WeightsError {
     },
     #[error("{path}: not a valid safetensors file: {reason}")]
     Format { path: String, reason: String },
-    #[error("{path}: tensor {name:?} has dtype {dtype}, which tir does not have (bool, i8, u8, i32, i64, f16, bf16, f32, f64)")]
+    #[error("{path}: tensor {name:?} has dtype {dtype}, which tir does not have (bool, the integers, f16, bf16, f32, f64, f8e4m3 as F8_E4M3, f8e5m2 as F8_E5M2)")]
     UnsupportedDType {
         path: String,
         name: String,
@@ -88,6 +88,8 @@ fn dtype_of(dtype: Dtype) -> Option<DType> {
         Dtype::BF16 => DType::BF16,
         Dtype::F32 => DType::F32,
         Dtype::F64 => DType::F64,
+        Dtype::F8_E4M3 => DType::F8E4M3,
+        Dtype::F8_E5M2 => DType::F8E5M2,
         _ => return None,
     })
 }
@@ -107,6 +109,8 @@ fn safetensors_dtype(dtype: DType) -> Dtype {
         DType::BF16 => Dtype::BF16,
         DType::F32 => Dtype::F32,
         DType::F64 => Dtype::F64,
+        DType::F8E4M3 => Dtype::F8_E4M3,
+        DType::F8E5M2 => Dtype::F8_E5M2,
     }
 }
 

@@ -8,6 +8,7 @@ use cutile_ir::ir::{
     TileElementType, TileType, Type, Value,
 };
 use cutile_ir::OpBuilder;
+use tir_graph::float8::{F8E4M3, F8E5M2};
 use tir_graph::DType;
 
 /// The Tile IR element type a tile of `dtype` has in registers (bool is `i1`; signedness is
@@ -23,6 +24,8 @@ pub fn reg_scalar(dtype: DType) -> ScalarType {
         DType::BF16 => ScalarType::BF16,
         DType::F32 => ScalarType::F32,
         DType::F64 => ScalarType::F64,
+        DType::F8E4M3 => ScalarType::F8E4M3FN,
+        DType::F8E5M2 => ScalarType::F8E5M2,
     }
 }
 
@@ -51,14 +54,19 @@ pub fn ptr_tile(pointee: ScalarType, shape: &[i64]) -> Type {
 pub fn is_float(s: ScalarType) -> bool {
     matches!(
         s,
-        ScalarType::F16 | ScalarType::BF16 | ScalarType::F32 | ScalarType::F64
+        ScalarType::F16
+            | ScalarType::BF16
+            | ScalarType::F32
+            | ScalarType::F64
+            | ScalarType::F8E4M3FN
+            | ScalarType::F8E5M2
     )
 }
 
 pub fn bits(s: ScalarType) -> u32 {
     match s {
         ScalarType::I1 => 1,
-        ScalarType::I8 => 8,
+        ScalarType::I8 | ScalarType::F8E4M3FN | ScalarType::F8E5M2 => 8,
         ScalarType::I16 | ScalarType::F16 | ScalarType::BF16 => 16,
         ScalarType::I64 | ScalarType::F64 => 64,
         _ => 32,
@@ -522,6 +530,10 @@ fn const_bytes(elem: ScalarType, value: f64) -> Vec<u8> {
         ScalarType::F16 => half::f16::from_f64(value).to_le_bytes().to_vec(),
         ScalarType::BF16 => half::bf16::from_f64(value).to_le_bytes().to_vec(),
         ScalarType::F64 => value.to_le_bytes().to_vec(),
+        // As the reference stores a constant: rounded by the IR's f8 rule, except that an
+        // f8e5m2 infinity is kept (`DType::const_value`).
+        ScalarType::F8E4M3FN => vec![F8E4M3::from_f64(value).0],
+        ScalarType::F8E5M2 => vec![F8E5M2::from_value(value).0],
         _ => (value as f32).to_le_bytes().to_vec(),
     }
 }

@@ -1,6 +1,6 @@
 //! The element semantics of the tile IR's compute ops in Tile IR: the same results as the
-//! oracle's (`tir_graph::eval`) up to floating-point rounding. 16-bit floats compute in `f32`
-//! and round back after each op, except where the native 16-bit op gives the same bits
+//! oracle's (`tir_graph::eval`) up to floating-point rounding. 16-bit and 8-bit floats compute
+//! in `f32` and round back after each op, except where the native 16-bit op gives the same bits
 //! ([`native_16_bit`]); integers wrap; unsigned dtypes compare, divide, shift and extend unsigned.
 
 use super::emit::{is_float, reg_scalar, Emitter, Pred};
@@ -23,7 +23,7 @@ fn signed(dtype: DType) -> bool {
 /// The type arithmetic on `dtype` runs in.
 fn compute_scalar(dtype: DType) -> ScalarType {
     match dtype {
-        DType::F16 | DType::BF16 => ScalarType::F32,
+        d if d.is_narrow_float() => ScalarType::F32,
         d => reg_scalar(d),
     }
 }
@@ -535,12 +535,22 @@ pub fn binary(e: &mut Emitter, op: BinaryOp, dtype: DType, a: Value, b: Value) -
 }
 
 /// Converts `x` from `from` to `to`: floats round to nearest, floats to integers truncate toward
-/// zero and wrap, integers wrap, and anything to bool is `x != 0`.
+/// zero and wrap, integers wrap, and anything to bool is `x != 0`. To an f8 dtype the rounding
+/// is `tir_graph::float8`'s rule, which `ftof` from `f32` or `f16` is (nearest even,
+/// saturating); other dtypes reach f8 through `f32` exactly ([`to_float8`]), and f8 values
+/// leave through `f32`, which holds each of them.
 pub fn cast(e: &mut Emitter, from: DType, to: DType, x: Value) -> Value {
     if from == to {
         return x;
     }
     let dst = reg_scalar(to);
+    if to.float8().is_some() {
+        return to_float8(e, from, dst, x);
+    }
+    if from.float8().is_some() && to != DType::F16 {
+        let wide = e.ftof(x, ScalarType::F32);
+        return cast(e, DType::F32, to, wide);
+    }
     if to == DType::Bool {
         let zero = e.like(x, 0.0);
         return if from.is_float() {
@@ -555,6 +565,50 @@ pub fn cast(e: &mut Emitter, from: DType, to: DType, x: Value) -> Value {
         (false, false) => e.int_resize(x, dst, signed(from)),
         (true, false) => e.float_to_int(x, dst),
     }
+}
+
+/// `x` of `from` rounded to the f8 type `dst`. `ftof` rounds once from `f32` and `f16`, and
+/// `bf16` widens to `f32` exactly. An integer goes through `f32` exactly where it matters: one
+/// past 2^24 in magnitude saturates either way. `f64` is rounded to `f32` to odd first (an
+/// inexact result gets its last bit set), which keeps the second rounding exact: 24 bits are
+/// well over the f8 mantissa's 4 plus 2.
+fn to_float8(e: &mut Emitter, from: DType, dst: ScalarType, x: Value) -> Value {
+    let x = match from {
+        DType::F32 | DType::F16 => x,
+        DType::F64 => f64_to_f32_odd(e, x),
+        d if d.is_float() => e.ftof(x, ScalarType::F32),
+        d => e.itof(x, ScalarType::F32, signed(d)),
+    };
+    e.ftof(x, dst)
+}
+
+/// `x` (`f64`) rounded to `f32` to odd: truncated toward zero, with the last bit set when the
+/// result is inexact. From the nearest-even `r`: one step toward zero where `r` went past `x`.
+fn f64_to_f32_odd(e: &mut Emitter, x: Value) -> Value {
+    let r = e.ftof(x, ScalarType::F32);
+    let back = e.ftof(r, ScalarType::F64);
+    let inexact = e.cmpf(Pred::Ne, back, x);
+    let ax = e.unary(Opcode::AbsF, x, vec![]);
+    let aback = e.unary(Opcode::AbsF, back, vec![]);
+    let past = e.cmpf(Pred::Gt, aback, ax);
+    let shape = e.shape(r);
+    let bits = e.op1(
+        Opcode::Bitcast,
+        &[r],
+        vec![],
+        super::emit::tile(ScalarType::I32, &shape),
+    );
+    let one = e.like(bits, 1.0);
+    let stepped = e.subi(bits, one);
+    let toward_zero = e.select(past, stepped, bits);
+    let odd = e.same(Opcode::OrI, toward_zero, one, vec![]);
+    let bits = e.select(inexact, odd, bits);
+    e.op1(
+        Opcode::Bitcast,
+        &[bits],
+        vec![],
+        super::emit::tile(ScalarType::F32, &shape),
+    )
 }
 
 fn identity_attr(elem: ScalarType, value: f64) -> Attribute {

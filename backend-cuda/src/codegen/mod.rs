@@ -1262,7 +1262,9 @@ fn padding_value(padding: f64, dtype: DType) -> Option<PaddingValue> {
     if padding == 0.0 && padding.is_sign_positive() {
         return Some(PaddingValue::Zero);
     }
-    if !dtype.is_float() {
+    // An f8 view pads with zero only: e4m3 has no infinities, and other values go through the
+    // select below, as the reference pads (with the value rounded to the dtype).
+    if !dtype.is_float() || dtype.float8().is_some() {
         return None;
     }
     if padding.is_nan() {

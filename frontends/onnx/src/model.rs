@@ -102,6 +102,9 @@ pub fn dtype_of(data_type: i32) -> Result<DType, String> {
         DataType::Uint32 => DType::U32,
         DataType::Uint64 => DType::U64,
         DataType::Bool => DType::Bool,
+        DataType::Float8e4m3fn => DType::F8E4M3,
+        DataType::Float8e5m2 => DType::F8E5M2,
+        // FNUZ: no -0, NaN at 0x80, biases 8 and 16; tir has no such dtype.
         other => return Err(format!("dtype {} has no tir dtype", other.as_str_name())),
     })
 }
@@ -122,6 +125,8 @@ pub fn onnx_type_of(dtype: DType) -> DataType {
         DType::BF16 => DataType::Bfloat16,
         DType::F32 => DataType::Float,
         DType::F64 => DataType::Double,
+        DType::F8E4M3 => DataType::Float8e4m3fn,
+        DType::F8E5M2 => DataType::Float8e5m2,
     }
 }
 
@@ -229,6 +234,13 @@ fn typed_field_bytes(t: &TensorProto, dtype: DType, numel: usize) -> Result<Vec<
                     _ => u16::try_from(x).map(|v| v.to_le_bytes()),
                 };
                 out.extend(bits.map_err(|_| format!("{x} is not a {dtype} value"))?);
+            }
+        }
+        // One per int32, by their bits.
+        DType::F8E4M3 | DType::F8E5M2 => {
+            for &x in &t.int32_data {
+                let bits = u8::try_from(x).map_err(|_| format!("{x} is not {dtype} bits"))?;
+                out.push(bits);
             }
         }
         DType::I8 | DType::U8 | DType::Bool => {

@@ -5,7 +5,8 @@
 //! (`<f2`), `f32` (`<f4`), `f64` (`<f8`); big-endian files are read too, and Fortran-order
 //! arrays are reordered to row-major. NumPy has no `bf16`, so a `bf16` tensor is written as `f32`
 //! (exact: every `bf16` is an `f32`) and read from an `f32` file whose values are all exact `bf16`
-//! values ([`into_dtype`]). Other element types (`u16`, `u32`, `u64`, `i16`, complex, strings,
+//! values ([`into_dtype`]). NumPy has no 8-bit float element type either (`f8e4m3` and
+//! `f8e5m2` tensors are refused with one line). Other element types (`u16`, `u32`, `u64`, `i16`, complex, strings,
 //! structured, pickled objects) are refused with a message naming them.
 
 use npyz::WriterBuilder;
@@ -27,6 +28,8 @@ pub enum NpyError {
     Data(String),
     #[error("writing the .npy data: {0}")]
     Write(String),
+    #[error("{0} tensors have no .npy element type (NumPy has no 8-bit floats)")]
+    NoNpyType(DType),
 }
 
 /// `t` as `dtype`: itself, or a `bf16` tensor from an `f32` one whose values are all exact
@@ -187,7 +190,9 @@ pub fn decode(bytes: &[u8]) -> Result<HostTensor<'static>, NpyError> {
         DType::F16 => read::<half::f16>(file, &dims),
         DType::F32 => read::<f32>(file, &dims),
         DType::F64 => read::<f64>(file, &dims),
-        DType::BF16 => unreachable!("no .npy element type maps to bf16"),
+        DType::BF16 | DType::F8E4M3 | DType::F8E5M2 => {
+            unreachable!("no .npy element type maps to {dtype}")
+        }
     }
 }
 
@@ -277,5 +282,6 @@ pub fn encode(t: &HostTensor) -> Result<Vec<u8>, NpyError> {
         ),
         DType::F32 => write_values(dims, elements::<f32>(t)?.into_iter()),
         DType::F64 => write_values(dims, elements::<f64>(t)?.into_iter()),
+        d @ (DType::F8E4M3 | DType::F8E5M2) => Err(NpyError::NoNpyType(d)),
     }
 }

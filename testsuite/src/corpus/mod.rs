@@ -148,7 +148,7 @@ pub(crate) fn explicit(dtype: DType, dims: &[u64], values: &[f64]) -> F64Tensor 
         data: values
             .iter()
             .map(|&v| {
-                let r = dtype.round_value(v);
+                let r = dtype.const_value(v);
                 if dtype.is_float() {
                     r
                 } else {

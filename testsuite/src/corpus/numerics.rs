@@ -1,7 +1,8 @@
 //! Numerics: where the documented semantics (tir_graph::eval's module doc) decide the answer.
 //! Softmax at large magnitudes (stable only if the max is subtracted); inf and NaN through every
 //! op class; integer wrap-around, truncating division and `x / 0 = 0`; f16/bf16 rounding (ties
-//! to even, overflow to inf, subnormals) and f32 accumulation.
+//! to even, overflow to inf, subnormals) and f32 accumulation; f8 rounding (ties to even,
+//! saturation, subnormals) and f8 arithmetic through f32.
 //!
 //! Names are `numerics/WHAT/DTYPE/VARIANT`. Inputs are explicit lists, mostly.
 
@@ -21,6 +22,7 @@ pub(super) fn add(c: &mut Corpus) -> Result<()> {
     integer_wrap(c)?;
     integer_division(c)?;
     rounding(c)?;
+    float8(c)?;
     Ok(())
 }
 
@@ -678,4 +680,152 @@ fn rounding(c: &mut Corpus) -> Result<()> {
         c.add_runs(name, g, runs, Tolerance::reduction(n));
     }
     Ok(())
+}
+
+/// Values at the edges of both f8 formats (`tir_graph::float8`'s rule): ties to even in the
+/// normals and subnormals, the largest finite values and past them (saturated, infinities
+/// too), NaN, -0, and ordinary values. Each source dtype gets them as it holds them.
+fn float8_edges() -> Vec<f64> {
+    let p = |e: i32| 2f64.powi(e);
+    vec![
+        17.0,
+        19.0,
+        17.000_001,
+        4.5,
+        5.5,
+        448.0,
+        464.0,
+        465.0,
+        480.0,
+        57344.0,
+        61440.0,
+        1e6,
+        INF,
+        -INF,
+        NAN,
+        -0.0,
+        p(-9),
+        p(-10),
+        1.5 * p(-9),
+        p(-16),
+        p(-17),
+        3.0 * p(-17),
+        -0.3,
+        1.0 / 3.0,
+        -1000.0,
+        0.1,
+    ]
+}
+
+/// f8 casts at the edges, both ways: to each f8 from the floats and integers, from each f8
+/// (every one of its 256 values) to the floats, between the f8s, to i32 and bool; and f8
+/// arithmetic (computed in f32, rounded once: exact for these) and a row sum in f32.
+fn float8(c: &mut Corpus) -> Result<()> {
+    use tir_graph::float8::{E4M3, E5M2};
+    for to in DType::FLOAT8 {
+        for from in FLOATS {
+            let values = float8_edges();
+            let n = values.len() as u64;
+            let g = graph_of(from, &[n], |g, x| g.output("y", &x.cast(to)?))?;
+            let name = format!("numerics/float8/{to}/cast_from_{from}");
+            let runs = one_run(vec![("x", explicit(from, &[n], &values))]);
+            c.add_runs(name, g, runs, Tolerance::EXACT);
+        }
+        let ints = [
+            0.0, 1.0, -1.0, 17.0, 19.0, 9.0, 11.0, 127.0, -128.0, 448.0, 464.0, 465.0, 1000.0,
+            57344.0, 61440.0, -100000.0,
+        ];
+        for from in [DType::I8, DType::U8, DType::I32, DType::I64] {
+            let values: Vec<f64> = ints.iter().map(|&v| from.round_value(v)).collect();
+            let n = values.len() as u64;
+            let g = graph_of(from, &[n], |g, x| g.output("y", &x.cast(to)?))?;
+            let name = format!("numerics/float8/{to}/cast_from_{from}");
+            let runs = one_run(vec![("x", explicit(from, &[n], &values))]);
+            c.add_runs(name, g, runs, Tolerance::EXACT);
+        }
+    }
+    for (from, format) in [(DType::F8E4M3, E4M3), (DType::F8E5M2, E5M2)] {
+        let every: Vec<f64> = (0..=255u8).map(|b| format.from_bits(b)).collect();
+        let finite: Vec<f64> = every.iter().copied().filter(|v| v.is_finite()).collect();
+        let other = if from == DType::F8E4M3 {
+            DType::F8E5M2
+        } else {
+            DType::F8E4M3
+        };
+        let targets = [DType::F16, DType::BF16, DType::F32, DType::F64, other];
+        for (to, values) in targets
+            .iter()
+            .map(|&t| (t, &every))
+            .chain([(DType::I32, &finite), (DType::Bool, &finite)])
+        {
+            let n = values.len() as u64;
+            let g = graph_of(from, &[n], |g, x| g.output("y", &x.cast(to)?))?;
+            let name = format!("numerics/float8/{from}/cast_to_{to}");
+            let runs = one_run(vec![("x", explicit(from, &[n], values))]);
+            c.add_runs(name, g, runs, Tolerance::EXACT);
+        }
+    }
+    float8_arithmetic(c)
+}
+
+/// f8 add, sub, mul, maximum and a comparison with exact results that are ties or subnormal
+/// (one rounding, in f32 or f64, gives the same f8), and a row sum accumulated in f32.
+fn float8_arithmetic(c: &mut Corpus) -> Result<()> {
+    let p = |e: i32| 2f64.powi(e);
+    let a = vec![16.0, 16.0, 1.0, 0.5, 3.0, p(-9), -2.0, 240.0, 0.0, -0.0];
+    let b = vec![
+        1.0,
+        3.0,
+        0.0625,
+        -0.1875,
+        7.0,
+        p(-9),
+        2.0,
+        -224.0,
+        -0.0,
+        -0.0,
+    ];
+    for d in DType::FLOAT8 {
+        let n = a.len() as u64;
+        let g = GraphBuilder::new();
+        let x = g.input("a", d, shape![n])?;
+        let y = g.input("b", d, shape![n])?;
+        g.output("add", &x.add(&y)?)?;
+        g.output("sub", &x.sub(&y)?)?;
+        g.output("mul", &x.mul(&y)?)?;
+        g.output("maximum", &x.maximum(&y)?)?;
+        g.output("lt", &x.lt(&y)?)?;
+        let name = format!("numerics/float8/{d}/arithmetic_ties");
+        let runs = one_run(vec![
+            ("a", explicit(d, &[n], &a)),
+            ("b", explicit(d, &[n], &b)),
+        ]);
+        c.add_runs(name, g.finish()?, runs, Tolerance::EXACT);
+        // 64 ones: an f8 accumulator would stall at 16 (e4m3) or 8 (e5m2).
+        let rows = 64u64;
+        let g = graph_of(d, &[2, rows], |g, x| g.output("y", &x.sum(&[1], false)?))?;
+        let name = format!("numerics/float8/{d}/sum_needs_f32_accumulation");
+        let values: Vec<f64> = (0..2 * rows)
+            .map(|i| if i < rows { 1.0 } else { 0.5 })
+            .collect();
+        let runs = one_run(vec![("x", explicit(d, &[2, rows], &values))]);
+        c.add_runs(name, g, runs, Tolerance::reduction(rows));
+        // A product of f8 operands accumulates in f32 (the tensor cores' f8 inputs).
+        let g = GraphBuilder::new();
+        let x = g.input("a", d, shape![16, 32])?;
+        let w = g.input("b", d, shape![32, 16])?;
+        g.output("y", &x.matmul(&w)?)?;
+        let name = format!("numerics/float8/{d}/matmul");
+        let runs = one_run(vec![
+            ("a", explicit(d, &[16, 32], &halves(16 * 32))),
+            ("b", explicit(d, &[32, 16], &halves(32 * 16))),
+        ]);
+        c.add_runs(name, g.finish()?, runs, Tolerance::matmul(32));
+    }
+    Ok(())
+}
+
+/// `n` small multiples of a half (-2 to 2), exact in both f8s.
+fn halves(n: usize) -> Vec<f64> {
+    (0..n).map(|i| ((i * 7 % 9) as f64 - 4.0) / 2.0).collect()
 }

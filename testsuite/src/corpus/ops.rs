@@ -371,6 +371,10 @@ fn casts(c: &mut Corpus) -> Result<()> {
     for from in DType::ALL {
         for to in DType::ALL {
             for (shape_name, strided) in [("len1000", false), ("strided_slice", true)] {
+                // The f8 casts' edges are numerics/float8's; one layout here.
+                if strided && (from.float8().is_some() || to.float8().is_some()) {
+                    continue;
+                }
                 let g = GraphBuilder::new();
                 let x = if strided {
                     g.input("x", from, shape![20, 37])?

@@ -1064,11 +1064,12 @@ pub fn accumulator(dtype: DType) -> DType {
     }
 }
 
-/// The carried dtype of a general reduction: f32 for 16-bit floats, else the input's.
+/// The carried dtype of a general reduction: f32 for 16- and 8-bit floats, else the input's.
 fn reduce_accumulator(dtype: DType) -> DType {
-    match dtype {
-        DType::F16 | DType::BF16 => DType::F32,
-        d => d,
+    if dtype.is_narrow_float() {
+        DType::F32
+    } else {
+        dtype
     }
 }
 

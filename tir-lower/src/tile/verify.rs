@@ -1078,8 +1078,8 @@ impl<'k> Verifier<'k> {
 /// The accumulator dtype of an `Mma` on `dtype` operands.
 fn mma_acc_dtype(dtype: DType) -> Option<DType> {
     match dtype {
-        DType::F16 | DType::BF16 | DType::F32 => Some(DType::F32),
         DType::F64 => Some(DType::F64),
+        d if d.is_float() => Some(DType::F32),
         d if d.is_int() => Some(DType::I64),
         _ => None,
     }

@@ -170,8 +170,8 @@ pub(super) fn cast(cx: &mut Cx) -> Res<Vec<Value>> {
             .ok_or_else(|| invalid("no `to` attribute"))?;
         dtype_of(to as i32).map_err(unsupported)?
     };
-    // `saturate` only changes casts to float8 types, which tir does not have.
-    cx.attrs.ignore("saturate");
+    // `saturate` only changes casts to float8 types.
+    let saturate = cx.attrs.int("saturate", 1)? != 0;
     if cx.is_symbolic_dims(0) && to.is_int() {
         return identity(cx);
     }
@@ -179,7 +179,50 @@ pub(super) fn cast(cx: &mut Cx) -> Res<Vec<Value>> {
     if x.dtype() == to {
         return Ok(vec![x.into()]);
     }
-    Ok(vec![x.cast(to)?.into()])
+    Ok(vec![cast_float8_or_plain(&x, to, saturate)?.into()])
+}
+
+/// `x` cast to `to`; to a float8 dtype with ONNX's `saturate` rule ([`float8_overflow`]).
+pub(super) fn cast_float8_or_plain(x: &Tensor, to: DType, saturate: bool) -> Res<Tensor> {
+    let y = x.cast(to)?;
+    if saturate || to.float8().is_none() {
+        return Ok(y);
+    }
+    float8_overflow(x, y)
+}
+
+/// ONNX's `saturate=0` cast of `x` to float8 from `y`, the IR's cast of `x` (which is ONNX's
+/// `saturate=1`: nearest even, saturating to the largest finite value, infinities included).
+/// Where the rounded value would be past the largest finite one, infinities included, E4M3FN
+/// gives NaN and E5M2 an infinity of `x`'s sign. Rounding to nearest even overflows from the
+/// midpoint to the next power of two up: 464 (a tie, which stays at 448, whose mantissa is
+/// even) for E4M3FN, 61440 (a tie that goes up, 57344's mantissa being odd) for E5M2.
+fn float8_overflow(x: &Tensor, y: Tensor) -> Res<Tensor> {
+    let to = y.dtype();
+    let b = x.builder();
+    // Compared in f32, which holds the thresholds and orders every narrower float exactly; f64
+    // for f64 and the integers.
+    let wide = match x.dtype() {
+        d if d.is_float() && d != DType::F64 => DType::F32,
+        _ => DType::F64,
+    };
+    let xw = super::cast_to(x, wide)?;
+    let ax = xw.abs()?;
+    let over = if to == DType::F8E4M3 {
+        ax.gt(&b.scalar(wide, 464.0)?)?
+    } else {
+        ax.ge(&b.scalar(wide, 61440.0)?)?
+    };
+    let past = if to == DType::F8E4M3 {
+        b.scalar(to, f64::NAN)?
+    } else {
+        let negative = xw.lt(&b.scalar(wide, 0.0)?)?;
+        negative.select(
+            &b.scalar(to, f64::NEG_INFINITY)?,
+            &b.scalar(to, f64::INFINITY)?,
+        )?
+    };
+    Ok(over.select(&past, &y)?)
 }
 
 pub(super) fn clip(cx: &mut Cx) -> Res<Vec<Value>> {
@@ -211,7 +254,7 @@ pub(super) fn activation(cx: &mut Cx) -> Res<Vec<Value>> {
     }
     // The composition is computed in f32 and rounded once, as ONNX's reference does for the
     // 16-bit floats (rounding after each step would miss by more than a 16-bit float's ulp).
-    let narrow = matches!(dtype, DType::F16 | DType::BF16);
+    let narrow = dtype.is_narrow_float();
     let x = if narrow {
         input.cast(DType::F32)?
     } else {

@@ -358,13 +358,13 @@ pub(crate) fn cast_to(x: &Tensor, d: tir_graph::DType) -> Res<Tensor> {
     })
 }
 
-/// The dtype a composite of several rounding steps computes in: f32 for 16-bit floats (each
-/// step rounded to f16 would put the result an ulp or two off), else `d` itself.
+/// The dtype a composite of several rounding steps computes in: f32 for 16- and 8-bit floats
+/// (each step rounded to f16 would put the result an ulp or two off), else `d` itself.
 pub(crate) fn compute_dtype(d: tir_graph::DType) -> tir_graph::DType {
-    use tir_graph::DType;
-    match d {
-        DType::F16 | DType::BF16 => DType::F32,
-        other => other,
+    if d.is_narrow_float() {
+        tir_graph::DType::F32
+    } else {
+        d
     }
 }
 

@@ -5,13 +5,15 @@
 //! Takes: quantized tensors of i8, u8, i16 or u16 (and i32 for `DequantizeLinear`), float
 //! scales, zero points of the quantized tensor's dtype; a scale or zero point per tensor (a
 //! scalar or one element), per axis (1-D along `axis`) or per block (`block_size` along
-//! `axis`, over a static axis). The 2- and 4-bit, float4 and float8 dtypes have no tir dtype and
-//! are refused, by name, where their tensors or `output_dtype` appear. Guarantees:
+//! `axis`, over a static axis); float8 (E4M3FN, E5M2) tensors with zero points of their dtype.
+//! The 2- and 4-bit, float4 and FNUZ float8 dtypes have no tir dtype and are refused, by name,
+//! where their tensors or `output_dtype` appear. Guarantees:
 //! - `QuantizeLinear` divides in `precision` (else the scale's dtype), rounds half to even,
-//!   adds the zero point and saturates to the target's range (NaN gives its lowest value);
-//!   `saturate` only concerns float8 targets and is ignored.
-//! - `DequantizeLinear` subtracts the zero point in integers (exact), multiplies by the scale
-//!   in f32 and rounds once to `output_dtype` (else the scale's dtype).
+//!   adds the zero point and saturates to the target's range (NaN gives its lowest value). To
+//!   float8 it adds the zero point to the quotient and casts with ONNX's `saturate` rule
+//!   (`Cast`'s).
+//! - `DequantizeLinear` subtracts the zero point in integers (exact; float8 in f32, exact too),
+//!   multiplies by the scale in f32 and rounds once to `output_dtype` (else the scale's dtype).
 //! - The products subtract zero points in i32 and accumulate an i32 matmul (wrapping as the
 //!   spec allows); `QLinearMatMul` requantizes in f32 as `QuantizeLinear` does.
 //!
@@ -19,6 +21,7 @@
 //! decision reads is cast to its dtype first: folded and run-time results agree.
 //! `ConvInteger` and `QLinearConv` stay refused: tir's `conv` takes float operands only.
 
+use super::elementwise::cast_float8_or_plain;
 use super::nn::Matrices;
 use super::scan::round_half_even;
 use super::{cast_to, Cx, Res};
@@ -150,9 +153,9 @@ pub(super) fn quantize(cx: &mut Cx) -> Res<Vec<Value>> {
     let (x, scale, zero_point) = (cx.tensor(0)?, cx.tensor(1)?, cx.opt_tensor(2)?);
     let g = granularity(cx)?;
     // Saturation to the integer range is unconditional; `saturate` only concerns float8.
-    cx.attrs.ignore("saturate");
+    let saturate_f8 = cx.attrs.int("saturate", 1)? != 0;
     let target = quantize_target(cx, zero_point.as_ref())?;
-    if range(target).is_none() {
+    if range(target).is_none() && target.float8().is_none() {
         return Err(invalid(format!("QuantizeLinear to {target}")));
     }
     let precision = match cx.attrs.int("precision", 0)? {
@@ -172,15 +175,22 @@ pub(super) fn quantize(cx: &mut Cx) -> Res<Vec<Value>> {
     // Cast to its own dtype: the rounding below must see the quotient the dtype holds.
     let q = cast_to(&x, precision)?.div(&s)?.cast(precision)?;
     let z = zero_point.map(|z| granular(cx, &z, &x, g)).transpose()?;
+    if target.float8().is_some() {
+        let q = match &z {
+            Some(z) => q.add(&cast_to(z, precision)?)?,
+            None => q,
+        };
+        return Ok(vec![cast_float8_or_plain(&q, target, saturate_f8)?.into()]);
+    }
     Ok(vec![saturate(&q, z.as_ref(), target)?.into()])
 }
 
-/// `x - zero_point` in i32 (i64 for an i32 `x`): exact.
+/// `x - zero_point` in i32 (i64 for an i32 `x`, f32 for float8): exact.
 fn centered(x: &Tensor, zero_point: Option<&Tensor>) -> Res<Tensor> {
-    let wide = if x.dtype() == DType::I32 {
-        DType::I64
-    } else {
-        DType::I32
+    let wide = match x.dtype() {
+        DType::I32 => DType::I64,
+        d if d.float8().is_some() => DType::F32,
+        _ => DType::I32,
     };
     let x = cast_to(x, wide)?;
     Ok(match zero_point {
@@ -208,7 +218,7 @@ pub(super) fn dequantize(cx: &mut Cx) -> Res<Vec<Value>> {
     let (x, scale) = (cx.tensor(0)?, cx.tensor(1)?);
     let zero_point = zero_point_of(cx, 2, &x)?;
     let g = granularity(cx)?;
-    if range(x.dtype()).is_none() && x.dtype() != DType::I32 {
+    if range(x.dtype()).is_none() && x.dtype() != DType::I32 && x.dtype().float8().is_none() {
         return Err(unsupported(format!("DequantizeLinear of {}", x.dtype())));
     }
     if !scale.dtype().is_float() {
