@@ -31,7 +31,7 @@ cargo run --release --locked -q -p testsuite --bin tir-conform -- --backend cuda
 # --min-passed: as many as pass today, so that a test which stops importing is noticed.
 # testsuite/models/dynamic: real exports with dynamic axes (scripts/export_dynamic_models.py),
 # each at two bindings of its symbolic dims and at a batch of 0.
-for dir_min in .tools/onnx-node-tests:1553 .tools/onnx-models:3 testsuite/models/dynamic:8; do
+for dir_min in .tools/onnx-node-tests:1595 .tools/onnx-models:3 testsuite/models/dynamic:8; do
     dir="${dir_min%:*}" min="${dir_min#*:}"
     cargo run --release --locked -q -p testsuite --bin tir-conform -- --onnx-node "$dir" --backend ref --min-passed "$min"
     cargo run --release --locked -q -p testsuite --bin tir-conform -- --onnx-node "$dir" --backend cuda --compile-only --arch sm_90 --min-passed "$min"
