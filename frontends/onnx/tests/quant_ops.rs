@@ -130,20 +130,20 @@ fn a_known_dequantize_is_folded_to_the_same_values() {
 }
 
 #[test]
-fn a_float8_zero_point_is_refused_by_its_dtype() {
+fn a_float8_fnuz_zero_point_is_refused_by_its_dtype() {
     let m = model(
         "QuantizeLinear",
         &["x", "s", "z"],
         vec![],
         vec![
             value("x", DataType::Float, &[4]),
-            value("z", DataType::Float8e4m3fn, &[]),
+            value("z", DataType::Float8e4m3fnuz, &[]),
         ],
         vec![scalar("s", DataType::Float, 1.0)],
-        value("y", DataType::Float8e4m3fn, &[4]),
+        value("y", DataType::Float8e4m3fnuz, &[4]),
     );
     let m = refusal(&m);
-    assert!(m.contains("FLOAT8E4M3FN"), "{m}");
+    assert!(m.contains("FLOAT8E4M3FNUZ"), "{m}");
 }
 
 #[test]

@@ -102,6 +102,13 @@ fn every_dtype_round_trips_exactly() {
 #[test]
 fn random_tensors_round_trip_in_every_dtype_and_rank() {
     for dtype in DType::ALL {
+        if dtype.float8().is_some() {
+            // NumPy has no 8-bit floats: writing one is refused with one line.
+            let t = HostTensor::random(dtype, &[2], 7, 2.0).unwrap();
+            let e = npy::encode(&t).unwrap_err().to_string();
+            assert!(e.contains("NumPy has no 8-bit floats"), "{e}");
+            continue;
+        }
         for dims in [vec![], vec![0], vec![5], vec![2, 3, 4], vec![1, 1, 2, 1, 3]] {
             let t = HostTensor::random(dtype, &dims, 7, 2.0).unwrap();
             let read = npy::decode(&npy::encode(&t).unwrap()).unwrap();
