@@ -498,11 +498,31 @@ fn check_expression_dims(
 }
 
 /// Evaluates the whole graph on `sources` (see the module doc for binding rules and semantics).
+/// A graph with collectives needs every device's values: [`evaluate_mesh`].
 pub fn evaluate(
     graph: &Graph,
     sources: &BTreeMap<String, F64Tensor>,
 ) -> Result<Evaluation, EvalError> {
-    let dims = bind_dims(graph, sources)?;
+    let mut devices = evaluate_mesh(graph, std::slice::from_ref(sources))?;
+    devices.pop().ok_or_else(|| EvalError::OpFailed {
+        node: None,
+        op: "evaluate",
+        reason: "no device evaluated (evaluator bug)".into(),
+    })
+}
+
+/// Evaluates the graph on each device of a mesh, device `r` binding `sources[r]`, in lockstep:
+/// every op runs on each device's operands, and a collective (`all_reduce_*`, `all_gather`,
+/// `reduce_scatter`, whose `world` must be the number of devices) combines all devices' operands
+/// in rank order ([`crate::collective`]). One evaluation per device.
+pub fn evaluate_mesh(
+    graph: &Graph,
+    sources: &[BTreeMap<String, F64Tensor>],
+) -> Result<Vec<Evaluation>, EvalError> {
+    let dims: Vec<BTreeMap<String, u64>> = sources
+        .iter()
+        .map(|s| bind_dims(graph, s))
+        .collect::<Result<_, _>>()?;
     // Values are dropped after their last use unless an output or a state needs them.
     let mut uses = vec![0usize; graph.len()];
     let mut operands = Vec::with_capacity(graph.len());
@@ -525,40 +545,74 @@ pub fn evaluate(
         )
         .collect();
 
-    let mut values: Vec<Option<F64Tensor>> = vec![None; graph.len()];
+    let mut values: Vec<Vec<Option<F64Tensor>>> = vec![vec![None; graph.len()]; sources.len()];
     for id in graph.node_ids() {
         let node = graph.node(id);
         let op = node.op.name();
-        let value = match &node.op {
-            Op::Input { name } | Op::Parameter { name } | Op::State { name } => {
-                source_value(id, node, name, sources, &dims)
-            }
-            Op::Constant { data } => constant(data, &node.ty),
-            _ => {
-                let args: Option<Vec<&F64Tensor>> = operands[id.index()]
-                    .iter()
-                    .map(|o| values[o.index()].as_ref())
-                    .collect();
-                match args {
-                    Some(args) => eval_op(&node.op, &args, &node.ty, &dims),
-                    None => Err(EvalError::OpFailed {
-                        node: None,
-                        op,
-                        reason: "an operand's value is missing (evaluator bug)".into(),
+        let args = |device: &Vec<Option<F64Tensor>>| -> Result<Vec<F64Tensor>, EvalError> {
+            operands[id.index()]
+                .iter()
+                .map(|o| device[o.index()].clone())
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| EvalError::OpFailed {
+                    node: None,
+                    op,
+                    reason: "an operand's value is missing (evaluator bug)".into(),
+                })
+        };
+        let results: Vec<F64Tensor> = if node.op.is_collective() {
+            let xs: Vec<F64Tensor> = values
+                .iter()
+                .map(|device| args(device).map(|mut a| a.remove(0)))
+                .collect::<Result<_, _>>()
+                .map_err(|e| e.at(id, op))?;
+            crate::collective::apply(&node.op, &xs).map_err(|reason| EvalError::OpFailed {
+                node: Some(id),
+                op,
+                reason,
+            })?
+        } else {
+            let mut results = Vec::with_capacity(sources.len());
+            for (r, device) in values.iter().enumerate() {
+                let value = match &node.op {
+                    Op::Input { name } | Op::Parameter { name } | Op::State { name } => {
+                        source_value(id, node, name, &sources[r], &dims[r])
+                    }
+                    Op::Constant { data } => constant(data, &node.ty),
+                    _ => args(device).and_then(|a| {
+                        let refs: Vec<&F64Tensor> = a.iter().collect();
+                        eval_op(&node.op, &refs, &node.ty, &dims[r])
                     }),
+                }
+                .map_err(|e| e.at(id, op))?;
+                results.push(value);
+            }
+            results
+        };
+        for o in &operands[id.index()] {
+            uses[o.index()] -= 1;
+        }
+        for (device, value) in values.iter_mut().zip(results) {
+            device[id.index()] = Some(value);
+            for o in &operands[id.index()] {
+                if uses[o.index()] == 0 && !kept.contains(o) {
+                    device[o.index()] = None;
                 }
             }
         }
-        .map_err(|e| e.at(id, op))?;
-        values[id.index()] = Some(value);
-        for o in &operands[id.index()] {
-            uses[o.index()] -= 1;
-            if uses[o.index()] == 0 && !kept.contains(o) {
-                values[o.index()] = None;
-            }
-        }
     }
+    values
+        .into_iter()
+        .map(|device| collect_run(graph, &states, device))
+        .collect()
+}
 
+/// The outputs and states of one device's run from its node values.
+fn collect_run(
+    graph: &Graph,
+    states: &[(String, NodeId)],
+    values: Vec<Option<F64Tensor>>,
+) -> Result<Evaluation, EvalError> {
     let take = |name: &String, id: NodeId| {
         let value = values[id.index()].clone();
         value
@@ -828,6 +882,9 @@ fn compute(op: &Op, xs: &[&F64Tensor], out: &[u64], dtype: DType) -> Result<Vec<
         }
         Op::Input { .. } | Op::Parameter { .. } | Op::Constant { .. } | Op::State { .. } => {
             return Err("a source is not computed".into())
+        }
+        Op::AllReduce { .. } | Op::AllGather { .. } | Op::ReduceScatter { .. } => {
+            return Err("a collective combines every device's operand (evaluate_mesh)".into())
         }
     })
 }

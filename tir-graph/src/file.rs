@@ -19,7 +19,9 @@ pub const MAGIC: [u8; 8] = *b"TIRGRAPH";
 /// version 1 files as older (make them again from their source: `tirc parse`, `tirc import`).
 /// Version 3 added the `dim_value` op: a version-2 reader refuses version 3 files as newer, and
 /// this build reads version 2 files, which are version 3 files without it.
-pub const FORMAT_VERSION: u32 = 3;
+/// Version 4 added the collectives (`all_reduce_*`, `all_gather`, `reduce_scatter`): a version-3
+/// reader refuses version 4 files as newer; version 2 and 3 files are version 4 files without them.
+pub const FORMAT_VERSION: u32 = 4;
 /// The oldest format version this build reads.
 pub const OLDEST_READ_VERSION: u32 = 2;
 pub const HEADER_LEN: usize = 28;

@@ -142,7 +142,56 @@ fn infer_checked(op: &Op, xs: &[&TensorType]) -> Res<TensorType> {
             Shape::new(vec![dim.clone()]).map_err(|e| e.to_string())?;
             Ok(TensorType::new(DType::I64, Shape::scalar()))
         }
+        Op::AllReduce { op, world } => all_reduce(*op, *world, xs[0]),
+        Op::AllGather { axis, world } => collective_axis(*axis, *world, xs[0], true),
+        Op::ReduceScatter { axis, world } => collective_axis(*axis, *world, xs[0], false),
     }
+}
+
+fn need_world(world: u32) -> Res<()> {
+    if world == 0 {
+        return Err("a collective needs a world of at least one device".into());
+    }
+    Ok(())
+}
+
+fn all_reduce(op: ReduceOp, world: u32, x: &TensorType) -> Res<TensorType> {
+    need_world(world)?;
+    if !matches!(op, ReduceOp::Sum | ReduceOp::Max | ReduceOp::Min) {
+        return Err(format!(
+            "all_reduce combines by sum, max or min, not {}",
+            op.name()
+        ));
+    }
+    need_numeric(x.dtype)?;
+    Ok(x.clone())
+}
+
+/// `all_gather` (`gather`: the axis grows `world` times) and `reduce_scatter` (it shrinks
+/// `world` times, which must divide it).
+fn collective_axis(axis: usize, world: u32, x: &TensorType, gather: bool) -> Res<TensorType> {
+    need_world(world)?;
+    if axis >= x.rank() {
+        return Err(format!("axis {axis} is out of range for rank {}", x.rank()));
+    }
+    if !gather {
+        need_numeric(x.dtype)?;
+    }
+    let n = DimExpr::constant(i64::from(world));
+    let d = &x.shape.dims()[axis];
+    let resized = if gather {
+        d.to_expr().mul(&n).map_err(|e| e.to_string())?
+    } else {
+        d.to_expr().exact_div(&n).ok_or_else(|| {
+            format!("axis {axis} ({d}) is not divisible by the world of {world} devices")
+        })?
+    };
+    let mut dims = x.shape.dims().to_vec();
+    dims[axis] = Dim::from_expr(resized).map_err(|e| e.to_string())?;
+    Ok(TensorType::new(
+        x.dtype,
+        Shape::new(dims).map_err(|e| e.to_string())?,
+    ))
 }
 
 fn need_float(dtype: DType) -> Res<()> {

@@ -6,6 +6,7 @@
 //! evaluator of a graph ([`eval`], the oracle later stages are checked against).
 
 pub mod builder;
+pub mod collective;
 pub mod dim;
 pub mod dtype;
 pub mod eval;

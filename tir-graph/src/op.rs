@@ -320,6 +320,25 @@ pub enum Op {
     DimValue {
         dim: Dim,
     },
+    /// A collective over the `world` devices of a mesh, each running the same graph on its
+    /// shard: every device gets the elementwise `op` (`Sum`, `Max` or `Min`) of all devices'
+    /// operands, combined in rank order. The type is the operand's.
+    AllReduce {
+        op: ReduceOp,
+        world: u32,
+    },
+    /// A collective: every device gets all devices' operands concatenated along `axis` in rank
+    /// order (that axis `world` times larger).
+    AllGather {
+        axis: usize,
+        world: u32,
+    },
+    /// A collective: the elementwise sum of all devices' operands, cut into `world` equal parts
+    /// along `axis`, of which device `r` keeps part `r`.
+    ReduceScatter {
+        axis: usize,
+        world: u32,
+    },
 }
 
 /// How many operands an op takes.
@@ -521,6 +540,13 @@ impl Op {
             Op::Gather { .. } => "gather",
             Op::StateAssign => "state_assign",
             Op::StateWriteSlice { .. } => "state_write_slice",
+            Op::AllReduce { op, .. } => match op {
+                ReduceOp::Max => "all_reduce_max",
+                ReduceOp::Min => "all_reduce_min",
+                _ => "all_reduce_sum",
+            },
+            Op::AllGather { .. } => "all_gather",
+            Op::ReduceScatter { .. } => "reduce_scatter",
         }
     }
 
@@ -541,7 +567,10 @@ impl Op {
             | Op::Slice { .. }
             | Op::Pad { .. }
             | Op::Squeeze { .. }
-            | Op::Unsqueeze { .. } => Arity::Exactly(1),
+            | Op::Unsqueeze { .. }
+            | Op::AllReduce { .. }
+            | Op::AllGather { .. }
+            | Op::ReduceScatter { .. } => Arity::Exactly(1),
             Op::Binary(_) | Op::MatMul | Op::Conv { .. } | Op::Gather { .. } | Op::StateAssign => {
                 Arity::Exactly(2)
             }
@@ -564,6 +593,14 @@ impl Op {
     /// State updates: the graph's mutable outputs. Operand 0 is the state they write.
     pub fn is_state_update(&self) -> bool {
         matches!(self, Op::StateAssign | Op::StateWriteSlice { .. })
+    }
+
+    /// Collectives: ops whose value on one device depends on the other devices' operands.
+    pub fn is_collective(&self) -> bool {
+        matches!(
+            self,
+            Op::AllReduce { .. } | Op::AllGather { .. } | Op::ReduceScatter { .. }
+        )
     }
 
     /// The name a source is bound by at run time (inputs, parameters, states).

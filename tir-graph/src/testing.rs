@@ -82,10 +82,12 @@ pub enum OpKind {
     StateWriteSlice,
     Iota,
     DimValue,
+    /// `all_reduce_*`, `all_gather` or `reduce_scatter` (graphs for one device of a mesh).
+    Collective,
 }
 
 impl OpKind {
-    pub const ALL: [OpKind; 24] = [
+    pub const ALL: [OpKind; 25] = [
         OpKind::Input,
         OpKind::Parameter,
         OpKind::Constant,
@@ -110,6 +112,7 @@ impl OpKind {
         OpKind::StateWriteSlice,
         OpKind::Iota,
         OpKind::DimValue,
+        OpKind::Collective,
     ];
 
     /// The kind of step that makes `op`. Exhaustive, so a new op must be added here (and to
@@ -140,6 +143,9 @@ impl OpKind {
             Op::StateWriteSlice { .. } => OpKind::StateWriteSlice,
             Op::Iota { .. } => OpKind::Iota,
             Op::DimValue { .. } => OpKind::DimValue,
+            Op::AllReduce { .. } | Op::AllGather { .. } | Op::ReduceScatter { .. } => {
+                OpKind::Collective
+            }
         }
     }
 
@@ -160,11 +166,30 @@ pub fn all_op_names() -> Vec<&'static str> {
             OpKind::Unary => names.extend(UnaryOp::ALL.iter().map(|u| u.name())),
             OpKind::Binary => names.extend(BinaryOp::ALL.iter().map(|b| b.name())),
             OpKind::Reduce => names.extend(ReduceOp::ALL.iter().map(|r| r.name())),
+            OpKind::Collective => names.extend(COLLECTIVES.iter().map(|c| c.name())),
             other => names.push(representative(other).name()),
         }
     }
     names
 }
+
+/// One collective of each name.
+const COLLECTIVES: [Op; 5] = [
+    Op::AllReduce {
+        op: ReduceOp::Sum,
+        world: 2,
+    },
+    Op::AllReduce {
+        op: ReduceOp::Max,
+        world: 2,
+    },
+    Op::AllReduce {
+        op: ReduceOp::Min,
+        world: 2,
+    },
+    Op::AllGather { axis: 0, world: 2 },
+    Op::ReduceScatter { axis: 0, world: 2 },
+];
 
 /// An op of `kind` with arbitrary attributes (for its name).
 fn representative(kind: OpKind) -> Op {
@@ -215,6 +240,7 @@ fn representative(kind: OpKind) -> Op {
         OpKind::DimValue => Op::DimValue {
             dim: Dim::Static(1),
         },
+        OpKind::Collective => COLLECTIVES[0].clone(),
     }
 }
 
@@ -265,7 +291,7 @@ impl GraphConfig {
             // Kinds added after the kept draws (`testsuite::differential::KEPT`) weigh nothing
             // here, so that those draws stay the graphs they were kept for; [`Self::with_dim_ops`]
             // adds them.
-            OpKind::Iota | OpKind::DimValue => 0,
+            OpKind::Iota | OpKind::DimValue | OpKind::Collective => 0,
             OpKind::Constant => 4,
             OpKind::Input | OpKind::Parameter => 3,
             OpKind::Unary | OpKind::Binary => 5,
@@ -309,6 +335,17 @@ impl GraphConfig {
     pub fn with_dim_ops(mut self) -> GraphConfig {
         for (k, w) in &mut self.kinds {
             if matches!(k, OpKind::Iota | OpKind::DimValue) {
+                *w = 2;
+            }
+        }
+        self
+    }
+
+    /// This config with collectives drawn as often as most kinds: graphs of one device of a
+    /// mesh, for the file forms (the single-device oracle refuses to evaluate them).
+    pub fn with_collectives(mut self) -> GraphConfig {
+        for (k, w) in &mut self.kinds {
+            if *k == OpKind::Collective {
                 *w = 2;
             }
         }
@@ -1059,7 +1096,30 @@ impl Builder<'_> {
                 let dim = self.drawn_dim(rng)?;
                 self.add(Op::DimValue { dim }, &[])
             }
+            OpKind::Collective => self.collective(rng),
         }
+    }
+
+    /// A collective of a world of 1 to 3 devices over a numeric tensor (`reduce_scatter` on an
+    /// axis the world divides).
+    fn collective(&mut self, rng: &mut Rng) -> Option<NodeId> {
+        let x = self.pick_or_make(
+            rng,
+            |t| t.rank() > 0 && t.dtype.is_numeric(),
+            |d| d.is_numeric(),
+        )?;
+        let world = 1 + rng.below(3) as u32;
+        let rank = self.ty(x).rank();
+        let axis = rng.below(rank);
+        let op = match rng.below(3) {
+            0 => Op::AllReduce {
+                op: [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min][rng.below(3)],
+                world,
+            },
+            1 => Op::AllGather { axis, world },
+            _ => Op::ReduceScatter { axis, world },
+        };
+        self.add(op, &[x])
     }
 
     /// A static size, a symbol, or a symbol plus one.
@@ -1665,6 +1725,11 @@ mod tests {
     use proptest::test_runner::{Config, TestRunner};
     use std::collections::BTreeMap;
 
+    /// Graphs with every later kind too, collectives included: what the file forms must carry.
+    fn arb_mesh_graph() -> impl Strategy<Value = Graph> {
+        arb_graph_with(GraphConfig::full().with_dim_ops().with_collectives())
+    }
+
     fn config(cases: u32) -> ProptestConfig {
         ProptestConfig {
             cases,
@@ -1683,7 +1748,7 @@ mod tests {
         }
 
         #[test]
-        fn binary_round_trip(g in arb_graph()) {
+        fn binary_round_trip(g in arb_mesh_graph()) {
             let bytes = file::encode(&g);
             let back = file::decode(&bytes).map_err(|e| TestCaseError::fail(e.to_string()))?;
             prop_assert_eq!(&back, &g);
@@ -1694,7 +1759,7 @@ mod tests {
         }
 
         #[test]
-        fn text_round_trip(g in arb_graph()) {
+        fn text_round_trip(g in arb_mesh_graph()) {
             let listing = text::print(&g);
             let back = text::parse(&listing)
                 .map_err(|e| TestCaseError::fail(format!("{e}\n--- listing ---\n{listing}")))?;
@@ -1746,7 +1811,10 @@ mod tests {
     /// graphs, every op name and every listed feature appears.
     #[test]
     fn generator_covers_every_op_and_feature() {
-        let config = GraphConfig::full().with_dim_ops().with_integer_bits();
+        let config = GraphConfig::full()
+            .with_dim_ops()
+            .with_integer_bits()
+            .with_collectives();
         let graphs = sample(arb_graph_with(config), 200);
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         for g in &graphs {
@@ -1876,7 +1944,7 @@ mod tests {
         let names = all_op_names();
         let unique: BTreeSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len());
-        assert_eq!(names.len(), 4 + 20 + 1 + 21 + 1 + 7 + 11 + 2 + 1 + 1);
+        assert_eq!(names.len(), 4 + 20 + 1 + 21 + 1 + 7 + 11 + 2 + 1 + 1 + 5);
     }
 }
 

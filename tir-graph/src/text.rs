@@ -76,6 +76,8 @@
 //! | `conv` | `strides = [2, 2]`, `dilations = [1, 1]`, `pads = [(1, 1), (1, 1)]` (per spatial axis; defaults 1, 1 and no padding), `groups = 1` (default 1) |
 //! | `squeeze`, `unsqueeze` | `axes = [0]` |
 //! | `state_write_slice` | `axis = 0`, `start = 2`; without `start`, a third operand (a scalar i32/i64) gives the offset |
+//! | `all_reduce_sum`, `all_reduce_max`, `all_reduce_min` | `world = 2` (the devices taking part) |
+//! | `all_gather`, `reduce_scatter` | `axis = 1`, `world = 2` |
 //!
 //! Every [`ParseError`] is one line naming the line (and column, where it is known) and what was
 //! expected. The parser never panics: numbers are range-checked, nesting is bounded.
@@ -207,6 +209,10 @@ fn attributes(op: &Op) -> Vec<String> {
         Op::DimValue { dim } => vec![format!("dim = {}", dim_text(dim))],
         Op::Slice { ranges } => vec![format!("ranges = {}", list(ranges.iter().map(slice_range)))],
         Op::Concat { axis } | Op::Gather { axis } => vec![format!("axis = {axis}")],
+        Op::AllReduce { world, .. } => vec![format!("world = {world}")],
+        Op::AllGather { axis, world } | Op::ReduceScatter { axis, world } => {
+            vec![format!("axis = {axis}"), format!("world = {world}")]
+        }
         Op::Pad { pads, value } => {
             let pads = pads.iter().map(|(b, a)| format!("({b}, {a})"));
             vec![
@@ -784,8 +790,15 @@ fn op_templates() -> impl Iterator<Item = Op> {
         Op::DimValue {
             dim: Dim::Static(0),
         },
+        Op::AllGather { axis: 0, world: 1 },
+        Op::ReduceScatter { axis: 0, world: 1 },
     ]
     .into_iter()
+    .chain(
+        [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min]
+            .into_iter()
+            .map(|op| Op::AllReduce { op, world: 1 }),
+    )
     .chain(UnaryOp::ALL.into_iter().map(Op::Unary))
     .chain(BinaryOp::ALL.into_iter().map(Op::Binary))
     .chain(ReduceOp::ALL.into_iter().map(|op| Op::Reduce {
@@ -923,6 +936,18 @@ fn build_op(template: Op, attrs: &mut Attrs) -> Result<Op> {
             axes: axes(attrs.required("axes")?)?,
         },
         Op::Conv { .. } => conv_op(attrs)?,
+        Op::AllReduce { op, .. } => Op::AllReduce {
+            op,
+            world: world(attrs)?,
+        },
+        Op::AllGather { .. } => Op::AllGather {
+            axis: to_axis(&attrs.required("axis")?, line)?,
+            world: world(attrs)?,
+        },
+        Op::ReduceScatter { .. } => Op::ReduceScatter {
+            axis: to_axis(&attrs.required("axis")?, line)?,
+            world: world(attrs)?,
+        },
         Op::StateWriteSlice { .. } => Op::StateWriteSlice {
             axis: to_axis(&attrs.required("axis")?, line)?,
             start: match attrs.optional("start") {
@@ -940,6 +965,15 @@ fn build_op(template: Op, attrs: &mut Attrs) -> Result<Op> {
         | Op::MatMul
         | Op::StateAssign => template,
     })
+}
+
+/// A collective's `world`: how many devices take part.
+fn world(attrs: &mut Attrs) -> Result<u32> {
+    to_int(
+        &attrs.required("world")?,
+        attrs.line,
+        "a world (a device count)",
+    )
 }
 
 /// A `conv` whose attributes left out take their defaults: as many spatial axes as the
@@ -1685,6 +1719,12 @@ mod tests {
             step: 2,
         }];
         node(&mut g, Op::Slice { ranges }, &[positions]);
+        // The collectives, one of each name, over a symbolic axis and a static one.
+        for op in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min] {
+            node(&mut g, Op::AllReduce { op, world: 2 }, &[x]);
+        }
+        node(&mut g, Op::AllGather { axis: 0, world: 3 }, &[x]);
+        node(&mut g, Op::ReduceScatter { axis: 1, world: 4 }, &[x]);
 
         let last = NodeId(g.len() as u32 - 1);
         g.add_output("y", s1).unwrap();

@@ -33,6 +33,9 @@ pub enum KernelKind {
     Layout,
     /// A state update (the kernel's root) with the elementwise producers of its value.
     StateUpdate,
+    /// One collective (`all_reduce_*`, `all_gather`, `reduce_scatter`), alone: it reads its
+    /// operand and writes its result on every device of the mesh.
+    Collective,
 }
 
 impl KernelKind {
@@ -47,6 +50,7 @@ impl KernelKind {
             KernelKind::Gather => "gather",
             KernelKind::Layout => "layout",
             KernelKind::StateUpdate => "state_update",
+            KernelKind::Collective => "collective",
         }
     }
 }

@@ -19,6 +19,7 @@ pub mod fusion;
 pub mod lang;
 pub mod layout;
 pub mod saturate;
+pub mod shard;
 pub mod simplify;
 
 pub use fused::{FusedGraph, Kernel, KernelKind};

@@ -17,6 +17,7 @@ enum Role {
     Conv,
     Gather,
     StateUpdate,
+    Collective,
 }
 
 /// Whether `op` computes each element from the same element of its operands (broadcast): the
@@ -46,6 +47,7 @@ fn role(op: &Op) -> Role {
         Op::Conv { .. } => Role::Conv,
         Op::Gather { .. } => Role::Gather,
         Op::StateAssign | Op::StateWriteSlice { .. } => Role::StateUpdate,
+        Op::AllReduce { .. } | Op::AllGather { .. } | Op::ReduceScatter { .. } => Role::Collective,
         // Sources are never members.
         Op::Input { .. } | Op::Parameter { .. } | Op::Constant { .. } | Op::State { .. } => {
             Role::Layout
@@ -77,6 +79,10 @@ pub fn classify(
         count(Role::Gather),
         count(Role::StateUpdate),
     );
+    // A collective moves whole buffers between devices: nothing fuses into it.
+    if count(Role::Collective) > 0 {
+        return (members.len() == 1).then_some(KernelKind::Collective);
+    }
     if updates > 0 {
         let root_updates = g.node(root).op.is_state_update() && updates == 1;
         let rest_simple = roles
