@@ -182,6 +182,16 @@ impl CudaBackend {
         program: &Program,
         archs: &[String],
     ) -> Result<(CompiledKernels, CacheUse), BackendError> {
+        if let Some(k) = program.kernels.iter().find(|k| k.collective().is_some()) {
+            return Err(BackendError::Unsupported {
+                backend: "cuda".into(),
+                reason: format!(
+                    "kernel {} is a collective: the CUDA backend runs one GPU and has no mesh \
+                     yet; run sharded programs on the reference backend",
+                    k.name
+                ),
+            });
+        }
         self.compiler()?
             .compile_reporting(program, archs, self.progress.as_ref())
     }
@@ -253,6 +263,7 @@ impl Backend for CudaBackend {
             dtypes: DType::ALL.to_vec(),
             symbolic_dims: true,
             persistent_state: true,
+            devices: 1,
         }
     }
 

@@ -24,9 +24,10 @@ use tir_lower::{
 };
 
 /// Every buffer's values and shape after a run.
-struct Ran {
-    bufs: Vec<Vec<Word>>,
-    shapes: Vec<Vec<u64>>,
+pub(crate) struct Ran {
+    pub(crate) bufs: Vec<Vec<Word>>,
+    pub(crate) shapes: Vec<Vec<u64>>,
+    pub(crate) dims: BTreeMap<String, u64>,
 }
 
 /// The reference backend's one device.
@@ -35,12 +36,19 @@ pub const REF_DEVICE: Device = Device {
     ordinal: 0,
 };
 
-/// A tensor on the reference backend's device: its elements as the interpreter holds them.
-struct RefMemory(Tile);
+/// A tensor on a reference device (`ref:0`, or a device of a mesh): its elements as the
+/// interpreter holds them.
+struct RefMemory(Tile, Device);
+
+/// `t` as a tensor of reference device `device`.
+pub(crate) fn device_tensor(t: Tile, device: Device) -> DeviceTensor {
+    let (dtype, dims) = (t.dtype, t.dims.clone());
+    DeviceTensor::new(dtype, dims, Rc::new(RefMemory(t, device)))
+}
 
 impl DeviceStorage for RefMemory {
     fn device(&self) -> Device {
-        REF_DEVICE
+        self.1
     }
 
     fn to_host(&self, _dtype: DType, _dims: &[u64]) -> Result<HostTensor<'static>, String> {
@@ -67,7 +75,7 @@ fn values_of(name: &str, t: TensorRef<'_>) -> Result<Tile, BackendError> {
 }
 
 /// The host tensor of a value the interpreter computed.
-fn to_host(name: &str, t: &Tile) -> Result<HostTensor<'static>, BackendError> {
+pub(crate) fn to_host(name: &str, t: &Tile) -> Result<HostTensor<'static>, BackendError> {
     t.to_host().map_err(|e| BackendError::Kernel {
         kernel: format!("(output {name:?})"),
         reason: e.to_string(),
@@ -503,6 +511,16 @@ impl RefExecutable {
     /// Runs the kernels on `inputs`; returns every buffer's values and shape, and commits the
     /// states.
     fn execute(&mut self, inputs: &[(&str, TensorRef<'_>)]) -> Result<Ran, BackendError> {
+        let mut ran = self.begin(inputs)?;
+        for k in 0..self.program.kernels.len() {
+            self.launch_kernel(k, &mut ran)?;
+        }
+        self.commit(&ran);
+        Ok(ran)
+    }
+
+    /// A run's start: the inputs checked, the dims bound, every buffer allocated.
+    pub(crate) fn begin(&self, inputs: &[(&str, TensorRef<'_>)]) -> Result<Ran, BackendError> {
         let held: BTreeMap<String, Vec<u64>> = self
             .states
             .iter()
@@ -521,25 +539,34 @@ impl RefExecutable {
             .iter()
             .map(|(n, t)| Ok((n.to_string(), values_of(n, *t)?)))
             .collect::<Result<BTreeMap<_, _>, BackendError>>()?;
-        let mut bufs = self.allocate(values, &shapes)?;
-        for k in 0..self.program.kernels.len() {
-            self.launch(k, &mut bufs, &shapes, &dims)?;
-        }
+        let bufs = self.allocate(values, &shapes)?;
+        Ok(Ran { bufs, shapes, dims })
+    }
+
+    /// Runs kernel `k` of a run begun with [`Self::begin`].
+    pub(crate) fn launch_kernel(&self, k: usize, ran: &mut Ran) -> Result<(), BackendError> {
+        self.launch(k, &mut ran.bufs, &ran.shapes, &ran.dims)
+    }
+
+    /// Keeps the states a finished run wrote.
+    pub(crate) fn commit(&mut self, ran: &Ran) {
         for (name, _) in &self.program.signature.states {
             if let Some(b) = self.program.state_buffer(name) {
                 let t = Tile {
                     dtype: self.program.buffers[b].ty.dtype,
-                    dims: shapes[b].clone(),
-                    data: bufs[b].clone(),
+                    dims: ran.shapes[b].clone(),
+                    data: ran.bufs[b].clone(),
                 };
                 self.states.insert(name.clone(), t);
             }
         }
-        Ok(Ran { bufs, shapes })
     }
 
     /// Each output's values after a run.
-    fn outputs<'a>(&'a self, ran: &'a Ran) -> impl Iterator<Item = (&'a String, Tile)> + 'a {
+    pub(crate) fn outputs<'a>(
+        &'a self,
+        ran: &'a Ran,
+    ) -> impl Iterator<Item = (&'a String, Tile)> + 'a {
         self.program.signature.outputs.iter().map(move |(name, b)| {
             let t = Tile {
                 dtype: self.program.buffers[*b].ty.dtype,
@@ -581,22 +608,13 @@ impl Executable for RefExecutable {
         let ran = self.execute(inputs)?;
         Ok(self
             .outputs(&ran)
-            .map(|(name, t)| {
-                let (dtype, dims) = (t.dtype, t.dims.clone());
-                let tensor = DeviceTensor::new(dtype, dims, Rc::new(RefMemory(t)));
-                (name.clone(), tensor)
-            })
+            .map(|(name, t)| (name.clone(), device_tensor(t, REF_DEVICE)))
             .collect())
     }
 
     fn to_device(&mut self, tensor: &HostTensor<'_>) -> Result<DeviceTensor, BackendError> {
         let values = Tile::from_host(tensor).map_err(|e| bad_input(e.to_string()))?;
-        let dims = values.dims.clone();
-        Ok(DeviceTensor::new(
-            tensor.dtype(),
-            dims,
-            Rc::new(RefMemory(values)),
-        ))
+        Ok(device_tensor(values, REF_DEVICE))
     }
 
     fn alloc_host(&self, dtype: DType, dims: &[u64]) -> Result<HostTensor<'static>, BackendError> {

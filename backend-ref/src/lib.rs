@@ -23,14 +23,18 @@
 
 mod exec;
 mod interp;
+mod mesh;
 mod prepare;
 mod tile;
 mod word;
 
 pub use exec::RefExecutable;
+pub use mesh::RefMeshExecutable;
 
 use tir_graph::DType;
-use tir_lower::{Backend, BackendError, Capabilities, Executable, Program, Target, TileShapes};
+use tir_lower::{
+    Backend, BackendError, Capabilities, Executable, MeshExecutable, Program, Target, TileShapes,
+};
 
 /// The CPU reference backend (`"ref"`).
 #[derive(Clone, Copy, Debug, Default)]
@@ -71,10 +75,40 @@ impl RefBackend {
         }
     }
 
-    /// [`Backend::compile`] with the concrete executable type.
+    /// [`Backend::compile`] with the concrete executable type. A program with collectives
+    /// needs a mesh ([`RefBackend::compile_mesh_ref`]).
     pub fn compile_ref(&self, program: &Program) -> Result<RefExecutable, BackendError> {
+        if let Some(k) = program.kernels.iter().find(|k| k.collective().is_some()) {
+            return Err(BackendError::Unsupported {
+                backend: "ref".into(),
+                reason: format!(
+                    "kernel {} is a collective: compile the program for a mesh of devices",
+                    k.name
+                ),
+            });
+        }
         let plans = prepare::prepare(program)?;
         Ok(RefExecutable::new(program, plans, self.checking))
+    }
+
+    /// [`Backend::compile_mesh`] with the concrete executable type: `world` reference devices
+    /// in this process (module `mesh`).
+    pub fn compile_mesh_ref(
+        &self,
+        program: &Program,
+        world: u32,
+    ) -> Result<RefMeshExecutable, BackendError> {
+        if world == 0 {
+            return Err(BackendError::BadInput(
+                "a mesh needs at least one device".into(),
+            ));
+        }
+        mesh::check_world(program, world)?;
+        let plans = prepare::prepare(program)?;
+        let devices = (0..world)
+            .map(|_| RefExecutable::new(program, plans.clone(), self.checking))
+            .collect();
+        Ok(RefMeshExecutable::new(devices))
     }
 }
 
@@ -95,10 +129,20 @@ impl Backend for RefBackend {
             dtypes: DType::ALL.to_vec(),
             symbolic_dims: true,
             persistent_state: true,
+            // Simulated in one process: any number.
+            devices: u32::MAX,
         }
     }
 
     fn compile(&self, program: &Program) -> Result<Box<dyn Executable>, BackendError> {
         Ok(Box::new(self.compile_ref(program)?))
+    }
+
+    fn compile_mesh(
+        &self,
+        program: &Program,
+        world: u32,
+    ) -> Result<Box<dyn MeshExecutable>, BackendError> {
+        Ok(Box::new(self.compile_mesh_ref(program, world)?))
     }
 }

@@ -154,6 +154,7 @@ fn the_backend_describes_itself() {
             dtypes: DType::ALL.to_vec(),
             symbolic_dims: true,
             persistent_state: true,
+            devices: 1,
         }
     );
     let tiles = backend.target().tiles;

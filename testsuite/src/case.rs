@@ -5,6 +5,7 @@ use crate::tolerance::Tolerance;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use tir_graph::collective::Sharding;
 use tir_graph::eval::F64Tensor;
 use tir_graph::{DType, Graph};
 use tir_lower::Capabilities;
@@ -19,6 +20,8 @@ pub enum Feature {
     SymbolicDims,
     /// States that persist across runs of one executable.
     PersistentState,
+    /// A mesh of this many devices.
+    Devices(u32),
 }
 
 impl Feature {
@@ -28,6 +31,7 @@ impl Feature {
             Feature::DType(d) => caps.dtypes.contains(&d),
             Feature::SymbolicDims => caps.symbolic_dims,
             Feature::PersistentState => caps.persistent_state,
+            Feature::Devices(n) => caps.devices >= n,
         }
     }
 }
@@ -44,6 +48,7 @@ impl fmt::Display for Feature {
             Feature::DType(d) => write!(f, "dtype {d}"),
             Feature::SymbolicDims => f.write_str("symbolic dims"),
             Feature::PersistentState => f.write_str("persistent state"),
+            Feature::Devices(n) => write!(f, "a mesh of {n} devices"),
         }
     }
 }
@@ -60,6 +65,19 @@ pub struct Case {
     pub tolerance: Tolerance,
     /// What a backend must declare to run the case ([`Case::new`] derives it from the graph).
     pub needs: Vec<Feature>,
+    /// The mesh the case runs on, sharded; `None` for one device.
+    pub mesh: Option<Mesh>,
+}
+
+/// How a case's graph is laid over a mesh: the whole graph stays the oracle's; the runner cuts
+/// it for each device ([`tir_lower::mesh::compile_sharded`]) and runs it with whole tensors.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mesh {
+    pub world: u32,
+    /// The sources the case shards by name; the rest are propagated.
+    pub shardings: BTreeMap<String, Sharding>,
+    /// Megatron's rule for the parameters not named ([`tir_opt::shard::ShardOptions`]).
+    pub tensor_parallel: bool,
 }
 
 impl Case {
@@ -78,7 +96,15 @@ impl Case {
             runs,
             tolerance,
             needs,
+            mesh: None,
         }
+    }
+
+    /// This case run on `mesh`.
+    pub fn on_mesh(mut self, mesh: Mesh) -> Case {
+        self.needs.push(Feature::Devices(mesh.world));
+        self.mesh = Some(mesh);
+        self
     }
 
     /// The first path segment of the name: `op`, `pattern` or `numerics`.

@@ -17,8 +17,10 @@ use serde::Serialize;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 use tir_graph::eval::{evaluate, F64Tensor};
+use tir_lower::mesh::{compile_sharded, ShardedExecutable};
 use tir_lower::testing::RunF64;
-use tir_lower::{compile_graph, Backend, Target};
+use tir_lower::{compile_graph, Backend, Executable, Target};
+use tir_opt::shard::ShardOptions;
 use tir_opt::Limits;
 
 /// Where a case's tensors are when a run takes and returns them.
@@ -139,14 +141,40 @@ fn fail(stage: Stage, message: impl Into<String>) -> Outcome {
     }
 }
 
-fn execute(backend: &dyn Backend, case: &Case, io: Io, checks: &mut Vec<TensorCheck>) -> Outcome {
-    let compiled = match compile_graph(&case.graph, &backend.target(), &Limits::default()) {
-        Ok(c) => c,
-        Err(e) => return fail(Stage::Lower, e.to_string()),
+/// The case's executable: its graph compiled for one device, or cut for its mesh and compiled
+/// for the backend's devices (then run with whole tensors).
+fn executable(backend: &dyn Backend, case: &Case) -> Result<Box<dyn Executable>, Outcome> {
+    let target = backend.target();
+    let limits = Limits::default();
+    let Some(mesh) = &case.mesh else {
+        let compiled = compile_graph(&case.graph, &target, &limits)
+            .map_err(|e| fail(Stage::Lower, e.to_string()))?;
+        return backend
+            .compile(&compiled.program)
+            .map_err(|e| fail(Stage::Compile, e.to_string()));
     };
-    let mut exe = match backend.compile(&compiled.program) {
+    let options = ShardOptions {
+        tensor_parallel: mesh.tensor_parallel,
+    };
+    let sharded = compile_sharded(
+        &case.graph,
+        mesh.world,
+        &mesh.shardings,
+        &options,
+        &target,
+        &limits,
+    )
+    .map_err(|e| fail(Stage::Lower, e.to_string()))?;
+    let devices = backend
+        .compile_mesh(&sharded.compiled.program, mesh.world)
+        .map_err(|e| fail(Stage::Compile, e.to_string()))?;
+    Ok(Box::new(ShardedExecutable::new(devices, &sharded)))
+}
+
+fn execute(backend: &dyn Backend, case: &Case, io: Io, checks: &mut Vec<TensorCheck>) -> Outcome {
+    let mut exe = match executable(backend, case) {
         Ok(exe) => exe,
-        Err(e) => return fail(Stage::Compile, e.to_string()),
+        Err(outcome) => return outcome,
     };
     let runs = case.runs.len();
     let computed_in = coarsest_float(case.graph.node_ids().map(|id| case.graph.ty(id).dtype));

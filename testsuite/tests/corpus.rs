@@ -9,6 +9,7 @@ use tir_graph::text::print;
 use tir_graph::{
     shape, BinaryOp, DType, ExactF64, Op, ReduceOp, Shape, SliceRange, TensorType, UnaryOp,
 };
+use tir_opt::shard::{shard, ShardOptions};
 
 /// One op of each kind with attributes that fit a `[2, 3]` operand. The match below has no
 /// wildcard: a new kind of op fails to compile here until it gets a sample (and cases).
@@ -39,6 +40,9 @@ fn sample_ops() -> Vec<Op> {
             Op::Conv { .. } => 21,
             Op::Iota { .. } => 22,
             Op::DimValue { .. } => 23,
+            Op::AllReduce { .. } => 24,
+            Op::AllGather { .. } => 25,
+            Op::ReduceScatter { .. } => 26,
         }
     }
     let name = String::from("s");
@@ -83,7 +87,12 @@ fn sample_ops() -> Vec<Op> {
         },
         Op::Iota { len: 6.into() },
         Op::DimValue { dim: 6.into() },
+        Op::AllGather { axis: 0, world: 2 },
+        Op::ReduceScatter { axis: 0, world: 2 },
     ];
+    ops.extend(
+        [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min].map(|op| Op::AllReduce { op, world: 2 }),
+    );
     ops.extend(UnaryOp::ALL.map(Op::Unary));
     ops.extend(BinaryOp::ALL.map(Op::Binary));
     ops.extend(ReduceOp::ALL.map(|op| Op::Reduce {
@@ -92,7 +101,7 @@ fn sample_ops() -> Vec<Op> {
         keepdims: false,
     }));
     let kinds: BTreeSet<usize> = ops.iter().map(kind).collect();
-    assert_eq!(kinds.len(), 24, "a sample of every kind of op");
+    assert_eq!(kinds.len(), 27, "a sample of every kind of op");
     ops
 }
 
@@ -127,12 +136,27 @@ fn accepts(op: &Op, dtype: DType) -> bool {
 /// `(op name, principal dtype)` pairs.
 type OpDTypes = BTreeSet<(String, DType)>;
 
+/// The graphs a case runs: its own, and for a case on a mesh, the graph each device runs (where
+/// the collectives are).
+fn graphs_of(case: &Case) -> Vec<tir_graph::Graph> {
+    let mut graphs = vec![case.graph.clone()];
+    if let Some(mesh) = &case.mesh {
+        let options = ShardOptions {
+            tensor_parallel: mesh.tensor_parallel,
+        };
+        let sharded = shard(&case.graph, mesh.world, &mesh.shardings, &options)
+            .unwrap_or_else(|e| panic!("{}: {e}", case.name));
+        graphs.push(sharded.local);
+    }
+    graphs
+}
+
 /// `(op name, principal dtype)` of every node of every case, and every `(from, to)` of a cast.
 fn covered(cases: &[Case]) -> (OpDTypes, BTreeSet<(DType, DType)>) {
     let mut ops = BTreeSet::new();
     let mut casts = BTreeSet::new();
-    for case in cases {
-        let g = &case.graph;
+    for graph in cases.iter().flat_map(graphs_of) {
+        let g = &graph;
         for id in g.node_ids() {
             let node = g.node(id);
             let operands = g.operands(id);

@@ -72,6 +72,7 @@ impl Backend for Limited {
             dtypes: vec![DType::Bool, DType::I64, DType::F32],
             symbolic_dims: false,
             persistent_state: false,
+            devices: 1,
         }
     }
     fn compile(&self, program: &Program) -> Result<Box<dyn Executable>, BackendError> {

@@ -26,6 +26,9 @@ pub struct Capabilities {
     pub symbolic_dims: bool,
     /// Whether state buffers persist across runs of one executable.
     pub persistent_state: bool,
+    /// The most devices a mesh may have ([`Backend::compile_mesh`]); 1 for a backend without
+    /// meshes.
+    pub devices: u32,
 }
 
 /// Why a backend could not compile or run.
@@ -246,6 +249,48 @@ pub trait Executable {
     }
 }
 
+/// A program compiled for each device of a mesh: every device runs the same program on its
+/// own shards (SPMD), and its collectives combine the devices' values. Tensors go in and come
+/// out per device (`[rank]`); [`crate::mesh::ShardedExecutable`] puts whole tensors on top.
+pub trait MeshExecutable {
+    /// The per-device program's signature.
+    fn signature(&self) -> &Signature;
+
+    /// The devices, by rank.
+    fn devices(&self) -> Vec<Device>;
+
+    /// Sets parameter `name` on device `rank` (as [`Executable::set_parameter`]).
+    fn set_parameter(
+        &mut self,
+        rank: usize,
+        name: &str,
+        value: TensorRef<'_>,
+    ) -> Result<(), BackendError>;
+
+    /// Runs every device with its inputs (`inputs[rank]`); returns each device's outputs. A run
+    /// that fails on any device leaves every device's states as they were.
+    fn run(
+        &mut self,
+        inputs: &[Vec<(&str, TensorRef<'_>)>],
+    ) -> Result<Vec<HostTensors>, BackendError>;
+
+    /// Like [`MeshExecutable::run`], leaving each device's outputs in its memory.
+    fn run_on_device(
+        &mut self,
+        inputs: &[Vec<(&str, TensorRef<'_>)>],
+    ) -> Result<Vec<BTreeMap<String, DeviceTensor>>, BackendError>;
+
+    /// A copy of `tensor` in device `rank`'s memory.
+    fn to_device(
+        &mut self,
+        rank: usize,
+        tensor: &HostTensor<'_>,
+    ) -> Result<DeviceTensor, BackendError>;
+
+    /// Each device's states (as [`Executable::states`]).
+    fn states(&self) -> Result<Vec<HostTensors>, BackendError>;
+}
+
 /// A backend: compile, capabilities, target.
 pub trait Backend {
     fn name(&self) -> &'static str;
@@ -253,6 +298,20 @@ pub trait Backend {
     fn target(&self) -> Target;
     fn capabilities(&self) -> Capabilities;
     fn compile(&self, program: &Program) -> Result<Box<dyn Executable>, BackendError>;
+
+    /// Compiles `program` (a graph cut for one device of a mesh, with collectives) for a mesh
+    /// of `world` devices. Backends without meshes refuse.
+    fn compile_mesh(
+        &self,
+        program: &Program,
+        world: u32,
+    ) -> Result<Box<dyn MeshExecutable>, BackendError> {
+        let _ = (program, world);
+        Err(BackendError::Unsupported {
+            backend: self.name().to_string(),
+            reason: "it runs on one device; a mesh needs a backend with collectives".into(),
+        })
+    }
 }
 
 /// The backends compiled into a binary, by name.

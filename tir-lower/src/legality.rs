@@ -19,6 +19,12 @@
 //! for every binding). [`check_program`] checks across
 //! kernels: kernels that may run concurrently never touch one buffer when either writes it, and
 //! the memory plan never overlaps buffers that are live together.
+//!
+//! A collective kernel (an `all_reduce_*`, `all_gather` or `reduce_scatter` over a mesh) has no
+//! programs: [`certify`] proves instead that it reads one buffer and writes one other buffer
+//! whole, of the type the collective gives; its buffer is then owned by it alone on every device
+//! (each device writes its own copy), and [`check_program`] keeps every other kernel that
+//! touches those buffers ordered with it, as for any kernel.
 
 use crate::program::{Buffer, Program, Storage};
 use crate::tile::{Access, IndexOp, Region, SliceStart, Stmt, TileKernel, TileOp, Type, ValueId};
@@ -317,6 +323,9 @@ pub fn certify(kernel: &TileKernel, buffers: &[Buffer]) -> Result<Certificate, L
         kernel: kernel.name.clone(),
         why,
     };
+    if let Some((op, input, output)) = kernel.collective() {
+        return certify_collective(kernel, op, input, output, buffers).map_err(fail);
+    }
     let scalars = Scalars::of(kernel);
     let views = views(kernel, &scalars);
     let mut types: HashMap<ValueId, Type> = HashMap::new();
@@ -414,6 +423,80 @@ pub fn certify(kernel: &TileKernel, buffers: &[Buffer]) -> Result<Certificate, L
     Ok(Certificate {
         kernel: kernel.name.clone(),
         facts,
+        checks: Vec::new(),
+    })
+}
+
+/// `all_reduce_sum over 2 devices`, `all_gather along axis 1 over 2 devices`.
+pub fn collective_text(op: &tir_graph::Op) -> String {
+    match op {
+        tir_graph::Op::AllReduce { world, .. } => format!("{op} over {world} devices"),
+        tir_graph::Op::AllGather { axis, world } | tir_graph::Op::ReduceScatter { axis, world } => {
+            format!("{op} along axis {axis} over {world} devices")
+        }
+        other => other.name().to_string(),
+    }
+}
+
+/// A collective reads its input buffer and writes all of a distinct output buffer, whose type
+/// is the one the collective gives its input's.
+fn certify_collective(
+    kernel: &TileKernel,
+    op: &tir_graph::Op,
+    input: usize,
+    output: usize,
+    buffers: &[Buffer],
+) -> Result<Certificate, String> {
+    let buffer = |p: usize| {
+        kernel
+            .params
+            .get(p)
+            .and_then(|tp| buffers.get(tp.buffer))
+            .ok_or_else(|| format!("parameter {p} names no buffer"))
+    };
+    let (from, to) = (buffer(input)?, buffer(output)?);
+    if kernel.params[input].buffer == kernel.params[output].buffer {
+        return Err(format!(
+            "{} reads and writes {} in place",
+            collective_text(op),
+            from.name
+        ));
+    }
+    let whole = kernel
+        .writes
+        .iter()
+        .any(|w| w.param == output && w.region == Region::Whole);
+    if !whole || kernel.params[output].access != Access::Mutable {
+        return Err(format!(
+            "{} does not write {} whole",
+            collective_text(op),
+            to.name
+        ));
+    }
+    let given = tir_graph::infer::infer(op, &[&from.ty]).map_err(|e| e.to_string())?;
+    if given != to.ty {
+        return Err(format!(
+            "{} of {} gives {given}, but {} is {}",
+            collective_text(op),
+            from.ty,
+            to.name,
+            to.ty
+        ));
+    }
+    Ok(Certificate {
+        kernel: kernel.name.clone(),
+        facts: vec![
+            format!(
+                "collective {}: each device reads its {} ({}) whole, read-only",
+                collective_text(op),
+                from.name,
+                from.ty
+            ),
+            format!(
+                "each device writes all of its own {} ({}), and nothing else: no program writes it",
+                to.name, to.ty
+            ),
+        ],
         checks: Vec::new(),
     })
 }

@@ -3,6 +3,7 @@
 
 pub mod backend;
 pub mod legality;
+pub mod mesh;
 pub mod plan;
 pub mod program;
 pub mod run;
@@ -14,7 +15,7 @@ pub mod tile;
 
 pub use backend::{
     Backend, BackendError, Capabilities, Device, DeviceStorage, DeviceTensor, Executable,
-    HostTensors, Registry, TensorRef, WeightsBound,
+    HostTensors, MeshExecutable, Registry, TensorRef, WeightsBound,
 };
 pub use program::{Buffer, Program, Signature, Storage};
 pub use target::{Target, TileShapes, MATVEC_M, SHORT_ATTENTION_KEYS};

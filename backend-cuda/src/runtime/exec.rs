@@ -257,6 +257,8 @@ fn library_launch(
                 },
             })
         }
+        // Refused at compile time (`CudaBackend::compile_for`).
+        LibraryCall::Collective { .. } => None,
         LibraryCall::Attention(call) => Some(Launch::Dnn {
             shape: attention_shape(call, dims)?,
             buffers: AttentionOperands {

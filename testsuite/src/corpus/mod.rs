@@ -10,10 +10,13 @@
 //!   runs, graphs whose memory plan reuses buffers.
 //! - [`numerics`]: stability at large magnitudes, inf and NaN through each op class, integer
 //!   wrap-around and division, f16/bf16 rounding.
+//! - [`sharded`]: graphs run on a mesh of devices: every collective × dtype, and the sharding
+//!   rules on the example models.
 
 mod numerics;
 mod ops;
 mod patterns;
+mod sharded;
 
 use crate::case::Case;
 use crate::tolerance::Tolerance;
@@ -63,7 +66,8 @@ pub fn corpus(seed: u64) -> Vec<Case> {
     };
     let built = ops::add(&mut c)
         .and_then(|()| patterns::add(&mut c))
-        .and_then(|()| numerics::add(&mut c));
+        .and_then(|()| numerics::add(&mut c))
+        .and_then(|()| sharded::add(&mut c));
     if let Err(e) = built {
         // The graphs do not depend on the seed: the crate's tests build every one of them.
         panic!("a corpus graph failed to build: {e}");
@@ -115,6 +119,13 @@ impl Corpus {
         tolerance: Tolerance,
     ) {
         self.cases.push(Case::new(name, graph, runs, tolerance));
+    }
+
+    /// Runs the case added last on `mesh`.
+    pub(crate) fn put_on_mesh(&mut self, mesh: crate::case::Mesh) {
+        if let Some(case) = self.cases.pop() {
+            self.cases.push(case.on_mesh(mesh));
+        }
     }
 
     /// The sources of run `run` of case `name` under `binding`.

@@ -14,6 +14,7 @@
 
 pub mod attention;
 pub mod builder;
+pub mod collective;
 pub mod conv;
 pub mod emit;
 pub mod kernels;
@@ -36,6 +37,8 @@ use tir_opt::{FusedGraph, KernelKind};
 pub enum LowerError {
     #[error(transparent)]
     Optimize(#[from] tir_opt::OptError),
+    #[error(transparent)]
+    Shard(#[from] tir_opt::shard::ShardError),
     #[error("kernel {kernel}: {reason}")]
     Unsupported { kernel: String, reason: String },
     #[error("state `{state}` is read both at its value from the start of the run (by {before}) and after its update (by {after}) in one kernel chain; compute the read from the new value or split the graph")]
@@ -594,6 +597,7 @@ fn lower_kind(l: &mut KernelLowering, job: &Job, tiles: &TileShapes) -> Result<(
         KernelKind::Conv => l.lower_conv(job.root, job.out, tiles)?,
         KernelKind::Attention => l.lower_attention(job.root, job.out, tiles)?,
         KernelKind::StateUpdate => l.lower_state_update(job.root, job.out, tiles)?,
+        KernelKind::Collective => l.lower_collective(job.root, job.out)?,
     }
     Ok(())
 }

@@ -316,6 +316,16 @@ pub enum LibraryCall {
     },
     /// Fused attention ([`LibraryAttention`]).
     Attention(Box<LibraryAttention>),
+    /// Not an alternative to `body` but the kernel itself: the graph's collective `op`
+    /// (`all_reduce_*`, `all_gather`, `reduce_scatter`) over the devices of a mesh, each device
+    /// reading its parameter `input` whole and writing its parameter `output` whole. Its grid
+    /// and body are empty ([`TileKernel::collective`]); a backend runs it with its devices'
+    /// collective engine, and a backend without a mesh refuses the program.
+    Collective {
+        op: tir_graph::Op,
+        input: usize,
+        output: usize,
+    },
 }
 
 /// Fused attention `o = softmax(scale · q @ kᵀ) @ v` of 16-bit floats, under the causal mask
@@ -424,6 +434,15 @@ impl DimPolynomial {
 }
 
 impl TileKernel {
+    /// The collective this kernel is, if it is one: its op and its input and output
+    /// parameters ([`LibraryCall::Collective`]).
+    pub fn collective(&self) -> Option<(&tir_graph::Op, usize, usize)> {
+        match &self.library {
+            Some(LibraryCall::Collective { op, input, output }) => Some((op, *input, *output)),
+            _ => None,
+        }
+    }
+
     /// Every statement of the kernel, nested blocks included, grid first.
     pub fn walk(&self, f: &mut impl FnMut(&Stmt)) {
         walk_block(&self.grid_body, f);

@@ -186,6 +186,13 @@ fn write_kernel(out: &mut String, k: &TileKernel, indent: &str) {
                 a.o.param, a.scale.0, a.q.param, a.k.param, a.v.param
             );
         }
+        Some(LibraryCall::Collective { op, input, output }) => {
+            let _ = writeln!(
+                out,
+                "{inner}collective: param {output} = {} of param {input} over the mesh",
+                crate::legality::collective_text(op)
+            );
+        }
         None => {}
     }
     let _ = writeln!(out, "{inner}grid({}) {{", list(&k.grid));

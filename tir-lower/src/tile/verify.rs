@@ -286,7 +286,47 @@ impl<'k> Verifier<'k> {
                 let operands = vec![("q", a.q.param), ("k", a.k.param), ("v", a.v.param)];
                 ("attention", operands, ("o", a.o.param), &a.dtype)
             }
+            Some(LibraryCall::Collective { op, input, output }) => {
+                self.check_collective(op)?;
+                let dtype = &self
+                    .kernel
+                    .params
+                    .get(*input)
+                    .map_or(DType::F32, |p| p.dtype);
+                let operands = vec![("input", *input)];
+                return self.check_call(op.name(), operands, ("output", *output), dtype);
+            }
         };
+        self.check_call(what, operands, result, dtype)
+    }
+
+    /// A collective is the whole kernel: no grid, no body, one write.
+    fn check_collective(&self, op: &tir_graph::Op) -> Result<(), TileError> {
+        let k = self.kernel;
+        if !op.is_collective() {
+            return Err(TileError::Writes {
+                kernel: self.name(),
+                reason: format!("collective call of {op}, which is not a collective"),
+            });
+        }
+        if !k.grid.is_empty() || !k.body.stmts.is_empty() || k.writes.len() != 1 {
+            return Err(TileError::Writes {
+                kernel: self.name(),
+                reason: "a collective has no grid, no body and one write".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The call's operands are shared parameters of `dtype`, its result a mutable one written
+    /// whole.
+    fn check_call(
+        &self,
+        what: &str,
+        operands: Vec<(&'static str, usize)>,
+        result: (&'static str, usize),
+        dtype: &DType,
+    ) -> Result<(), TileError> {
         let library = |reason: String| TileError::Writes {
             kernel: self.name(),
             reason: format!("library {what}: {reason}"),
