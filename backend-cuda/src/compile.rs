@@ -51,7 +51,7 @@ fn unsupported(reason: String) -> BackendError {
 ///
 /// The entry is named for the kernel's kind and content (`tir_matmul_` and the FNV-1a 64 of the
 /// bytecode it would have under `tir_matmul`): kernels that differ only in position share their
-/// bytecode and cache entries, and distinct kernels can share a module ([`assemble_batch`]).
+/// bytecode and cache entries, and distinct kernels can share a module (`assemble_batch`).
 pub fn kernel_bytecode(
     kernel: &TileKernel,
     hints: &KernelHints,
@@ -418,7 +418,7 @@ impl KernelCompiler {
     ///
     /// Bytecode is generated and the cache asked for every kernel first, so that the number of
     /// cubins to assemble is known before the first `tileiras` starts; then the missing cubins
-    /// are grouped into [`batches`] and one `tileiras` runs per core (rayon's threads), each
+    /// are grouped into batches and one `tileiras` runs per core (rayon's threads), each
     /// taking the next batch when it is free, the costliest first.
     pub fn compile_reporting(
         &self,

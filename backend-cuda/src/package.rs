@@ -11,7 +11,7 @@
 //! | 20..28 | FNV-1a 64 checksum of the payload, `u64`     |
 //! | 28..   | payload: the [`Package`] as bincode 2 (serde, standard config) |
 //!
-//! Guarantees: [`write`] goes to a temporary file in the target's directory and renames it over
+//! Guarantees: [`write()`] goes to a temporary file in the target's directory and renames it over
 //! the target, so no reader ever sees a partially written package, and it refuses to write an
 //! inconsistent one. [`read`] and [`from_bytes`] refuse a foreign, truncated, corrupt,
 //! wrong-version or inconsistent file with one [`PackageError`] line naming the file and the
@@ -50,7 +50,7 @@ pub struct Package {
     /// One per kernel of `program`, in order.
     pub abis: Vec<KernelAbi>,
     /// Per architecture (`sm_90`, `sm_100`, ...): one cubin per kernel, in kernel order;
-    /// kernels assembled in one batch share one (stored once, [`shared_cubins`]).
+    /// kernels assembled in one batch share one (stored once, `shared_cubins`).
     #[serde(with = "shared_cubins")]
     pub cubins: BTreeMap<String, Vec<Cubin>>,
     /// The tileiras release that built the cubins (e.g. "13.5.37").
@@ -198,7 +198,7 @@ mod shared_cubins {
     }
 }
 
-/// The package's file bytes. Does not validate (see [`write`]); fails only if the payload
+/// The package's file bytes. Does not validate (see [`write()`]); fails only if the payload
 /// does not encode or exceeds [`MAX_PAYLOAD_LEN`].
 pub fn to_bytes(pkg: &Package) -> Result<Vec<u8>, String> {
     let payload = bincode::serde::encode_to_vec(pkg, bincode::config::standard())

@@ -190,7 +190,7 @@ fn body_dims(kernel: &TileKernel) -> Vec<String> {
 }
 
 /// Translates `kernel` into a Tile IR module with one entry (see the module doc) that carries
-/// `hints`, named for the kernel's kind ([`entry_name`]).
+/// `hints`, named for the kernel's kind (`entry_name`).
 pub fn generate(kernel: &TileKernel, hints: &KernelHints) -> Result<Generated, CodegenError> {
     generate_entry(Module::new("tir"), kernel, hints, entry_name(&kernel.name))
 }

@@ -134,7 +134,8 @@ pub fn onnx_type_of(dtype: DType) -> DataType {
 /// before anything is allocated.
 const MAX_ELEMENTS: u64 = 1 << 34;
 
-/// `t`'s dims, each non-negative and with a product below [`MAX_ELEMENTS`].
+/// `dims` as unsigned sizes; fails, with a message naming them, if one is negative or if they
+/// hold more than 2^34 elements (`MAX_ELEMENTS`).
 pub fn tensor_dims(dims: &[i64]) -> Result<Vec<u64>, String> {
     let mut count: u64 = 1;
     let mut out = Vec::with_capacity(dims.len());

@@ -1011,7 +1011,7 @@ fn static_programs(dims: &[Dim], tile: &[u64]) -> Option<u64> {
         .product()
 }
 
-/// The spaces of a split loop's first kernel ([`KernelLowering::split_grid`]): `store` over
+/// The spaces of a split loop's first kernel (`KernelLowering::split_grid`): `store` over
 /// `[splits, ..dims]`, `space` the same without the split axis, and the program's steps.
 pub struct SplitGrid {
     pub store: SpaceId,
