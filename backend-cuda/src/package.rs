@@ -46,6 +46,7 @@ pub const MAX_PAYLOAD_LEN: u64 = 1 << 30;
 /// A program with everything needed to run it on a GPU without compiling.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Package {
+    /// The program, as lowering made it.
     pub program: Program,
     /// One per kernel of `program`, in order.
     pub abis: Vec<KernelAbi>,
@@ -60,22 +61,47 @@ pub struct Package {
 /// Why a package could not be read, written or used.
 #[derive(Debug, thiserror::Error)]
 pub enum PackageError {
+    /// The file could not be read or written.
     #[error("{path}: {reason}")]
-    Io { path: String, reason: String },
+    Io {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        reason: String,
+    },
+    /// The file does not start with the package magic.
     #[error("{path}: not a tir package (bad magic)")]
-    NotAPackage { path: String },
+    NotAPackage {
+        /// The file.
+        path: String,
+    },
+    /// The file is of another package format version.
     #[error("{path}: package format version {found}, this build reads version {expected}")]
     Version {
+        /// The file.
         path: String,
+        /// The version in the header.
         found: u32,
+        /// The version this build reads.
         expected: u32,
     },
+    /// The file is truncated, fails its checksum or does not decode, or the package is
+    /// inconsistent.
     #[error("{path}: corrupt package: {reason}")]
-    Corrupt { path: String, reason: String },
+    Corrupt {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The package has no cubins for the GPU's architecture.
     #[error("{path}: the package has no cubins for {arch} (it has: {available})")]
     WrongArch {
+        /// The file.
         path: String,
+        /// The architecture asked for (`sm_90`).
         arch: String,
+        /// The architectures it has, listed.
         available: String,
     },
 }

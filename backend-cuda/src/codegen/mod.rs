@@ -34,8 +34,10 @@ use tir_lower::tile::{Block, CmpOp, IndexOp, TileKernel, TileOp, Type as TileTyp
 /// Why a kernel could not be translated.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CodegenError {
+    /// The kernel uses something the CUDA backend does not generate (named).
     #[error("{0} is not supported by the CUDA backend")]
     Unsupported(String),
+    /// The kernel's tile IR breaks a rule the verifier should have caught.
     #[error("malformed tile IR: {0}")]
     Malformed(String),
 }
@@ -124,7 +126,9 @@ impl KernelHints {
 
 /// A translated kernel.
 pub struct Generated {
+    /// The Tile IR module, with the kernel's one entry.
     pub module: Module,
+    /// How the host passes the entry its arguments.
     pub abi: KernelAbi,
 }
 

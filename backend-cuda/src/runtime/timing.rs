@@ -43,9 +43,11 @@ impl ColdTimer {
 /// One kernel's times from [`CudaExecutable::profile_kernels`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct KernelTimes {
+    /// The kernel's name.
     pub name: String,
     /// `tiles xN` (the generated kernel on N tile blocks) or `cublaslt`.
     pub how: String,
+    /// One time per repetition, in milliseconds.
     pub times_ms: Vec<f64>,
 }
 
