@@ -13,6 +13,7 @@ use tir_graph::{DType, HostTensor};
 
 /// A decoded ONNX model.
 pub struct Model {
+    /// The decoded protobuf, external data not yet read.
     pub proto: ModelProto,
     /// The version of the default (`ai.onnx`) operator set the model imports.
     pub opset: i64,
@@ -79,6 +80,7 @@ impl Model {
         Ok(Model { proto, opset, dir })
     }
 
+    /// The model's main graph (decoding refuses a model without one).
     pub fn graph(&self) -> &proto::GraphProto {
         self.proto.graph.as_ref().expect("checked in decode")
     }
