@@ -17,6 +17,9 @@ bash scripts/onnx-models.sh
 command -v dot >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq graphviz; } >/dev/null 2>&1 || true
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# The API reference: rustdoc's warnings (a broken or private intra-doc link, a public item of a
+# crate with #![warn(missing_docs)] left undocumented) fail the run.
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 # The kernel cache of this run only, so that the compile-only run below compiles every kernel.
 TIR_CACHE_DIR="$(mktemp -d)"
 export TIR_CACHE_DIR

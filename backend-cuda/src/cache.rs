@@ -45,7 +45,10 @@ pub const STALE_TEMP_AGE: Duration = Duration::from_secs(3600);
 /// Where and how big.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CacheConfig {
+    /// The directory holding the entries; made on the first `put`.
     pub dir: PathBuf,
+    /// The most bytes the entries may total, headers included; least recently used entries are
+    /// evicted past it.
     pub max_bytes: u64,
 }
 
@@ -110,12 +113,20 @@ fn bad_max_bytes(value: &str) -> CacheError {
     ))
 }
 
+/// Why the cache could not be configured, read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
+    /// `$TIR_CACHE_MAX_BYTES` is not a plain integer.
     #[error("kernel cache: {0}")]
     Config(String),
+    /// A file or directory of the cache could not be read, written or removed.
     #[error("kernel cache {path}: {reason}")]
-    Io { path: String, reason: String },
+    Io {
+        /// The file or directory.
+        path: String,
+        /// The I/O error.
+        reason: String,
+    },
 }
 
 fn io_error(path: &Path, err: &io::Error) -> CacheError {
@@ -161,19 +172,24 @@ pub(crate) fn fnv64(bytes: &[u8]) -> u64 {
 /// Entry and total bytes, entries only.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CacheStats {
+    /// The number of entries.
     pub entries: usize,
+    /// Their total size in bytes, headers included.
     pub bytes: u64,
 }
 
 /// What [`KernelCache::get`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Lookup {
+    /// The entry's cubin (a shared entry's reference already followed).
     Hit(Vec<u8>),
+    /// No entry for the key.
     Miss,
     /// An entry existed but failed verification; it has been removed.
     Corrupt(String),
 }
 
+/// The kernel cache in one directory (see the module doc).
 #[derive(Clone, Debug)]
 pub struct KernelCache {
     config: CacheConfig,
@@ -185,6 +201,7 @@ impl KernelCache {
         KernelCache { config }
     }
 
+    /// Its directory and size limit.
     pub fn config(&self) -> &CacheConfig {
         &self.config
     }
@@ -430,18 +447,45 @@ pub fn encode_entry(key: u64, payload: &[u8]) -> Vec<u8> {
 /// Why an entry file's bytes were refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum EntryError {
+    /// The file is shorter than its header.
     #[error("truncated header ({len} of {HEADER_LEN} bytes)")]
-    TruncatedHeader { len: usize },
+    TruncatedHeader {
+        /// The file's length in bytes.
+        len: usize,
+    },
+    /// The file does not start with the entry magic.
     #[error("bad magic (not a tir kernel cache entry)")]
     BadMagic,
+    /// The entry is of another format version.
     #[error("format version {:?}, expected {:?}", char::from(*.found), char::from(MAGIC[7]))]
-    Version { found: u8 },
+    Version {
+        /// The version byte found.
+        found: u8,
+    },
+    /// The entry holds another key than its file name says.
     #[error("holds key {stored:016x}, not {key:016x}")]
-    WrongKey { stored: u64, key: u64 },
+    WrongKey {
+        /// The key in the header.
+        stored: u64,
+        /// The key asked for.
+        key: u64,
+    },
+    /// The payload's length differs from the header's.
     #[error("payload is {found} bytes, header says {declared}")]
-    Length { declared: u64, found: u64 },
+    Length {
+        /// The length in the header.
+        declared: u64,
+        /// The payload's length.
+        found: u64,
+    },
+    /// The payload's FNV-1a 64 checksum differs from the header's.
     #[error("payload checksum mismatch (stored {stored:#018x}, computed {computed:#018x})")]
-    Checksum { stored: u64, computed: u64 },
+    Checksum {
+        /// The checksum in the header.
+        stored: u64,
+        /// The payload's checksum.
+        computed: u64,
+    },
 }
 
 /// The little-endian u64 at `at`; the caller has checked that the header is whole.

@@ -25,6 +25,7 @@ pub type Cubin = std::sync::Arc<[u8]>;
 /// A program's kernels, compiled.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CompiledKernels {
+    /// One per kernel, in kernel order: how each is launched.
     pub abis: Vec<KernelAbi>,
     /// Per architecture: one cubin per kernel (kernels assembled in one batch share one).
     pub cubins: BTreeMap<String, Vec<Cubin>>,
@@ -35,8 +36,12 @@ pub struct CompiledKernels {
 /// What happened in the cache while compiling.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CacheUse {
+    /// Cubins (one per kernel and architecture) the cache had, or that an identical kernel of
+    /// the program needs too.
     pub hits: usize,
+    /// Distinct cubins the cache lacked: assembled by `tileiras`, then stored.
     pub misses: usize,
+    /// Cache entries that failed verification: deleted, and compiled again.
     pub corrupt: usize,
 }
 
@@ -51,7 +56,7 @@ fn unsupported(reason: String) -> BackendError {
 ///
 /// The entry is named for the kernel's kind and content (`tir_matmul_` and the FNV-1a 64 of the
 /// bytecode it would have under `tir_matmul`): kernels that differ only in position share their
-/// bytecode and cache entries, and distinct kernels can share a module ([`assemble_batch`]).
+/// bytecode and cache entries, and distinct kernels can share a module (`assemble_batch`).
 pub fn kernel_bytecode(
     kernel: &TileKernel,
     hints: &KernelHints,
@@ -269,7 +274,9 @@ fn assemble_batch(
 /// the same binary skips asking it again (two process launches, most of a warm compile).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ToolchainStamp {
+    /// The `tileiras` release (`13.5.37`).
     pub version: String,
+    /// The newest bytecode version both it and `cutile-ir` speak.
     pub bytecode: BytecodeVersion,
     /// The binary's size, modification time and path, when known.
     pub fingerprint: Option<String>,
@@ -366,8 +373,11 @@ impl ToolchainStamp {
 /// a machine with the toolchain filled (it then serves hits and refuses misses). Shareable
 /// between threads.
 pub struct KernelCompiler {
+    /// The `tileiras` to assemble with; `None` where only the cache serves.
     pub toolchain: Option<Toolchain>,
+    /// The release and bytecode version kernels are generated for.
     pub stamp: ToolchainStamp,
+    /// The kernel cache, if any.
     pub cache: Option<KernelCache>,
     /// The hints each kernel is compiled with.
     pub tuning: Tuning,
@@ -418,7 +428,7 @@ impl KernelCompiler {
     ///
     /// Bytecode is generated and the cache asked for every kernel first, so that the number of
     /// cubins to assemble is known before the first `tileiras` starts; then the missing cubins
-    /// are grouped into [`batches`] and one `tileiras` runs per core (rayon's threads), each
+    /// are grouped into batches and one `tileiras` runs per core (rayon's threads), each
     /// taking the next batch when it is free, the costliest first.
     pub fn compile_reporting(
         &self,

@@ -3,6 +3,8 @@
 //! a disk cache keeps the cubins (module `cache`), and AOT packages carry a program with its
 //! cubins (module `package`).
 
+#![warn(missing_docs)]
+
 pub mod cache;
 pub mod codegen;
 pub mod compile;

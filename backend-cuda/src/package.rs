@@ -11,7 +11,7 @@
 //! | 20..28 | FNV-1a 64 checksum of the payload, `u64`     |
 //! | 28..   | payload: the [`Package`] as bincode 2 (serde, standard config) |
 //!
-//! Guarantees: [`write`] goes to a temporary file in the target's directory and renames it over
+//! Guarantees: [`write()`] goes to a temporary file in the target's directory and renames it over
 //! the target, so no reader ever sees a partially written package, and it refuses to write an
 //! inconsistent one. [`read`] and [`from_bytes`] refuse a foreign, truncated, corrupt,
 //! wrong-version or inconsistent file with one [`PackageError`] line naming the file and the
@@ -46,11 +46,12 @@ pub const MAX_PAYLOAD_LEN: u64 = 1 << 30;
 /// A program with everything needed to run it on a GPU without compiling.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Package {
+    /// The program, as lowering made it.
     pub program: Program,
     /// One per kernel of `program`, in order.
     pub abis: Vec<KernelAbi>,
     /// Per architecture (`sm_90`, `sm_100`, ...): one cubin per kernel, in kernel order;
-    /// kernels assembled in one batch share one (stored once, [`shared_cubins`]).
+    /// kernels assembled in one batch share one (stored once, `shared_cubins`).
     #[serde(with = "shared_cubins")]
     pub cubins: BTreeMap<String, Vec<Cubin>>,
     /// The tileiras release that built the cubins (e.g. "13.5.37").
@@ -60,22 +61,47 @@ pub struct Package {
 /// Why a package could not be read, written or used.
 #[derive(Debug, thiserror::Error)]
 pub enum PackageError {
+    /// The file could not be read or written.
     #[error("{path}: {reason}")]
-    Io { path: String, reason: String },
+    Io {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        reason: String,
+    },
+    /// The file does not start with the package magic.
     #[error("{path}: not a tir package (bad magic)")]
-    NotAPackage { path: String },
+    NotAPackage {
+        /// The file.
+        path: String,
+    },
+    /// The file is of another package format version.
     #[error("{path}: package format version {found}, this build reads version {expected}")]
     Version {
+        /// The file.
         path: String,
+        /// The version in the header.
         found: u32,
+        /// The version this build reads.
         expected: u32,
     },
+    /// The file is truncated, fails its checksum or does not decode, or the package is
+    /// inconsistent.
     #[error("{path}: corrupt package: {reason}")]
-    Corrupt { path: String, reason: String },
+    Corrupt {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The package has no cubins for the GPU's architecture.
     #[error("{path}: the package has no cubins for {arch} (it has: {available})")]
     WrongArch {
+        /// The file.
         path: String,
+        /// The architecture asked for (`sm_90`).
         arch: String,
+        /// The architectures it has, listed.
         available: String,
     },
 }
@@ -198,7 +224,7 @@ mod shared_cubins {
     }
 }
 
-/// The package's file bytes. Does not validate (see [`write`]); fails only if the payload
+/// The package's file bytes. Does not validate (see [`write()`]); fails only if the payload
 /// does not encode or exceeds [`MAX_PAYLOAD_LEN`].
 pub fn to_bytes(pkg: &Package) -> Result<Vec<u8>, String> {
     let payload = bincode::serde::encode_to_vec(pkg, bincode::config::standard())

@@ -16,18 +16,31 @@ pub const INSTALL_HINT: &str = "install it with `bash scripts/install-tileiras.s
 
 const LOCAL_INSTALL: &str = ".tools/cuda/nvidia/cu13/bin/tileiras";
 
+/// Why `tileiras` could not be found, run or made to assemble a kernel.
 #[derive(Debug, thiserror::Error)]
 pub enum ToolchainError {
+    /// No `tileiras` in any of the places the module doc lists.
     #[error("tileiras was not found; {INSTALL_HINT}")]
     NotFound,
+    /// The `tileiras` found does not run or does not report a usable version.
     #[error("{path} does not run: {reason}")]
-    Broken { path: String, reason: String },
+    Broken {
+        /// The binary.
+        path: String,
+        /// What failed.
+        reason: String,
+    },
+    /// `tileiras` refused a kernel's bytecode.
     #[error("tileiras rejected kernel {kernel} for {arch}: {message}")]
     Rejected {
+        /// The kernel's name.
         kernel: String,
+        /// The target architecture (`sm_90`).
         arch: String,
+        /// What `tileiras` printed.
         message: String,
     },
+    /// Writing its input or reading its output failed.
     #[error("{0}")]
     Io(String),
 }
@@ -35,6 +48,7 @@ pub enum ToolchainError {
 /// A located `tileiras`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Toolchain {
+    /// The `tileiras` binary.
     pub tileiras: PathBuf,
     /// The release, e.g. `13.5.37`.
     pub version: String,

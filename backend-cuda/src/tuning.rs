@@ -81,7 +81,9 @@ pub const TUNE_ENV: &str = "TIR_TUNE";
 /// Tile shapes, and hints per kernel kind (`matmul`, `row_reduction`, ...).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tuning {
+    /// The tile shapes lowering aims at.
     pub tiles: TileShapes,
+    /// Compiler hints by kernel kind.
     pub hints: BTreeMap<String, KernelHints>,
 }
 

@@ -21,6 +21,8 @@
 //! and every arena buffer a kernel touches must be live in its wave). Arena and output buffers
 //! start as poison (NaN for floats), so an element no kernel writes never passes a comparison.
 
+#![warn(missing_docs)]
+
 mod exec;
 mod interp;
 mod mesh;
@@ -55,6 +57,7 @@ impl RefBackend {
         RefBackend { checking: true }
     }
 
+    /// Whether this backend makes the ownership checks of [`RefBackend::checking`].
     pub fn is_checking(&self) -> bool {
         self.checking
     }

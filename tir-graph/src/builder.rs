@@ -47,6 +47,7 @@ impl std::fmt::Debug for Tensor {
 type Result<T> = std::result::Result<T, GraphError>;
 
 impl GraphBuilder {
+    /// A builder of an empty graph.
     pub fn new() -> GraphBuilder {
         GraphBuilder::default()
     }
@@ -218,6 +219,7 @@ macro_rules! unary_methods {
 macro_rules! binary_methods {
     ($($name:ident => $op:ident;)*) => {
         $(
+            #[doc = concat!("[`BinaryOp::", stringify!($op), "`] of `self` and `other`, elementwise with NumPy broadcasting; both have one dtype.")]
             pub fn $name(&self, other: &Tensor) -> Result<Tensor> {
                 self.apply(Op::Binary(BinaryOp::$op), &[other])
             }
@@ -228,6 +230,7 @@ macro_rules! binary_methods {
 macro_rules! reduce_methods {
     ($($name:ident => $op:ident;)*) => {
         $(
+            #[doc = concat!("[`ReduceOp::", stringify!($op), "`] over `axes`; `keepdims` keeps them as size-1 axes, otherwise they are removed.")]
             pub fn $name(&self, axes: &[usize], keepdims: bool) -> Result<Tensor> {
                 let op = Op::Reduce { op: ReduceOp::$op, axes: axes.to_vec(), keepdims };
                 self.apply(op, &[])
@@ -237,22 +240,27 @@ macro_rules! reduce_methods {
 }
 
 impl Tensor {
+    /// The node that computes this tensor.
     pub fn id(&self) -> NodeId {
         self.id
     }
 
+    /// The tensor's type.
     pub fn ty(&self) -> TensorType {
         self.graph.borrow().ty(self.id).clone()
     }
 
+    /// The tensor's element type.
     pub fn dtype(&self) -> DType {
         self.graph.borrow().ty(self.id).dtype
     }
 
+    /// The tensor's shape.
     pub fn shape(&self) -> Shape {
         self.graph.borrow().ty(self.id).shape.clone()
     }
 
+    /// The tensor's number of dims.
     pub fn rank(&self) -> usize {
         self.graph.borrow().ty(self.id).rank()
     }
@@ -317,25 +325,41 @@ impl Tensor {
     }
 
     unary_methods! {
+        /// `-x` of each element.
         neg => Neg;
+        /// `|x|` of each element.
         abs => Abs;
+        /// `e^x` of each element.
         exp => Exp;
+        /// Natural logarithm of each element.
         log => Log;
+        /// Square root of each element.
         sqrt => Sqrt;
+        /// `1 / sqrt(x)` of each element.
         rsqrt => Rsqrt;
+        /// `1 / x` of each element.
         reciprocal => Reciprocal;
+        /// `sin(x)` of each element, in radians.
         sin => Sin;
+        /// `cos(x)` of each element, in radians.
         cos => Cos;
+        /// Hyperbolic tangent of each element.
         tanh => Tanh;
+        /// `1 / (1 + e^-x)` of each element.
         sigmoid => Sigmoid;
+        /// `max(x, 0)` of each element.
         relu => Relu;
         /// Gelu with the exact normal CDF (erf form).
         gelu => GeluErf;
         /// Gelu's tanh approximation.
         gelu_tanh => GeluTanh;
+        /// `x * sigmoid(x)` of each element.
         silu => Silu;
+        /// The error function of each element.
         erf => Erf;
+        /// Each element rounded toward negative infinity.
         floor => Floor;
+        /// Each element rounded toward positive infinity.
         ceil => Ceil;
         /// Logical not (bool only).
         not => Not;
@@ -375,16 +399,19 @@ impl Tensor {
         prod => Prod;
     }
 
+    /// `self + value`, with `value` a constant of `self`'s dtype (rounded to it).
     pub fn add_scalar(&self, value: f64) -> Result<Tensor> {
         self.builder()
             .atomically(|| self.add(&self.scalar_like(value)?))
     }
 
+    /// `self * value`, with `value` a constant of `self`'s dtype (rounded to it).
     pub fn mul_scalar(&self, value: f64) -> Result<Tensor> {
         self.builder()
             .atomically(|| self.mul(&self.scalar_like(value)?))
     }
 
+    /// Each element converted to `to` ([`Op::Cast`]).
     pub fn cast(&self, to: DType) -> Result<Tensor> {
         self.apply(Op::Cast { to }, &[])
     }
@@ -414,6 +441,7 @@ impl Tensor {
         self.apply(op, &[])
     }
 
+    /// `self[..., m, k] @ other[..., k, n]`, batch dims broadcast ([`Op::MatMul`]).
     pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
         self.apply(Op::MatMul, &[other])
     }
@@ -475,6 +503,7 @@ impl Tensor {
         self.permute(&perm)
     }
 
+    /// `self` repeated along its size-1 axes (and new leading ones) to `shape`, by NumPy's rule.
     pub fn broadcast_to(&self, shape: &Shape) -> Result<Tensor> {
         let dims = shape.dims().to_vec();
         self.apply(Op::BroadcastTo { dims }, &[])
@@ -506,6 +535,7 @@ impl Tensor {
         self.apply(op, &[])
     }
 
+    /// `self` without `axes`, each of static size 1.
     pub fn squeeze(&self, axes: &[usize]) -> Result<Tensor> {
         let axes = axes.to_vec();
         self.apply(Op::Squeeze { axes }, &[])

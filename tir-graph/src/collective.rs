@@ -204,7 +204,9 @@ impl fmt::Display for Sharding {
 /// replicated: every device ends with the whole output.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShardPlan {
+    /// The number of devices in the mesh.
     pub world: u32,
+    /// The sharding of each input, parameter and state, by name.
     pub sources: BTreeMap<String, Sharding>,
 }
 

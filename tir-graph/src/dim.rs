@@ -33,28 +33,44 @@ pub struct DimExpr {
 /// A factor of a term that is not a product of others.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Atom {
+    /// A named symbolic dim (`batch`, `seq`).
     Sym(String),
     /// `⌊numerator / divisor⌋`.
     FloorDiv(Box<DimExpr>, Box<DimExpr>),
+    /// The least of two or more expressions.
     Min(Vec<DimExpr>),
+    /// The greatest of two or more expressions.
     Max(Vec<DimExpr>),
 }
 
 /// Why dim arithmetic or evaluation failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DimError {
+    /// A coefficient or value left the `i64` range.
     #[error("dim arithmetic overflows i64")]
     Overflow,
+    /// A floor division by zero (or a min or max of nothing), naming the expression.
     #[error("`{0}` divides by zero")]
     DivisionByZero(String),
+    /// Evaluation met a symbol without a value.
     #[error("symbolic dim `{0}` is not bound")]
     Unbound(String),
+    /// A dim evaluated to a negative size.
     #[error("dim `{dim}` is {value}: a dim cannot be negative")]
-    NegativeDim { dim: String, value: i64 },
+    NegativeDim {
+        /// The dim, printed.
+        dim: String,
+        /// Its value.
+        value: i64,
+    },
+    /// A floor division met a negative numerator or a divisor that is not positive.
     #[error("`{expr}` divides {numerator} by {divisor}: dims must stay non-negative")]
     NegativeDivision {
+        /// The division, printed.
         expr: String,
+        /// The numerator's value.
         numerator: i64,
+        /// The divisor's value.
         divisor: i64,
     },
 }
@@ -82,10 +98,12 @@ impl DimExpr {
         }
     }
 
+    /// The constant `c`.
     pub fn constant(c: i64) -> DimExpr {
         DimExpr::from_map(BTreeMap::from([(Vec::new(), c)]))
     }
 
+    /// The symbol `name` alone.
     pub fn symbol(name: &str) -> DimExpr {
         DimExpr::atom(Atom::Sym(name.to_string()))
     }
@@ -151,6 +169,7 @@ impl DimExpr {
         self.terms.iter().cloned().collect()
     }
 
+    /// `self + other`, canonical; fails only on `i64` overflow of a coefficient.
     pub fn add(&self, other: &DimExpr) -> Res<DimExpr> {
         let mut map = self.map();
         for (m, k) in &other.terms {
@@ -159,10 +178,12 @@ impl DimExpr {
         Ok(DimExpr::from_map(map))
     }
 
+    /// `self - other`, canonical; fails only on overflow.
     pub fn sub(&self, other: &DimExpr) -> Res<DimExpr> {
         self.add(&other.scale(-1)?)
     }
 
+    /// `c · self`; fails only on overflow.
     pub fn scale(&self, c: i64) -> Res<DimExpr> {
         let terms = self
             .terms
@@ -172,6 +193,7 @@ impl DimExpr {
         Ok(DimExpr::from_map(terms))
     }
 
+    /// `self · other`, expanded into canonical terms; fails only on overflow.
     pub fn mul(&self, other: &DimExpr) -> Res<DimExpr> {
         let mut map = BTreeMap::new();
         for (a, x) in &self.terms {
@@ -284,10 +306,13 @@ impl DimExpr {
         (quotient.mul(divisor).ok()? == *self).then_some(quotient)
     }
 
+    /// The least of `args`: nested mins are flattened and arguments that differ by a constant keep
+    /// only the smaller; fails on an empty list.
     pub fn min(args: &[DimExpr]) -> Res<DimExpr> {
         DimExpr::extremum(args, true)
     }
 
+    /// The greatest of `args`, simplified as [`DimExpr::min`] does; fails on an empty list.
     pub fn max(args: &[DimExpr]) -> Res<DimExpr> {
         DimExpr::extremum(args, false)
     }

@@ -8,19 +8,32 @@ use std::str::FromStr;
 /// The element type of a tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum DType {
+    /// `bool`, stored as one byte, 0 or 1.
     Bool,
+    /// 8-bit signed integer.
     I8,
+    /// 8-bit unsigned integer.
     U8,
+    /// 32-bit signed integer.
     I32,
+    /// 64-bit signed integer.
     I64,
+    /// IEEE half precision (`half::f16`).
     F16,
+    /// bfloat16 (`half::bf16`): f32's exponent range, 8 bits of precision.
     BF16,
+    /// IEEE single precision.
     F32,
+    /// IEEE double precision.
     F64,
     // Appended after the rest: `.tir` files and packages store the variant index.
+    /// 16-bit signed integer.
     I16,
+    /// 16-bit unsigned integer.
     U16,
+    /// 32-bit unsigned integer.
     U32,
+    /// 64-bit unsigned integer (constants hold values up to `i64::MAX`).
     U64,
     /// OCP FP8 E4M3FN: sign, 4 exponent bits, 3 mantissa bits, bias 7, no infinities, NaN =
     /// 0x7F/0xFF, largest finite 448. Values are rounded to it by one rule ([`crate::float8`]):
@@ -100,6 +113,7 @@ impl DType {
         }
     }
 
+    /// Any float dtype, the f8s included.
     pub fn is_float(self) -> bool {
         matches!(
             self,
@@ -127,10 +141,12 @@ impl DType {
         self.is_signed_int() || self.is_unsigned_int()
     }
 
+    /// `i8`, `i16`, `i32` or `i64`.
     pub fn is_signed_int(self) -> bool {
         matches!(self, DType::I8 | DType::I16 | DType::I32 | DType::I64)
     }
 
+    /// `u8`, `u16`, `u32` or `u64`.
     pub fn is_unsigned_int(self) -> bool {
         matches!(self, DType::U8 | DType::U16 | DType::U32 | DType::U64)
     }

@@ -111,8 +111,11 @@ pub const MAX_EVAL_ELEMENTS: u64 = 1 << 28;
 /// float tensors computed by the oracle hold unrounded `f64` results (see the module doc).
 #[derive(Clone, Debug, PartialEq)]
 pub struct F64Tensor {
+    /// The dtype the values belong to.
     pub dtype: DType,
+    /// The dims, in elements per axis.
     pub dims: Vec<u64>,
+    /// The values, row-major; as many as the dims' product.
     pub data: Vec<f64>,
 }
 
@@ -120,54 +123,85 @@ pub struct F64Tensor {
 /// source names are escaped (`\n`, `\"`, ...) so that odd names keep it one line.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum EvalError {
+    /// A tensor's values do not match its dims or dtype.
     #[error("malformed tensor: {reason}")]
-    BadTensor { reason: String },
+    BadTensor {
+        /// What is wrong.
+        reason: String,
+    },
+    /// A tensor is supplied under a name no source of the graph has.
     #[error(
         "a tensor is supplied for `{0}`, but the graph has no input, parameter or state `{0}`",
         .name.escape_debug()
     )]
-    UnknownSource { name: String },
+    UnknownSource {
+        /// The name the tensor was supplied under.
+        name: String,
+    },
+    /// An input, parameter or state of the graph has no tensor.
     #[error("{node} ({op} `{}`): no tensor is supplied", .name.escape_debug())]
     MissingSource {
+        /// The source node.
         node: NodeId,
+        /// Its op name.
         op: &'static str,
+        /// Its name.
         name: String,
     },
     /// A supplied tensor is malformed or does not match its source's type.
     #[error("{node} ({op} `{}`): {reason}", .name.escape_debug())]
     BadSource {
+        /// The source node.
         node: NodeId,
+        /// Its op name.
         op: &'static str,
+        /// Its name.
         name: String,
+        /// What is wrong.
         reason: String,
     },
+    /// Two supplied tensors give one symbolic dim different sizes.
     #[error(
         "{node} ({op} `{}`): symbolic dim `{dim}` is {value} here but {first_value} in `{}` ({first_node})",
         .name.escape_debug(),
         .first_name.escape_debug()
     )]
     DimConflict {
+        /// The symbolic dim.
         dim: String,
+        /// The source that binds it the second time.
         node: NodeId,
+        /// That source's op name.
         op: &'static str,
+        /// That source's name.
         name: String,
+        /// The size its tensor gives the dim.
         value: u64,
+        /// The source that bound it first.
         first_node: NodeId,
+        /// That source's name.
         first_name: String,
+        /// The size it gave the dim.
         first_value: u64,
     },
     /// `op` is empty when the dim was asked for outside any op ([`concrete_dims`]).
     #[error("{}symbolic dim `{dim}` is not bound by any supplied tensor", site(.node, .op))]
     UnboundDim {
+        /// The symbolic dim.
         dim: String,
+        /// The node that needs it, where known.
         node: Option<NodeId>,
+        /// That node's op name, or empty.
         op: &'static str,
     },
     /// An op could not be evaluated on its operands; `node` is known inside [`evaluate`].
     #[error("{}{reason}", site(.node, .op))]
     OpFailed {
+        /// The node, where known.
         node: Option<NodeId>,
+        /// Its op name.
         op: &'static str,
+        /// Why it failed.
         reason: String,
     },
 }

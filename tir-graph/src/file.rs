@@ -12,6 +12,7 @@ use std::hash::Hasher;
 use std::io::Write;
 use std::path::Path;
 
+/// The first 8 bytes of every `.tir` file.
 pub const MAGIC: [u8; 8] = *b"TIRGRAPH";
 /// The format version this build writes. Version 2 added expression dims
 /// ([`crate::Dim::Expr`]), the `iota` op and slice stops that are dims, which changed how slices
@@ -24,6 +25,7 @@ pub const MAGIC: [u8; 8] = *b"TIRGRAPH";
 pub const FORMAT_VERSION: u32 = 4;
 /// The oldest format version this build reads.
 pub const OLDEST_READ_VERSION: u32 = 2;
+/// The header's size in bytes: magic, version, body length, checksum.
 pub const HEADER_LEN: usize = 28;
 /// The largest body a reader accepts. The decoder's allocations are bounded by the body's
 /// length ([`decode_bincode`]).
@@ -32,37 +34,65 @@ pub const MAX_BODY_LEN: u64 = 1 << 30;
 /// Why a `.tir` file was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
+    /// Reading or writing the file failed.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: String,
+        /// The I/O error.
         source: std::io::Error,
     },
+    /// The file has no bytes.
     #[error("the file is empty")]
     Empty,
+    /// The file does not start with [`MAGIC`].
     #[error("not a .tir file (bad magic bytes)")]
     BadMagic,
+    /// The file ends before its header or body does.
     #[error("the file is truncated: {what}")]
-    Truncated { what: String },
+    Truncated {
+        /// What is missing.
+        what: String,
+    },
+    /// Bytes follow the body that the header's length covers.
     #[error("the file has {0} bytes after the graph; it is corrupt")]
     TrailingBytes(u64),
+    /// The file's format version is newer than [`FORMAT_VERSION`].
     #[error(
         "format version {found} is newer than this build reads ({FORMAT_VERSION}); upgrade tir"
     )]
-    NewerVersion { found: u32 },
+    NewerVersion {
+        /// The version in the header.
+        found: u32,
+    },
+    /// The file's format version is older than [`OLDEST_READ_VERSION`].
     #[error(
         "format version {found} is older than this build reads ({OLDEST_READ_VERSION}); write the file again from its source (tirc parse, tirc import)"
     )]
-    OlderVersion { found: u32 },
+    OlderVersion {
+        /// The version in the header.
+        found: u32,
+    },
+    /// The header's version is 0, which tir never wrote.
     #[error("format version 0 is not a version tir ever wrote; the file is corrupt")]
     ZeroVersion,
+    /// The header's body length exceeds [`MAX_BODY_LEN`].
     #[error("the body of {0} bytes exceeds the {MAX_BODY_LEN}-byte limit")]
     TooLarge(u64),
+    /// The body's FNV-1a 64 checksum differs from the header's.
     #[error(
         "checksum mismatch (stored {stored:#018x}, computed {computed:#018x}): the file is corrupt"
     )]
-    Checksum { stored: u64, computed: u64 },
+    Checksum {
+        /// The checksum in the header.
+        stored: u64,
+        /// The checksum of the body read.
+        computed: u64,
+    },
+    /// The body is not a bincode [`GraphData`].
     #[error("the body does not decode: {0}")]
     Decode(String),
+    /// The body decodes but the graph fails verification.
     #[error("the graph is invalid: {0}")]
     Invalid(#[from] GraphError),
 }

@@ -34,6 +34,7 @@ impl F8E4M3 {
     pub fn from_f64(value: f64) -> Self {
         F8E4M3(E4M3.to_bits(E4M3.round(value)))
     }
+    /// The element's value, exactly (NaN for the NaN byte).
     pub fn to_f64(self) -> f64 {
         E4M3.from_bits(self.0)
     }
@@ -53,6 +54,7 @@ impl F8E5M2 {
             F8E5M2::from_f64(value)
         }
     }
+    /// The element's value, exactly (infinities and NaN included).
     pub fn to_f64(self) -> f64 {
         E5M2.from_bits(self.0)
     }
@@ -61,8 +63,11 @@ impl F8E5M2 {
 /// An 8-bit float format: sign, `exp_bits` exponent bits, `man_bits` mantissa bits.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Float8 {
+    /// Exponent bits.
     pub exp_bits: u32,
+    /// Mantissa bits, without the implicit leading one.
     pub man_bits: u32,
+    /// The exponent bias: a normal number's value is `2^(exponent - bias) · 1.mantissa`.
     pub bias: i32,
     /// The largest finite value.
     pub max: f64,

@@ -23,6 +23,7 @@ use std::fmt;
 pub struct NodeId(pub u32);
 
 impl NodeId {
+    /// The node's position in topological order, as an index.
     pub fn index(self) -> usize {
         self.0 as usize
     }
@@ -41,70 +42,136 @@ impl fmt::Display for NodeId {
 /// An op with the type of the value it produces.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Node {
+    /// The operation.
     pub op: Op,
+    /// The type of its result (declared for sources, inferred otherwise).
     pub ty: TensorType,
 }
 
 /// What is wrong with a graph, naming the node, op and types involved.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum GraphError {
+    /// A node's type cannot be inferred from its operands and attributes.
     #[error("node {node}: {source}")]
-    Infer { node: NodeId, source: InferError },
+    Infer {
+        /// The node.
+        node: NodeId,
+        /// Why inference refused it.
+        source: InferError,
+    },
+    /// A node uses an operand that is not an earlier node of the graph.
     #[error("node {node} ({op}) uses {operand}, which is not defined before it")]
     UndefinedOperand {
+        /// The user.
         node: NodeId,
+        /// The user's op name.
         op: &'static str,
+        /// The operand it names.
         operand: NodeId,
     },
+    /// A source (input, parameter, constant, state) was added without its type.
     #[error("node {node}: a source needs a declared type")]
-    MissingDeclaredType { node: NodeId },
+    MissingDeclaredType {
+        /// The source.
+        node: NodeId,
+    },
+    /// A node's stored type differs from what its operands give (a graph built from data).
     #[error("node {node} ({op}) is stored as {stored} but its operands give {inferred}")]
     TypeMismatch {
+        /// The node.
         node: NodeId,
+        /// Its op name.
         op: &'static str,
+        /// The type the data gave it.
         stored: TensorType,
+        /// The type inference gives.
         inferred: TensorType,
     },
+    /// Two sources (inputs, parameters and states share one namespace), or two outputs, share a
+    /// name.
     #[error("{kind} name `{name}` is used by {first} and {second}")]
     DuplicateName {
+        /// What is named: `source` or `output`.
         kind: &'static str,
+        /// The shared name.
         name: String,
+        /// The first holder (a node, with its op for a source).
         first: String,
+        /// The second holder.
         second: String,
     },
+    /// A state update writes a node that is not a `state`.
     #[error("node {node} ({op}) writes {target}, which is a {target_op}, not a state")]
     NotAState {
+        /// The update.
         node: NodeId,
+        /// The update's op name.
         op: &'static str,
+        /// The node it writes.
         target: NodeId,
+        /// That node's op name.
         target_op: &'static str,
     },
+    /// Two updates write the same state.
     #[error("state `{name}` is written by {first} and {second}; a state is written at most once per run")]
     StateWrittenTwice {
+        /// The state's name.
         name: String,
+        /// The first update.
         first: NodeId,
+        /// The second update.
         second: NodeId,
     },
+    /// The edges form a cycle (a graph built from data).
     #[error("the graph has a cycle through {node}")]
-    Cycle { node: NodeId },
+    Cycle {
+        /// A node on the cycle.
+        node: NodeId,
+    },
+    /// An output refers to a node the graph does not have.
     #[error("output `{name}` refers to {node}, which is not in the graph")]
-    UnknownOutput { name: String, node: NodeId },
+    UnknownOutput {
+        /// The output's name.
+        name: String,
+        /// The missing node.
+        node: NodeId,
+    },
+    /// An output was given the empty name.
     #[error("output name is empty")]
     EmptyOutputName,
+    /// The graph has neither outputs nor state updates.
     #[error("the graph computes nothing: it has no outputs and no state updates")]
     NoResults,
+    /// Causal attention was asked of an operand without a sequence axis.
     #[error("node {node}: causal attention needs a sequence axis (rank 2 or more), got {ty}")]
-    AttentionNeedsSequence { node: NodeId, ty: TensorType },
+    AttentionNeedsSequence {
+        /// The query node.
+        node: NodeId,
+        /// Its type.
+        ty: TensorType,
+    },
+    /// Attention was asked of a query whose head dim (last axis) is symbolic.
     #[error("node {node}: attention needs a static head dim (last axis of q) to set its scale, got {ty}")]
-    AttentionNeedsStaticHeadDim { node: NodeId, ty: TensorType },
+    AttentionNeedsStaticHeadDim {
+        /// The query node.
+        node: NodeId,
+        /// Its type.
+        ty: TensorType,
+    },
+    /// A builder was given a [`crate::Tensor`] made by another builder.
     #[error("a tensor from another graph builder was used with this one")]
     ForeignTensor,
+    /// [`Graph::specialize`]: fixing symbolic dims to sizes made a node's shape invalid.
     #[error("node {node} ({op}): fixing the dims: {source}")]
     Specialize {
+        /// The node.
         node: NodeId,
+        /// Its op name.
         op: &'static str,
+        /// What went wrong with its shape.
         source: Box<crate::ShapeError>,
     },
+    /// The graph would have more nodes than a [`NodeId`] can number (2^32 - 1).
     #[error("the graph has {0} nodes, more than a graph may hold (2^32 - 1)")]
     TooManyNodes(usize),
 }
@@ -118,6 +185,7 @@ pub struct Graph {
 }
 
 impl Graph {
+    /// An empty graph.
     pub fn new() -> Graph {
         Graph::default()
     }
@@ -256,10 +324,12 @@ impl Graph {
         debug_assert!(self.outputs.iter().all(|(_, n)| n.index() < len));
     }
 
+    /// The number of nodes.
     pub fn len(&self) -> usize {
         self.g.node_count()
     }
 
+    /// Whether the graph has no nodes.
     pub fn is_empty(&self) -> bool {
         self.g.node_count() == 0
     }
@@ -269,6 +339,7 @@ impl Graph {
         &self.g[id.graph_index()]
     }
 
+    /// The type of node `id`'s value. Panics if `id` is not of this graph.
     pub fn ty(&self, id: NodeId) -> &TensorType {
         &self.node(id).ty
     }
@@ -301,6 +372,7 @@ impl Graph {
         users
     }
 
+    /// The named outputs, in the order they were added.
     pub fn outputs(&self) -> &[(String, NodeId)] {
         &self.outputs
     }
@@ -324,14 +396,17 @@ impl Graph {
             .collect()
     }
 
+    /// The inputs, named, in node order.
     pub fn inputs(&self) -> Vec<(String, NodeId)> {
         self.named_sources(|op| matches!(op, Op::Input { .. }))
     }
 
+    /// The parameters, named, in node order.
     pub fn parameters(&self) -> Vec<(String, NodeId)> {
         self.named_sources(|op| matches!(op, Op::Parameter { .. }))
     }
 
+    /// The states, named, in node order.
     pub fn states(&self) -> Vec<(String, NodeId)> {
         self.named_sources(|op| matches!(op, Op::State { .. }))
     }
@@ -525,14 +600,19 @@ impl Eq for Graph {}
 /// One node as plain data: its operands are indices of earlier nodes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeData {
+    /// The operation.
     pub op: Op,
+    /// The type of its result.
     pub ty: TensorType,
+    /// Its operands, each an earlier node.
     pub operands: Vec<NodeId>,
 }
 
 /// A graph as plain data, nodes in topological order: the body of a `.tir` file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GraphData {
+    /// The nodes, operands before users.
     pub nodes: Vec<NodeData>,
+    /// The named outputs, in order.
     pub outputs: Vec<(String, NodeId)>,
 }

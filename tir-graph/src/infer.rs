@@ -18,8 +18,11 @@ use std::fmt;
 /// Inference failed: names the op, its operand types and what was expected.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub struct InferError {
+    /// The op's name.
     pub op: &'static str,
+    /// The types of its operands, in order.
     pub operands: Vec<TensorType>,
+    /// What was expected of them.
     pub reason: String,
 }
 

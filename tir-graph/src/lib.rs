@@ -5,6 +5,8 @@
 //! the binary `.tir` file ([`file`](mod@file)) and the text form ([`text`]), and the f64 reference
 //! evaluator of a graph ([`eval`], the oracle later stages are checked against).
 
+#![warn(missing_docs)]
+
 pub mod builder;
 pub mod collective;
 pub mod dim;

@@ -7,26 +7,41 @@ use std::fmt;
 /// Elementwise ops of one operand. The result has the operand's type (see [`crate::infer`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum UnaryOp {
+    /// `-x`.
     Neg,
+    /// `|x|`.
     Abs,
+    /// `e^x`.
     Exp,
+    /// Natural logarithm.
     Log,
+    /// Square root.
     Sqrt,
+    /// `1 / sqrt(x)`.
     Rsqrt,
+    /// `1 / x`.
     Reciprocal,
+    /// `sin(x)`, in radians.
     Sin,
+    /// `cos(x)`, in radians.
     Cos,
+    /// Hyperbolic tangent.
     Tanh,
+    /// `1 / (1 + e^-x)`.
     Sigmoid,
+    /// `max(x, 0)`.
     Relu,
     /// `x * Φ(x)` with the exact normal CDF (erf form).
     GeluErf,
     /// The tanh approximation of gelu.
     GeluTanh,
+    /// `x * sigmoid(x)`.
     Silu,
     /// The error function.
     Erf,
+    /// Rounds toward negative infinity.
     Floor,
+    /// Rounds toward positive infinity.
     Ceil,
     /// Logical not of a bool tensor.
     Not,
@@ -37,20 +52,35 @@ pub enum UnaryOp {
 /// Elementwise ops of two operands with NumPy broadcasting; both operands share one dtype.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum BinaryOp {
+    /// `x + y` (integers wrap).
     Add,
+    /// `x - y` (integers wrap).
     Sub,
+    /// `x * y` (integers wrap).
     Mul,
+    /// `x / y`; integers truncate toward zero, and `x / 0 = 0`.
     Div,
+    /// `x^y`; for integers a negative exponent gives `1 / x^-y` truncated.
     Pow,
+    /// The larger of `x` and `y`; NaN if either is NaN, and `+0` over `-0`.
     Maximum,
+    /// The smaller of `x` and `y`; NaN if either is NaN, and `-0` over `+0`.
     Minimum,
+    /// `x == y` (bool result).
     Eq,
+    /// `x != y` (bool result).
     Ne,
+    /// `x < y` (bool result).
     Lt,
+    /// `x <= y` (bool result).
     Le,
+    /// `x > y` (bool result).
     Gt,
+    /// `x >= y` (bool result).
     Ge,
+    /// Logical and: true where both are nonzero.
     And,
+    /// Logical or: true where either is nonzero.
     Or,
     /// The remainder of truncating division (C's `fmod`): the dividend's sign, exact for
     /// floats; integers wrap and `x rem 0 = x` (as `x / 0 = 0`). Appended last: `.tir` files
@@ -58,7 +88,9 @@ pub enum BinaryOp {
     Rem,
     /// Bitwise and, or and exclusive or of integers.
     BitAnd,
+    /// Bitwise or of integers.
     BitOr,
+    /// Bitwise exclusive or of integers.
     BitXor,
     /// `x << y` of integers, bits shifted past the top discarded; an amount outside
     /// `0..bits` gives 0 (NumPy's rule, which ONNX's `BitShift` states).
@@ -71,10 +103,15 @@ pub enum BinaryOp {
 /// Reductions over a set of axes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum ReduceOp {
+    /// Sum of the elements.
     Sum,
+    /// Arithmetic mean (for integers, the sum divided by the count, truncated).
     Mean,
+    /// Largest element.
     Max,
+    /// Smallest element.
     Min,
+    /// Product of the elements.
     Prod,
     /// Index (i64) of the first maximum along exactly one axis.
     ArgMax,
@@ -85,7 +122,9 @@ pub enum ReduceOp {
 /// One target dim of a reshape: given, or inferred from the element count (at most one).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum ReshapeDim {
+    /// This size (static or symbolic).
     Dim(Dim),
+    /// Whatever size makes the element count match the operand's.
     Infer,
 }
 
@@ -95,8 +134,11 @@ pub enum ReshapeDim {
 /// refused ([`crate::Graph::dim_bounds`]).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct SliceRange {
+    /// First index taken.
     pub start: u64,
+    /// One past the last index taken (`None`: the axis's end); at most the axis's size.
     pub stop: Option<Dim>,
+    /// Distance between taken indices (≥ 1).
     pub step: u64,
 }
 
@@ -108,6 +150,7 @@ impl SliceRange {
         step: 1,
     };
 
+    /// `start..stop` with `step`, of a static `stop`.
     pub fn new(start: u64, stop: u64, step: u64) -> SliceRange {
         SliceRange {
             start,
@@ -152,6 +195,7 @@ impl std::hash::Hash for ExactF64 {
 /// The values of a constant, stored exactly in the class of its dtype.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum ConstData {
+    /// Values of a bool dtype.
     Bool(Vec<bool>),
     /// Values of an integer dtype (i8, u8, i32, i64), each within that dtype's range.
     Int(Vec<i64>),
@@ -160,6 +204,7 @@ pub enum ConstData {
 }
 
 impl ConstData {
+    /// The number of elements.
     pub fn len(&self) -> usize {
         match self {
             ConstData::Bool(v) => v.len(),
@@ -168,6 +213,7 @@ impl ConstData {
         }
     }
 
+    /// Whether there are no elements.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -226,67 +272,92 @@ pub const MAX_CONSTANT_ELEMENTS: u64 = 1 << 16;
 pub enum Op {
     /// A named tensor supplied on every run.
     Input {
+        /// The name its value is bound by on each run.
         name: String,
     },
     /// A named weight, supplied at run time or stored with the program.
     Parameter {
+        /// The name its value is bound by (in a weights file, or set on an executable).
         name: String,
     },
     /// A small tensor embedded in the graph (at most [`MAX_CONSTANT_ELEMENTS`]).
     Constant {
+        /// The values, row-major.
         data: ConstData,
     },
     /// The current value of a named buffer that persists between runs (zeros before the first).
     State {
+        /// The buffer's name, shared by its `state_assign` or `state_write_slice`.
         name: String,
     },
+    /// An elementwise op of one operand.
     Unary(UnaryOp),
+    /// Converts each element to another dtype (floats round to nearest, integers truncate toward
+    /// zero and wrap, bool is `x != 0`).
     Cast {
+        /// The result dtype.
         to: DType,
     },
+    /// An elementwise op of two broadcast operands.
     Binary(BinaryOp),
     /// `select(cond, a, b)`: `a` where `cond` is true, else `b`, all three broadcast.
     Select,
+    /// A reduction over `axes`.
     Reduce {
+        /// Which reduction.
         op: ReduceOp,
+        /// The axes reduced, distinct and in range.
         axes: Vec<usize>,
+        /// Whether reduced axes stay as size 1 (otherwise they are removed).
         keepdims: bool,
     },
     /// `a[..., m, k] @ b[..., k, n]`, batch dims broadcast.
     MatMul,
+    /// The same elements, row-major, in a new shape.
     Reshape {
+        /// The result's dims, at most one of them inferred.
         dims: Vec<ReshapeDim>,
     },
     /// Result dim `i` is operand dim `perm[i]`.
     Permute {
+        /// A permutation of the operand's axes.
         perm: Vec<usize>,
     },
+    /// Repeats size-1 axes (and adds leading ones) to reach `dims`, NumPy's rule.
     BroadcastTo {
+        /// The result's dims.
         dims: Vec<Dim>,
     },
     /// One range per axis.
     Slice {
+        /// One range per axis of the operand.
         ranges: Vec<SliceRange>,
     },
     /// Joins any number (≥ 1) of operands along `axis`.
     Concat {
+        /// The axis joined along; the other dims must be equal.
         axis: usize,
     },
     /// Pads each axis with `(before, after)` elements of `value`.
     Pad {
+        /// `(before, after)` per axis, in elements.
         pads: Vec<(u64, u64)>,
+        /// The fill value.
         value: ExactF64,
     },
     /// Removes the given axes, each of static size 1.
     Squeeze {
+        /// The axes removed, by operand position.
         axes: Vec<usize>,
     },
     /// Inserts size-1 axes at the given positions of the result.
     Unsqueeze {
+        /// The positions of the new axes in the result.
         axes: Vec<usize>,
     },
     /// `gather(data, indices)`: result is `data[.., indices[...], ..]` along `axis`.
     Gather {
+        /// The axis of `data` the indices select along.
         axis: usize,
     },
     /// `state_assign(state, value)`: the state holds `value` after this run.
@@ -295,7 +366,9 @@ pub enum Op {
     /// along `axis` (all other axes whole). `start: None` takes the start from the third operand,
     /// a scalar i32/i64 read at run time (e.g. the KV-cache position).
     StateWriteSlice {
+        /// The axis written along.
         axis: usize,
+        /// The static start offset, or `None` for the run-time third operand.
         start: Option<u64>,
     },
     // New variants go last: `.tir` files store the variant's index.
@@ -305,38 +378,50 @@ pub enum Op {
     /// Channels split into `groups` equal groups: output channel `o` reads only the input
     /// channels of its group `o / (O / groups)` (ONNX's and PyTorch's `Conv`, without bias).
     Conv {
+        /// Step per spatial axis, in elements.
         strides: Vec<u64>,
+        /// Spacing between kernel taps per spatial axis (1: dense).
         dilations: Vec<u64>,
+        /// Zero padding `(before, after)` per spatial axis, in elements.
         pads: Vec<(u64, u64)>,
+        /// The number of channel groups; divides `C` and `O`.
         groups: u64,
     },
     /// `iota()`: the `i64` vector `0, 1, .., len - 1`, of a length that may be symbolic (the
     /// positions of a sequence, what an exported `Range(0, seq, 1)` computes).
     Iota {
+        /// The vector's length.
         len: Dim,
     },
     /// `dim_value()`: the value of a dim as an `i64` scalar, so that run-time arithmetic can read
     /// a symbolic size (an exported mask or index computation multiplies by `seq`).
     DimValue {
+        /// The dim whose value is read.
         dim: Dim,
     },
     /// A collective over the `world` devices of a mesh, each running the same graph on its
     /// shard: every device gets the elementwise `op` (`Sum`, `Max` or `Min`) of all devices'
     /// operands, combined in rank order. The type is the operand's.
     AllReduce {
+        /// `Sum`, `Max` or `Min`.
         op: ReduceOp,
+        /// The number of devices taking part.
         world: u32,
     },
     /// A collective: every device gets all devices' operands concatenated along `axis` in rank
     /// order (that axis `world` times larger).
     AllGather {
+        /// The axis gathered along.
         axis: usize,
+        /// The number of devices taking part.
         world: u32,
     },
     /// A collective: the elementwise sum of all devices' operands, cut into `world` equal parts
     /// along `axis`, of which device `r` keeps part `r`.
     ReduceScatter {
+        /// The axis cut into `world` parts.
         axis: usize,
+        /// The number of devices taking part.
         world: u32,
     },
 }
@@ -344,11 +429,14 @@ pub enum Op {
 /// How many operands an op takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Arity {
+    /// Exactly this many.
     Exactly(usize),
+    /// This many or more.
     AtLeast(usize),
 }
 
 impl Arity {
+    /// Whether an op of this arity accepts `n` operands.
     pub fn accepts(self, n: usize) -> bool {
         match self {
             Arity::Exactly(k) => n == k,
@@ -367,6 +455,7 @@ impl fmt::Display for Arity {
 }
 
 impl UnaryOp {
+    /// Every unary op.
     pub const ALL: [UnaryOp; 20] = [
         UnaryOp::Neg,
         UnaryOp::Abs,
@@ -390,6 +479,7 @@ impl UnaryOp {
         UnaryOp::BitNot,
     ];
 
+    /// The op's name in the text form.
     pub fn name(self) -> &'static str {
         match self {
             UnaryOp::Neg => "neg",
@@ -417,6 +507,7 @@ impl UnaryOp {
 }
 
 impl BinaryOp {
+    /// Every binary op.
     pub const ALL: [BinaryOp; 21] = [
         BinaryOp::Add,
         BinaryOp::Sub,
@@ -441,6 +532,7 @@ impl BinaryOp {
         BinaryOp::ShiftRight,
     ];
 
+    /// The op's name in the text form.
     pub fn name(self) -> &'static str {
         match self {
             BinaryOp::Add => "add",
@@ -489,6 +581,7 @@ impl BinaryOp {
 }
 
 impl ReduceOp {
+    /// Every reduction.
     pub const ALL: [ReduceOp; 7] = [
         ReduceOp::Sum,
         ReduceOp::Mean,
@@ -499,6 +592,7 @@ impl ReduceOp {
         ReduceOp::ArgMin,
     ];
 
+    /// The op's name in the text form (`reduce_sum`, `argmax`, ...).
     pub fn name(self) -> &'static str {
         match self {
             ReduceOp::Sum => "reduce_sum",
@@ -550,6 +644,7 @@ impl Op {
         }
     }
 
+    /// How many operands the op takes (`concat` any number ≥ 1; `state_write_slice` 2 or 3).
     pub fn arity(&self) -> Arity {
         match self {
             Op::Input { .. }

@@ -15,6 +15,7 @@ pub const MAX_RANK: usize = 8;
 /// dims compare equal.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Dim {
+    /// A size known when the graph is built.
     Static(u64),
     /// A named size such as `batch`; two symbolic dims are equal when their names are.
     Symbolic(String),
@@ -24,6 +25,7 @@ pub enum Dim {
 }
 
 impl Dim {
+    /// The size, if the dim is static.
     pub fn as_static(&self) -> Option<u64> {
         match self {
             Dim::Static(n) => Some(*n),
@@ -157,7 +159,9 @@ impl fmt::Display for Dim {
 /// symbolic stop within its axis), checked when a run binds them.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct DimBound {
+    /// The dim that must stay within the bound.
     pub dim: Dim,
+    /// Its upper bound.
     pub at_most: Dim,
     /// The op and operand that need it, for the error.
     pub what: String,
@@ -198,18 +202,26 @@ pub struct Shape(Vec<Dim>);
 /// Why a shape could not be formed or combined.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ShapeError {
+    /// The rank given, above [`MAX_RANK`].
     #[error("rank {0} exceeds the maximum rank {MAX_RANK}")]
     RankTooLarge(usize),
+    /// A symbol name that is not an ASCII identifier (a letter or `_`, then letters, digits or `_`).
     #[error("`{0}` is not a valid symbolic dim name")]
     BadSymbol(String),
+    /// Two shapes that do not broadcast: both shapes, then the first pair of dims that differ with
+    /// neither 1.
     #[error("shapes {0} and {1} do not broadcast: dim {2} vs {3}")]
     NotBroadcastable(Shape, Shape, Dim, Dim),
+    /// Text that does not parse as a dim expression, with the parser's reason.
     #[error("`{0}` is not a dim expression: {1}")]
     BadExpr(String, String),
+    /// A dim that evaluates to a negative size.
     #[error("dim `{0}` is negative")]
     Negative(String),
+    /// An expression dim not in canonical form, with the form it should take.
     #[error("dim `{0}` is not in canonical form (write it as `{1}`)")]
     NotCanonical(String, String),
+    /// Dim arithmetic failed.
     #[error(transparent)]
     Arithmetic(#[from] DimError),
 }
@@ -246,18 +258,22 @@ impl Shape {
         Shape(dims.iter().map(|&n| Dim::Static(n)).collect())
     }
 
+    /// The shape of rank 0.
     pub fn scalar() -> Shape {
         Shape(Vec::new())
     }
 
+    /// The number of dims.
     pub fn rank(&self) -> usize {
         self.0.len()
     }
 
+    /// The dims, outermost first.
     pub fn dims(&self) -> &[Dim] {
         &self.0
     }
 
+    /// The dims, outermost first, by value.
     pub fn into_dims(self) -> Vec<Dim> {
         self.0
     }

@@ -20,33 +20,68 @@ use std::fmt;
 /// Why a tensor could not be made or read as asked. One line each, naming the tensor's type.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum TensorError {
+    /// The dims hold more elements (or bytes) than fit in `usize`.
     #[error("{ty} has too many elements to hold in memory")]
-    TooLarge { ty: String },
+    TooLarge {
+        /// The tensor's type, as `dtype[dims]`.
+        ty: String,
+    },
+    /// The bytes given are not the size the dtype and dims need.
     #[error("{ty} needs {expected} bytes, got {got}")]
     Size {
+        /// The tensor's type.
         ty: String,
+        /// The bytes the type needs.
         expected: usize,
+        /// The bytes given.
         got: usize,
     },
+    /// The elements were asked for as another dtype's Rust type.
     #[error("{ty} holds {dtype} elements, not {asked}")]
     WrongElement {
+        /// The tensor's type.
         ty: String,
+        /// The dtype it holds.
         dtype: DType,
+        /// The dtype asked for.
         asked: DType,
     },
+    /// Borrowed bytes are not aligned for a typed slice of their dtype.
     #[error("the elements of {ty} are not aligned for {dtype} in memory; read them with to_vec")]
-    Misaligned { ty: String, dtype: DType },
-    #[error("{ty}: byte {index} is {byte}, not a bool (0 or 1)")]
-    BadBool { ty: String, index: usize, byte: u8 },
-    #[error("{ty}: element {index} ({value:?}) is not an exact {dtype} value")]
-    Inexact {
+    Misaligned {
+        /// The tensor's type.
         ty: String,
-        index: usize,
-        value: f64,
+        /// Its dtype.
         dtype: DType,
     },
+    /// A byte of a bool tensor is neither 0 nor 1.
+    #[error("{ty}: byte {index} is {byte}, not a bool (0 or 1)")]
+    BadBool {
+        /// The tensor's type.
+        ty: String,
+        /// The element's index.
+        index: usize,
+        /// The byte found.
+        byte: u8,
+    },
+    /// An f64 value given for a tensor is not a value of its dtype.
+    #[error("{ty}: element {index} ({value:?}) is not an exact {dtype} value")]
+    Inexact {
+        /// The tensor's type.
+        ty: String,
+        /// The element's index, row-major.
+        index: usize,
+        /// The value given.
+        value: f64,
+        /// The dtype it does not fit.
+        dtype: DType,
+    },
+    /// Writing was asked of a tensor that borrows its bytes.
     #[error("{ty} borrows its elements and cannot be written; make an owned tensor")]
-    Borrowed { ty: String },
+    Borrowed {
+        /// The tensor's type.
+        ty: String,
+    },
 }
 
 mod sealed {
@@ -55,6 +90,7 @@ mod sealed {
 
 /// A Rust type that holds one element of a tir dtype, bit for bit as device memory does.
 pub trait Element: Copy + Send + Sync + fmt::Debug + 'static + sealed::Sealed {
+    /// The dtype whose elements this type holds.
     const DTYPE: DType;
     /// The zero of the type (`false` for bool).
     const ZERO: Self;
@@ -62,6 +98,7 @@ pub trait Element: Copy + Send + Sync + fmt::Debug + 'static + sealed::Sealed {
     fn slice_bytes(slice: &[Self]) -> &[u8];
     /// The elements `bytes` holds, when they are aligned (and, for bool, 0 or 1).
     fn from_bytes(bytes: &[u8]) -> Option<&[Self]>;
+    /// The elements `bytes` holds, writable, when they are aligned (and, for bool, 0 or 1).
     fn from_bytes_mut(bytes: &mut [u8]) -> Option<&mut [Self]>;
     /// The element whose little-endian bytes are `bytes` (exactly its size).
     fn read(bytes: &[u8]) -> Self;
@@ -139,8 +176,11 @@ impl Element for bool {
 /// that writing its bytes cannot make an invalid bool), or memory a backend provides (the CUDA backend's page-locked host memory, which it recognizes with
 /// [`HostMemory::as_any`] and copies to the GPU directly).
 pub trait HostMemory: Send + Sync + 'static {
+    /// The elements' bytes, row-major and little-endian.
     fn bytes(&self) -> &[u8];
+    /// The same bytes, writable.
     fn bytes_mut(&mut self) -> &mut [u8];
+    /// The memory itself, so that the backend that made it can recognize it by its type.
     fn as_any(&self) -> &dyn Any;
 }
 
@@ -247,10 +287,12 @@ impl<'a> HostTensor<'a> {
         Ok(t)
     }
 
+    /// The elements' dtype.
     pub fn dtype(&self) -> DType {
         self.dtype
     }
 
+    /// The dims, in elements per axis.
     pub fn dims(&self) -> &[u64] {
         &self.dims
     }

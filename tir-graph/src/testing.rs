@@ -58,35 +58,61 @@ use std::ops::Range;
 /// reduce ops chosen inside the step from the config's lists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum OpKind {
+    /// Adds an [`Op::Input`] node.
     Input,
+    /// Adds an [`Op::Parameter`] node.
     Parameter,
+    /// Adds an [`Op::Constant`] node.
     Constant,
+    /// Adds an [`Op::State`] node.
     State,
+    /// Adds an [`Op::Unary`] node.
     Unary,
+    /// Adds an [`Op::Cast`] node.
     Cast,
+    /// Adds an [`Op::Binary`] node.
     Binary,
+    /// Adds an [`Op::Select`] node.
     Select,
+    /// Adds an [`Op::Reduce`] node.
     Reduce,
+    /// Adds an [`Op::MatMul`] node.
     MatMul,
+    /// Adds an [`Op::Conv`] node.
     Conv,
+    /// Adds an [`Op::Reshape`] node.
     Reshape,
+    /// Adds an [`Op::Permute`] node.
     Permute,
+    /// Adds an [`Op::BroadcastTo`] node.
     BroadcastTo,
+    /// Adds an [`Op::Slice`] node.
     Slice,
+    /// Adds an [`Op::Concat`] node.
     Concat,
+    /// Adds an [`Op::Pad`] node.
     Pad,
+    /// Adds an [`Op::Squeeze`] node.
     Squeeze,
+    /// Adds an [`Op::Unsqueeze`] node.
     Unsqueeze,
+    /// Adds an [`Op::Gather`] node.
     Gather,
+    /// Adds an [`Op::StateAssign`] node.
     StateAssign,
+    /// Adds an [`Op::StateWriteSlice`] node.
     StateWriteSlice,
+    /// Adds an [`Op::Iota`] node.
     Iota,
+    /// Adds an [`Op::DimValue`] node.
     DimValue,
-    /// `all_reduce_*`, `all_gather` or `reduce_scatter` (graphs for one device of a mesh).
+    /// Adds an `all_reduce_*`, `all_gather` or `reduce_scatter` node (graphs for one device
+    /// of a mesh).
     Collective,
 }
 
 impl OpKind {
+    /// Every kind.
     pub const ALL: [OpKind; 25] = [
         OpKind::Input,
         OpKind::Parameter,
@@ -252,8 +278,11 @@ pub struct GraphConfig {
     pub steps: Range<usize>,
     /// The step kinds with their relative weights; kinds absent (or weighted 0) never appear.
     pub kinds: Vec<(OpKind, u32)>,
+    /// The unary ops a `Unary` step chooses from.
     pub unary_ops: Vec<UnaryOp>,
+    /// The binary ops a `Binary` step chooses from.
     pub binary_ops: Vec<BinaryOp>,
+    /// The reductions a `Reduce` step chooses from.
     pub reduce_ops: Vec<ReduceOp>,
     /// Dtypes of inputs, parameters, states and constants, and the targets of `cast`.
     pub dtypes: Vec<DType>,

@@ -264,6 +264,7 @@ pub struct ParseError {
     pub line: usize,
     /// 1-based column, in characters, where the error is known to one token.
     pub column: Option<usize>,
+    /// What is wrong.
     pub message: String,
 }
 

@@ -18,25 +18,43 @@ use std::path::{Path, PathBuf};
 /// Why a weights file could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum WeightsError {
+    /// Opening, mapping or reading the file failed.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: String,
+        /// The I/O error.
         source: std::io::Error,
     },
+    /// The file is not valid safetensors (header, offsets), or a tensor could not be encoded.
     #[error("{path}: not a valid safetensors file: {reason}")]
-    Format { path: String, reason: String },
+    Format {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A tensor's safetensors dtype has no tir dtype.
     #[error("{path}: tensor {name:?} has dtype {dtype}, which tir does not have (bool, the integers, f16, bf16, f32, f64, f8e4m3 as F8_E4M3, f8e5m2 as F8_E5M2)")]
     UnsupportedDType {
+        /// The file.
         path: String,
+        /// The tensor's name.
         name: String,
+        /// Its dtype, as safetensors names it.
         dtype: String,
     },
+    /// A tensor's bytes do not fit its dtype and dims (size, or a bool byte other than 0 and 1).
     #[error("{path}: tensor {name:?}: {source}")]
     Tensor {
+        /// The file.
         path: String,
+        /// The tensor's name.
         name: String,
+        /// What is wrong.
         source: TensorError,
     },
+    /// Writing the file failed.
     #[error("{0}")]
     Write(crate::file::FileError),
 }
@@ -177,6 +195,7 @@ impl WeightsFile {
         })
     }
 
+    /// The file's path, as given to open it.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -186,10 +205,12 @@ impl WeightsFile {
         self.bytes.len()
     }
 
+    /// The number of tensors in the file.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
+    /// Whether the file holds no tensors.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

@@ -36,26 +36,48 @@ pub struct Capabilities {
 pub enum BackendError {
     /// The backend cannot run here (no driver, no device, no toolchain), and why.
     #[error("backend `{backend}` is unavailable: {reason}")]
-    Unavailable { backend: String, reason: String },
+    Unavailable {
+        /// The backend's name.
+        backend: String,
+        /// Why it is unavailable.
+        reason: String,
+    },
     /// A run was given tensors that do not fit the program's signature.
     #[error("{0}")]
     BadInput(String),
     /// A kernel failed at run time (an index out of range, a failed launch-time check, ...).
     #[error("kernel {kernel}: {reason}")]
-    Kernel { kernel: String, reason: String },
+    Kernel {
+        /// The kernel's name.
+        kernel: String,
+        /// What failed.
+        reason: String,
+    },
     /// The program asks for something this backend cannot do.
     #[error("backend `{backend}` cannot compile this program: {reason}")]
-    Unsupported { backend: String, reason: String },
+    Unsupported {
+        /// The backend's name.
+        backend: String,
+        /// What it cannot do.
+        reason: String,
+    },
     /// The device failed outside a kernel (an allocation, a copy, a driver call).
     #[error("device {device}: {reason}")]
-    Device { device: Device, reason: String },
+    Device {
+        /// The device.
+        device: Device,
+        /// What failed.
+        reason: String,
+    },
 }
 
 /// One device of a backend: where a [`DeviceTensor`] lives and an executable runs. The
 /// reference backend's device is host memory it owns (`ref:0`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Device {
+    /// The backend's name (`"ref"`, `"cuda"`).
     pub backend: &'static str,
+    /// The device's number among the backend's devices (a CUDA device ordinal).
     pub ordinal: u32,
 }
 
@@ -68,9 +90,11 @@ impl fmt::Display for Device {
 /// A backend's memory behind a [`DeviceTensor`]; the backend that made it downcasts it with
 /// [`DeviceStorage::as_any`] to read its address.
 pub trait DeviceStorage {
+    /// The device that holds the memory.
     fn device(&self) -> Device;
     /// The elements copied to the host, once the work that writes them has finished.
     fn to_host(&self, dtype: DType, dims: &[u64]) -> Result<HostTensor<'static>, String>;
+    /// The storage itself, for the backend that made it to downcast.
     fn as_any(&self) -> &dyn Any;
 }
 
@@ -92,14 +116,17 @@ impl DeviceTensor {
         }
     }
 
+    /// The elements' dtype.
     pub fn dtype(&self) -> DType {
         self.dtype
     }
 
+    /// The dims, in elements per axis.
     pub fn dims(&self) -> &[u64] {
         &self.dims
     }
 
+    /// The device that holds the tensor.
     pub fn device(&self) -> Device {
         self.storage.device()
     }
@@ -135,11 +162,14 @@ impl fmt::Debug for DeviceTensor {
 /// backend's.
 #[derive(Clone, Copy, Debug)]
 pub enum TensorRef<'a> {
+    /// A tensor in host memory.
     Host(&'a HostTensor<'a>),
+    /// A tensor in a backend's memory.
     Device(&'a DeviceTensor),
 }
 
 impl TensorRef<'_> {
+    /// The elements' dtype.
     pub fn dtype(&self) -> DType {
         match self {
             TensorRef::Host(t) => t.dtype(),
@@ -147,6 +177,7 @@ impl TensorRef<'_> {
         }
     }
 
+    /// The dims, in elements per axis.
     pub fn dims(&self) -> &[u64] {
         match self {
             TensorRef::Host(t) => t.dims(),
@@ -293,10 +324,14 @@ pub trait MeshExecutable {
 
 /// A backend: compile, capabilities, target.
 pub trait Backend {
+    /// The name it is registered and chosen by (`"ref"`, `"cuda"`).
     fn name(&self) -> &'static str;
     /// What lowering should aim at: fusion limits and tile shapes.
     fn target(&self) -> Target;
+    /// What it can run.
     fn capabilities(&self) -> Capabilities;
+    /// Compiles `program` for this backend's device; fails if the backend is unavailable here
+    /// or cannot compile what the program asks for.
     fn compile(&self, program: &Program) -> Result<Box<dyn Executable>, BackendError>;
 
     /// Compiles `program` (a graph cut for one device of a mesh, with collectives) for a mesh
@@ -321,6 +356,7 @@ pub struct Registry {
 }
 
 impl Registry {
+    /// A registry without backends.
     pub fn new() -> Registry {
         Registry::default()
     }
@@ -331,6 +367,7 @@ impl Registry {
         self.backends.push(backend);
     }
 
+    /// The backend registered as `name`.
     pub fn get(&self, name: &str) -> Option<&dyn Backend> {
         self.backends
             .iter()
@@ -338,6 +375,7 @@ impl Registry {
             .map(|b| b.as_ref())
     }
 
+    /// The registered backends' names, in registration order.
     pub fn names(&self) -> Vec<&'static str> {
         self.backends.iter().map(|b| b.name()).collect()
     }

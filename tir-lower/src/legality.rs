@@ -38,9 +38,13 @@ pub enum LaunchCheck {
     /// `0 <= offset` and `offset + len <= size` along an axis, where `offset` is element 0 of
     /// buffer `offset_buffer` (a run-time position such as a KV-cache slot).
     SliceInBounds {
+        /// The program buffer whose element 0 is the offset.
         offset_buffer: usize,
+        /// The slice's length along the axis.
         len: Dim,
+        /// The axis's size in the written buffer.
         size: Dim,
+        /// What the offset is, for the error ("the write position of state `cache`").
         what: String,
     },
 }
@@ -48,8 +52,11 @@ pub enum LaunchCheck {
 /// Why a kernel writes only what it owns, in plain words, and what must be checked at launch.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Certificate {
+    /// The kernel's name.
     pub kernel: String,
+    /// The proven obligations, one sentence each.
     pub facts: Vec<String>,
+    /// What a backend checks before each launch.
     pub checks: Vec<LaunchCheck>,
 }
 
@@ -57,21 +64,38 @@ pub struct Certificate {
 /// the region.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum LegalityError {
+    /// One kernel's writes could not be proven owned (an obligation of the module doc fails).
     #[error("kernel {kernel}: {why}")]
-    Kernel { kernel: String, why: String },
+    Kernel {
+        /// The kernel's name.
+        kernel: String,
+        /// The obligation that fails, and where.
+        why: String,
+    },
+    /// Two kernels that may run concurrently touch one buffer and at least one writes it.
     #[error("kernels {first} and {second} may run concurrently, but {first} {first_access} {buffer} while {second} {second_access} it")]
     Race {
+        /// The first kernel's name.
         first: String,
+        /// The second kernel's name.
         second: String,
+        /// The buffer's name.
         buffer: String,
+        /// What the first does with it (`reads` or `writes`).
         first_access: &'static str,
+        /// What the second does with it.
         second_access: &'static str,
     },
+    /// The memory plan gives two buffers that are live together overlapping bytes.
     #[error("the memory plan overlaps {first} and {second} (bytes {start}..{end} of the arena) while both are live")]
     Overlap {
+        /// The first buffer's name.
         first: String,
+        /// The second buffer's name.
         second: String,
+        /// The overlap's first byte in the arena.
         start: u64,
+        /// One past its last byte.
         end: u64,
     },
 }

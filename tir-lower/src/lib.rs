@@ -1,6 +1,8 @@
 //! tir-lower: from a [`tir_opt::FusedGraph`] to a [`Program`] of tile IR kernels, with a legality
 //! certificate per kernel, a memory plan and a schedule; and the [`Backend`] trait that runs it.
 
+#![warn(missing_docs)]
+
 pub mod backend;
 pub mod legality;
 pub mod mesh;
@@ -29,10 +31,13 @@ use tir_opt::{FusedGraph, Limits, OptOptions, OptReport};
 /// A graph taken through the whole pipeline: optimized, lowered, proven legal, planned.
 #[derive(Clone, Debug)]
 pub struct Compiled {
+    /// The lowered program.
     pub program: Program,
     /// One per kernel of `program`: the nodes of `fused`'s graph it computes.
     pub origins: Vec<KernelOrigin>,
+    /// The optimizer's result: the graph as optimized and its kernels.
     pub fused: FusedGraph,
+    /// What the optimizer did, for reports.
     pub report: OptReport,
 }
 

@@ -14,20 +14,25 @@ pub const ALIGN: u64 = 256;
 /// When an arena buffer is live, in schedule waves (inclusive).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LiveRange {
+    /// The arena buffer (index into [`crate::Program::buffers`]).
     pub buffer: usize,
+    /// The first wave it is live in (its writer's).
     pub first: usize,
+    /// The last wave it is live in (its last reader's).
     pub last: usize,
 }
 
 /// The arena buffers and their live ranges.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemoryPlan {
+    /// One live range per arena buffer.
     pub live: Vec<LiveRange>,
 }
 
 /// Byte offsets of the arena buffers for one binding of the dims.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ArenaLayout {
+    /// Each arena buffer's offset in the arena, in bytes, by buffer index.
     pub offsets: BTreeMap<usize, u64>,
     /// Bytes the arena needs: the peak of live bytes, aligned.
     pub size: u64,
@@ -36,12 +41,30 @@ pub struct ArenaLayout {
 /// A buffer whose size cannot be computed for a binding.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
+    /// A symbolic dim of the buffer's type has no value in the binding.
     #[error("buffer {buffer}: symbolic dim `{dim}` is not bound")]
-    UnboundDim { buffer: String, dim: String },
+    UnboundDim {
+        /// The buffer's name.
+        buffer: String,
+        /// The dim.
+        dim: String,
+    },
+    /// A dim of the buffer's type cannot be evaluated (negative, overflowing).
     #[error("buffer {buffer}: {reason}")]
-    BadDim { buffer: String, reason: String },
+    BadDim {
+        /// The buffer's name.
+        buffer: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The buffer's size in bytes exceeds `u64`.
     #[error("buffer {buffer} of {ty} does not fit in memory (more than 2^64 bytes)")]
-    TooLarge { buffer: String, ty: String },
+    TooLarge {
+        /// The buffer's name.
+        buffer: String,
+        /// Its type.
+        ty: String,
+    },
 }
 
 /// The bytes of `buffer` under `dims`.

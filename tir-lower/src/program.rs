@@ -33,15 +33,20 @@ pub enum Storage {
 pub struct Buffer {
     /// A name for messages: the source's name, or the graph node (`%12`) it holds.
     pub name: String,
+    /// Its element type and dims (static or symbolic).
     pub ty: TensorType,
+    /// Where it lives and what sets it.
     pub storage: Storage,
 }
 
 /// The names and types a run binds and returns.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Signature {
+    /// Each input's name and type, in graph order.
     pub inputs: Vec<(String, TensorType)>,
+    /// Each parameter's name and type, in graph order.
     pub parameters: Vec<(String, TensorType)>,
+    /// Each state's name and type, in graph order.
     pub states: Vec<(String, TensorType)>,
     /// Each output's name and the buffer holding it after a run.
     pub outputs: Vec<(String, usize)>,
@@ -55,13 +60,17 @@ pub struct Signature {
 /// A lowered graph, ready for a backend.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Program {
+    /// Every tensor the kernels touch; kernels name them by index.
     pub buffers: Vec<Buffer>,
     /// Kernels in a valid execution order (the schedule's order).
     pub kernels: Vec<TileKernel>,
     /// One per kernel: why it writes only what it owns.
     pub certificates: Vec<Certificate>,
+    /// When each arena buffer is live; [`MemoryPlan::layout`] places them for a binding.
     pub plan: MemoryPlan,
+    /// The kernels' dependencies and waves.
     pub schedule: Schedule,
+    /// What a run binds and returns.
     pub signature: Signature,
 }
 

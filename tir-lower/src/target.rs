@@ -19,7 +19,9 @@ pub struct TileShapes {
     pub row_elements: u64,
     /// Matmul output tile (`m` x `n`) and the step of its K loop.
     pub matmul_m: u64,
+    /// The `n` of the matmul output tile.
     pub matmul_n: u64,
+    /// The K step of a matmul's loop, in elements of K.
     pub matmul_k: u64,
     /// The `n` tile of a float matmul whose output still has [`Self::split_programs`] tiles
     /// or more at `matmul_m` by this width: a large product, where each program reads its
@@ -36,10 +38,12 @@ pub struct TileShapes {
     /// f32 or f64 attention: their products have no tensor-core path that keeps their
     /// precision, so they run on the vector units, each accumulator a register of its own.
     pub vector_matmul_m: u64,
+    /// The largest `n` of an f32 or f64 matmul tile (see `vector_matmul_m`).
     pub vector_matmul_n: u64,
     /// An attention program's block of queries, and the block of keys each step of its loop
     /// takes.
     pub attention_m: u64,
+    /// The block of keys each step of an attention's key loop takes.
     pub attention_n: u64,
     /// The query block of an attention over at most [`SHORT_ATTENTION_KEYS`] keys (known when
     /// compiling), when smaller than `attention_m`: a short key walk spends more of its time
@@ -48,6 +52,7 @@ pub struct TileShapes {
     pub attention_short_m: u64,
     /// Output elements per program of a general reduction, and the chunk of its reduced axis.
     pub reduction_out: u64,
+    /// The chunk of a general reduction's reduced axis each loop step takes.
     pub reduction_chunk: u64,
     /// The programs a kernel needs to keep the target busy: a matmul kernel with fewer output
     /// tiles splits its K loop over up to this many programs (partial sums, then a kernel that
@@ -81,6 +86,8 @@ impl Default for TileShapes {
 /// A backend's target: how to fuse and how to tile.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Target {
+    /// How to fuse: what the optimizer may put in one kernel.
     pub fusion: FusionTarget,
+    /// How to tile each kind of kernel.
     pub tiles: TileShapes,
 }

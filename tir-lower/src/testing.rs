@@ -11,6 +11,7 @@ use tir_graph::HostTensor;
 /// What [`RunF64::run_f64`] returns.
 #[derive(Clone, Debug, PartialEq)]
 pub struct F64Outputs {
+    /// Each output, by name, as `f64` values.
     pub outputs: BTreeMap<String, F64Tensor>,
 }
 

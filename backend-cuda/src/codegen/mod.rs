@@ -34,8 +34,10 @@ use tir_lower::tile::{Block, CmpOp, IndexOp, TileKernel, TileOp, Type as TileTyp
 /// Why a kernel could not be translated.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CodegenError {
+    /// The kernel uses something the CUDA backend does not generate (named).
     #[error("{0} is not supported by the CUDA backend")]
     Unsupported(String),
+    /// The kernel's tile IR breaks a rule the verifier should have caught.
     #[error("malformed tile IR: {0}")]
     Malformed(String),
 }
@@ -124,7 +126,9 @@ impl KernelHints {
 
 /// A translated kernel.
 pub struct Generated {
+    /// The Tile IR module, with the kernel's one entry.
     pub module: Module,
+    /// How the host passes the entry its arguments.
     pub abi: KernelAbi,
 }
 
@@ -190,7 +194,7 @@ fn body_dims(kernel: &TileKernel) -> Vec<String> {
 }
 
 /// Translates `kernel` into a Tile IR module with one entry (see the module doc) that carries
-/// `hints`, named for the kernel's kind ([`entry_name`]).
+/// `hints`, named for the kernel's kind (`entry_name`).
 pub fn generate(kernel: &TileKernel, hints: &KernelHints) -> Result<Generated, CodegenError> {
     generate_entry(Module::new("tir"), kernel, hints, entry_name(&kernel.name))
 }

@@ -69,6 +69,7 @@ pub const MAX_STREAMS: usize = 4;
 /// it; memory returned to a pool is free for work enqueued after). [`Gpu::open`] hands every
 /// caller on a thread the same `Gpu` for an ordinal.
 pub struct Gpu {
+    /// The CUDA device ordinal.
     pub ordinal: u32,
     /// `NVIDIA H100 80GB HBM3`.
     pub name: String,

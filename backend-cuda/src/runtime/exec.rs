@@ -422,10 +422,12 @@ impl CudaExecutable {
         &self.program
     }
 
+    /// Sets how later runs execute (see [`ExecMode`]).
     pub fn set_mode(&mut self, mode: ExecMode) {
         self.mode = mode;
     }
 
+    /// How runs execute.
     pub fn mode(&self) -> ExecMode {
         self.mode
     }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-/// How [`Executable::run`] executes.
+/// How [`Executable::run`](tir_lower::Executable::run) executes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ExecMode {
     /// Enqueue copies and launches, then wait.
@@ -13,7 +13,7 @@ pub enum ExecMode {
     /// program with a write position that the run computes runs as in `Sync` instead: its
     /// launch checks wait for the kernels before them.
     Graph,
-    /// [`CudaExecutable::run_async`], waited for.
+    /// [`CudaExecutable::run_async`](crate::CudaExecutable::run_async), waited for.
     Async,
 }
 

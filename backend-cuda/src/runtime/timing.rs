@@ -43,16 +43,18 @@ impl ColdTimer {
 /// One kernel's times from [`CudaExecutable::profile_kernels`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct KernelTimes {
+    /// The kernel's name.
     pub name: String,
     /// `tiles xN` (the generated kernel on N tile blocks) or `cublaslt`.
     pub how: String,
+    /// One time per repetition, in milliseconds.
     pub times_ms: Vec<f64>,
 }
 
 impl CudaExecutable {
     /// Times the launches alone, for benchmarks: places and uploads `inputs` once, then runs
     /// the program's launches `warmup + reps` times in the current mode (a graph replay in graph
-    /// mode), each from a cold L2 ([`ColdTimer`]); returns the `reps` times in milliseconds and
+    /// mode), each from a cold L2 (`ColdTimer`); returns the `reps` times in milliseconds and
     /// the outputs of the last run.
     pub fn time_runs(
         &mut self,
@@ -80,7 +82,7 @@ impl CudaExecutable {
 
     /// Times each kernel alone, for finding where a program's time goes: places and uploads
     /// `inputs`, runs the program once, then times each kernel `reps` times on one stream from
-    /// a cold L2 ([`ColdTimer`]). Returns, in schedule order, every kernel's name, how it ran
+    /// a cold L2 (`ColdTimer`). Returns, in schedule order, every kernel's name, how it ran
     /// (`tiles` with its block count, or `cublaslt`) and its times in milliseconds. Refused for
     /// a program that writes a state at a position the run computes: launched alone, its
     /// kernels would write at positions no check has seen (time whole runs instead).

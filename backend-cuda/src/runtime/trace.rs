@@ -20,7 +20,12 @@ pub enum SpanKind {
     /// An output copied back to the host.
     Download,
     /// Kernel `index` of the program, run as `how` (`tiles xN` or `cublaslt`).
-    Kernel { index: usize, how: String },
+    Kernel {
+        /// The kernel's index in the program.
+        index: usize,
+        /// How it ran.
+        how: String,
+    },
 }
 
 /// One copy or kernel of a traced run.
@@ -28,11 +33,13 @@ pub enum SpanKind {
 pub struct Span {
     /// The kernel's name, or the tensor copied.
     pub name: String,
+    /// What it did.
     pub kind: SpanKind,
     /// The GPU stream it ran on (0 orders the runs).
     pub stream: usize,
     /// Milliseconds since the run began on the GPU.
     pub start_ms: f64,
+    /// Milliseconds since the run began on the GPU, at its end.
     pub end_ms: f64,
     /// Bytes copied (zero for a kernel: see [`KernelWork`]).
     pub bytes: u64,
@@ -41,12 +48,14 @@ pub struct Span {
 /// Every copy and kernel of a traced run, in the order they were enqueued.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunTrace {
+    /// The spans, in enqueue order.
     pub spans: Vec<Span>,
 }
 
 /// What a kernel does at a run's dims.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KernelWork {
+    /// The kernel's name.
     pub name: String,
     /// Its products' floating-point operations (0 without products).
     pub flops: f64,

@@ -6,13 +6,22 @@ use tir_graph::{GraphError, TensorError};
 /// An import failure.
 #[derive(Debug, thiserror::Error)]
 pub enum OnnxError {
+    /// The file could not be read.
     #[error("cannot read {path}: {source}")]
     Io {
+        /// The file.
         path: String,
+        /// The I/O error.
         source: std::io::Error,
     },
+    /// The file does not decode as an ONNX `ModelProto`.
     #[error("{path} is not an ONNX model: {reason}")]
-    Decode { path: String, reason: String },
+    Decode {
+        /// The file.
+        path: String,
+        /// The decoder's reason.
+        reason: String,
+    },
     /// The model breaks a rule of the ONNX format (a dangling name, a cycle, a bad tensor).
     #[error("malformed model: {0}")]
     Malformed(String),
@@ -22,14 +31,24 @@ pub enum OnnxError {
     /// A node whose op is supported but whose inputs, attributes or types are not, or are wrong.
     #[error("node `{node}` ({op}, opset {opset}): {kind}")]
     Node {
+        /// The node's name (its first output's where it has none), or a graph input's.
         node: String,
+        /// Its op type (`graph input` for a graph input).
         op: String,
+        /// The default-domain opset the model imports (0 for a graph input).
         opset: i64,
+        /// What is wrong.
         kind: Box<NodeErrorKind>,
     },
     /// `--dim NAME=N` (an [`crate::ImportOptions::fixed_dims`] entry) for a dim no input has.
     #[error("the model has no symbolic dim `{name}` to fix (its symbolic dims: {})", if .dims.is_empty() { "none".to_string() } else { .dims.join(", ") })]
-    NoSuchDim { name: String, dims: Vec<String> },
+    NoSuchDim {
+        /// The dim asked to be fixed.
+        name: String,
+        /// The model's symbolic dims.
+        dims: Vec<String>,
+    },
+    /// The graph built from the model fails verification (a bug of the importer).
     #[error("the imported graph does not verify: {0}")]
     Graph(#[from] GraphError),
 }
@@ -57,9 +76,13 @@ fn list(nodes: &[UnsupportedNode]) -> String {
 /// A node whose op type (in its domain and opset) tir does not implement.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UnsupportedNode {
+    /// The node's name.
     pub node: String,
+    /// Its op type.
     pub op: String,
+    /// Its domain (empty for the default `ai.onnx`).
     pub domain: String,
+    /// The opset of that domain the model imports.
     pub opset: i64,
 }
 
@@ -91,8 +114,10 @@ pub enum NodeErrorKind {
     /// Not valid ONNX.
     #[error("{0}")]
     Invalid(String),
+    /// Building the node's ops refused their types or shapes.
     #[error("{0}")]
     Graph(#[from] GraphError),
+    /// A tensor of the node (an initializer, a constant) is malformed.
     #[error("{0}")]
     Tensor(#[from] TensorError),
 }

@@ -45,6 +45,7 @@ impl Default for ImportOptions {
 
 /// An imported model.
 pub struct Imported {
+    /// The verified graph: the model's inputs as inputs, its large initializers as parameters.
     pub graph: Graph,
     /// The value of every parameter of `graph`, by name, in the initializer's own dtype.
     pub weights: Vec<(String, HostTensor<'static>)>,

@@ -8,6 +8,8 @@
 //! computed in the model are fixed; `dim_param`s become symbolic dims. A model using an op tir
 //! does not lower is refused with every such node listed.
 
+#![warn(missing_docs)]
+
 mod error;
 mod import;
 mod known;

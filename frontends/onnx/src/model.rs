@@ -13,6 +13,7 @@ use tir_graph::{DType, HostTensor};
 
 /// A decoded ONNX model.
 pub struct Model {
+    /// The decoded protobuf, external data not yet read.
     pub proto: ModelProto,
     /// The version of the default (`ai.onnx`) operator set the model imports.
     pub opset: i64,
@@ -79,6 +80,7 @@ impl Model {
         Ok(Model { proto, opset, dir })
     }
 
+    /// The model's main graph (decoding refuses a model without one).
     pub fn graph(&self) -> &proto::GraphProto {
         self.proto.graph.as_ref().expect("checked in decode")
     }
@@ -134,7 +136,8 @@ pub fn onnx_type_of(dtype: DType) -> DataType {
 /// before anything is allocated.
 const MAX_ELEMENTS: u64 = 1 << 34;
 
-/// `t`'s dims, each non-negative and with a product below [`MAX_ELEMENTS`].
+/// `dims` as unsigned sizes; fails, with a message naming them, if one is negative or if they
+/// hold more than 2^34 elements (`MAX_ELEMENTS`).
 pub fn tensor_dims(dims: &[i64]) -> Result<Vec<u64>, String> {
     let mut count: u64 = 1;
     let mut out = Vec::with_capacity(dims.len());

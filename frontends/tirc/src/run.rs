@@ -1,7 +1,7 @@
 //! `tirc run`: compile a graph for a backend (or load an AOT package on the CUDA backend), run it
 //! once on given or random inputs, write every output as a `.npy` file and print a summary.
 //!
-//! A graph and a package differ only in where the run's [`Interface`] comes from (the graph, or
+//! A graph and a package differ only in where the run's `Interface` comes from (the graph, or
 //! the package program's signature) and in how the executable is made (lowering and the
 //! backend's compile, or [`CudaBackend::load_package`]); everything else is one code path.
 //!

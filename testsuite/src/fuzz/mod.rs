@@ -1,6 +1,7 @@
 //! The bodies of the fuzz targets in `fuzz/` (cargo-fuzz, nightly), here so that a stable
 //! `cargo test` replays every seed and regression input through the very same code
-//! (`tests/fuzz_replay.rs`): a `fuzz/fuzz_targets/NAME.rs` is one line that calls [`NAME`].
+//! (`tests/fuzz_replay.rs`): a `fuzz/fuzz_targets/NAME.rs` is one line that calls the function
+//! `NAME` here.
 //!
 //! Each target hands its bytes to one reader a user can give bad bytes to. A refusal (an `Err`)
 //! is fine; a panic, an endless loop or an unbounded allocation is a bug. Where a reader accepts
@@ -214,7 +215,7 @@ const RUN_DIM: u64 = 3;
 /// text form) → verify → optimize → lower for the reference backend → compile, and for a small
 /// graph a run on the reference backend in checking mode with random inputs. A graph that was
 /// read must verify; every later stage may refuse it with an error but must not panic, and a
-/// run must not report a compiler bug ([`COMPILER_BUGS`]). Accepted: the graph was read.
+/// run must not report a compiler bug (`COMPILER_BUGS`). Accepted: the graph was read.
 pub fn pipeline(data: &[u8]) -> bool {
     let graph = if file::has_magic(data) {
         match with_fixed_header(data).map(|bytes| file::decode(&bytes)) {

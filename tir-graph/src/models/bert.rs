@@ -19,13 +19,21 @@ use crate::{shape, DType, Dim, GraphBuilder, ReshapeDim, Shape, Tensor};
 /// The sizes and constants of a BERT encoder, as a checkpoint's `config.json` gives them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BertConfig {
+    /// Vocabulary size (`vocab_size`): rows of the word embedding table.
     pub vocab: u64,
+    /// Model width (`hidden_size`).
     pub hidden: u64,
+    /// Number of encoder layers (`num_hidden_layers`).
     pub layers: u64,
+    /// Attention heads per layer (`num_attention_heads`); divides `hidden`.
     pub heads: u64,
+    /// Width of each layer's feed-forward hidden layer (`intermediate_size`).
     pub intermediate: u64,
+    /// Rows of the position embedding table (`max_position_embeddings`): the longest sequence.
     pub max_positions: u64,
+    /// Rows of the token type embedding table (`type_vocab_size`).
     pub type_vocab: u64,
+    /// The epsilon of every layer norm (`layer_norm_eps`).
     pub layer_norm_eps: f64,
     /// The dtype the encoder computes in (its parameters' too).
     pub dtype: DType,

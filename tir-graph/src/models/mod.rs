@@ -57,9 +57,13 @@ pub fn softmax(cols: u64) -> Result<Graph> {
 /// Sizes of a multi-head attention block.
 #[derive(Clone, Debug)]
 pub struct AttentionConfig {
+    /// Sequence length, in tokens (static).
     pub seq: u64,
+    /// Model width: `heads × head dim`.
     pub hidden: u64,
+    /// Number of attention heads; divides `hidden`.
     pub heads: u64,
+    /// Whether each position attends only to itself and earlier ones.
     pub causal: bool,
 }
 
@@ -106,7 +110,9 @@ pub fn attention(cfg: &AttentionConfig) -> Result<Graph> {
 /// Sizes of one decoder block's decode step.
 #[derive(Clone, Debug)]
 pub struct DecoderConfig {
+    /// Model width: `heads × head dim`.
     pub hidden: u64,
+    /// Number of attention heads; divides `hidden`.
     pub heads: u64,
     /// KV-cache capacity in tokens.
     pub context: u64,
@@ -205,10 +211,15 @@ fn decoder_layer(
 /// Sizes of a whole decoder-only transformer run over a full sequence (prefill).
 #[derive(Clone, Debug)]
 pub struct TransformerConfig {
+    /// Number of decoder blocks.
     pub layers: u64,
+    /// Sequence length, in tokens (static).
     pub seq: u64,
+    /// Model width: `heads × head dim`.
     pub hidden: u64,
+    /// Number of attention heads; divides `hidden`.
     pub heads: u64,
+    /// Width of each block's gated MLP hidden layer.
     pub ffn: u64,
 }
 

@@ -106,10 +106,16 @@ struct Running {
 /// How an attention kernel is tiled: its pattern, output tile `[1.., BM, Dv]`, key block `BN`
 /// and head tile, and whether its mask is causal (with offset `δ`).
 pub struct AttentionTiling {
+    /// The graph pattern the kernel computes.
     pub pattern: AttentionPattern,
+    /// The output tile `[1.., BM, Dv]`, in elements.
     pub tile: Vec<u64>,
+    /// `BN`: keys per block of the key loop.
     pub bn: u64,
+    /// The head dim's tile, in elements.
     pub d_tile: u64,
+    /// The causal mask's offset `δ` (key `j` visible to query `i` when `j <= i + δ`), or `None`
+    /// without one.
     pub causal: Option<i64>,
     /// `c` when the softmax reads its scores as `c · (q @ kt)` (under the causal mask when
     /// `causal`) and its probabilities are rounded to 16 bits: the key loop then keeps the
@@ -197,8 +203,11 @@ impl AttentionTiling {
 /// The buffers of a split attention's partial results: the running maximum and sum of each
 /// query row (`[S, .., s_q, 1]`) and its unnormalized output (`[S, .., s_q, d_v]`).
 pub struct AttentionPartials {
+    /// The buffer of the running maxima.
     pub max: usize,
+    /// The buffer of the running sums.
     pub sum: usize,
+    /// The buffer of the unnormalized outputs.
     pub acc: usize,
 }
 

@@ -13,11 +13,15 @@ use tir_graph::{BinaryOp, DType, Dim};
 /// `coords[a] * tile[a] ..+ tile[a]` of `extents[a]` (elements past the extent are padding).
 #[derive(Clone, Debug)]
 pub struct Space {
+    /// Tile size per axis, in elements (static).
     pub tile: Vec<u64>,
+    /// The program's tile coordinate per axis (index scalars).
     pub coords: Vec<ValueId>,
+    /// The space's extent per axis, in elements (index scalars).
     pub extents: Vec<ValueId>,
 }
 
+/// A space of a [`KernelBuilder`], by its index in [`KernelBuilder::spaces`].
 pub type SpaceId = usize;
 
 /// An `i64` index tile over a space: either affine in the space's coordinates with static
@@ -26,11 +30,16 @@ pub type SpaceId = usize;
 /// or an emitted tile.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Ix {
+    /// Affine in the space's coordinates.
     Lin {
+        /// `(axis, coefficient)` pairs.
         terms: Vec<(usize, i64)>,
+        /// A static constant added.
         offset: i64,
+        /// An index scalar added, if any.
         shift: Option<ValueId>,
     },
+    /// An emitted `i64` tile.
     Dyn(ValueId),
 }
 
@@ -59,6 +68,7 @@ impl Ix {
         }
     }
 
+    /// The constant `c` at every element.
     pub fn constant(c: i64) -> Ix {
         Ix::Lin {
             terms: Vec::new(),
@@ -79,17 +89,21 @@ impl Ix {
 
 /// Emits one kernel.
 pub struct KernelBuilder {
+    /// The kernel's name.
     pub name: String,
     next: u32,
     prelude: Vec<Stmt>,
     blocks: Vec<Vec<Stmt>>,
     grid: Vec<Stmt>,
     grid_values: Vec<ValueId>,
+    /// The tensor parameters added so far.
     pub params: Vec<TensorParam>,
     param_of: HashMap<usize, usize>,
+    /// The write regions declared so far.
     pub writes: Vec<WriteRegion>,
     scalars: HashMap<ScalarKey, ValueId>,
     prelude_ids: HashSet<ValueId>,
+    /// The index spaces added so far, by [`SpaceId`].
     pub spaces: Vec<Space>,
     /// Coordinate tiles by (space, axis), with the depth of the block that holds them.
     coord_tiles: HashMap<(SpaceId, usize), (ValueId, usize)>,
@@ -108,6 +122,7 @@ enum ScalarKey {
 }
 
 impl KernelBuilder {
+    /// A builder of an empty kernel named `name`.
     pub fn new(name: String) -> KernelBuilder {
         KernelBuilder {
             name,
@@ -171,10 +186,12 @@ impl KernelBuilder {
         id
     }
 
+    /// The index constant `value`, emitted once per kernel and reused.
     pub fn index(&mut self, value: i64) -> ValueId {
         self.scalar(ScalarKey::Index(value), TileOp::Index { value })
     }
 
+    /// This program's index along grid axis `axis`, emitted once per kernel and reused.
     pub fn program_id(&mut self, axis: usize) -> ValueId {
         self.scalar(ScalarKey::ProgramId(axis), TileOp::ProgramId { axis })
     }
@@ -299,6 +316,7 @@ impl KernelBuilder {
         param
     }
 
+    /// Whether parameter `param` is written by the kernel.
     pub fn is_mutable(&self, param: usize) -> bool {
         self.params[param].access == Access::Mutable
     }
@@ -324,6 +342,7 @@ impl KernelBuilder {
         id
     }
 
+    /// Makes `token` the current token: the one the next mutable access orders after.
     pub fn set_token(&mut self, token: ValueId) {
         self.token = Some(token);
     }
@@ -386,6 +405,7 @@ impl KernelBuilder {
         )
     }
 
+    /// Adds `space`, returning its id.
     pub fn add_space(&mut self, space: Space) -> SpaceId {
         self.spaces.push(space);
         self.spaces.len() - 1
@@ -556,6 +576,7 @@ impl KernelBuilder {
         self.blocks.len()
     }
 
+    /// Opens a nested block: statements go into it until [`KernelBuilder::close_block`].
     pub fn open_block(&mut self) {
         self.blocks.push(Vec::new());
     }

@@ -16,10 +16,13 @@ use tir_opt::layout::StridedView;
 /// The two spaces of a row-reduction kernel: whole rows, and one element per row.
 #[derive(Clone, Copy, Debug)]
 pub struct RowSpaces {
+    /// The space of whole rows.
     pub full: SpaceId,
+    /// The space of one element per row (the row axis of size 1).
     pub reduced: SpaceId,
     /// The row axis (the last) and the row length.
     pub axis: usize,
+    /// The row length, in elements.
     pub len: u64,
 }
 
@@ -28,27 +31,38 @@ pub struct RowSpaces {
 /// reads that part alone, through an affine index (a view load) rather than a gather.
 #[derive(Clone, Debug)]
 pub struct PinnedKeys {
+    /// The (space, axis) pairs whose coordinate is the key index.
     pub axes: Vec<(SpaceId, usize)>,
+    /// The first key the loop's blocks cover.
     pub lo: u64,
+    /// One past the last key they cover.
     pub hi: u64,
 }
 
 /// The state of lowering one kernel.
 pub struct KernelLowering<'a> {
+    /// The kernel being emitted.
     pub b: KernelBuilder,
+    /// The fused graph's graph.
     pub g: &'a Graph,
+    /// The nodes the kernel computes.
     pub members: BTreeSet<NodeId>,
+    /// The program's buffers.
     pub buffers: &'a [Buffer],
+    /// The buffer holding each node's value that is stored or read from memory.
     pub buffer_of: &'a HashMap<NodeId, usize>,
     /// Values already computed, with the depth of the block that defines them.
     pub memo: HashMap<(NodeId, Vec<Ix>, SpaceId), (ValueId, usize)>,
+    /// The spaces of a row-reduction kernel, if this is one.
     pub rows: Option<RowSpaces>,
+    /// The key axes pinned inside an attention key loop, if any.
     pub pinned_keys: Option<PinnedKeys>,
 }
 
 type Res<T> = Result<T, LowerError>;
 
 impl KernelLowering<'_> {
+    /// A [`LowerError::Unsupported`] naming this kernel.
     pub fn unsupported(&self, reason: String) -> LowerError {
         LowerError::Unsupported {
             kernel: self.b.name.clone(),
@@ -407,6 +421,8 @@ impl KernelLowering<'_> {
         Some(self.b.view(param, offset, extents, strides))
     }
 
+    /// A view of parameter `param` over `space`'s extents with static `offset` and `strides`, in
+    /// elements.
     pub fn view_over(
         &mut self,
         param: usize,
@@ -984,6 +1000,8 @@ fn single_constant(op: &Op) -> Option<f64> {
     (data.len() == 1 && !value.is_nan()).then_some(value)
 }
 
+/// The indices of an operand of shape `from` broadcast to `to`, given the result's indices `ix`: a
+/// size-1 axis that broadcasts reads index 0, leading axes of `to` that `from` lacks are dropped.
 pub fn broadcast_ix(from: &Shape, to: &Shape, ix: &[Ix]) -> Vec<Ix> {
     let skip = to.rank() - from.rank();
     from.dims()

@@ -18,9 +18,17 @@ type Res<T> = Result<T, LowerError>;
 /// How a kernel's output tile reaches memory.
 pub enum StoreView {
     /// Strides (static, or static times symbolic dims) and a static offset, in elements.
-    Strided { strides: Vec<Stride>, offset: i64 },
+    Strided {
+        /// One stride per axis of the stored value.
+        strides: Vec<Stride>,
+        /// The first element's offset in the buffer.
+        offset: i64,
+    },
     /// Row-major strides of `dims` (which may be symbolic).
-    Rows { dims: Vec<Dim> },
+    Rows {
+        /// The dims whose row-major layout the buffer has.
+        dims: Vec<Dim>,
+    },
 }
 
 impl KernelLowering<'_> {
@@ -919,8 +927,11 @@ impl KernelLowering<'_> {
 
 /// A matmul kernel's output tile (over the matmul's axes), its K dim and its K step.
 pub struct MatmulTiling {
+    /// Tile size per axis of the matmul's result, in elements.
     pub tile: Vec<u64>,
+    /// The contracted dim.
     pub k: Dim,
+    /// The K step: elements of `k` each loop iteration multiplies.
     pub tk: u64,
 }
 
@@ -929,6 +940,8 @@ pub struct MatmulTiling {
 pub const MIN_SPLIT_STEPS: u64 = 4;
 
 impl MatmulTiling {
+    /// The tiling of matmul node `mm` under `tiles`: smaller tiles for integer and vector-unit
+    /// dtypes, wide ones for a wide enough product, a matrix-vector K step for a tile of few rows.
     pub fn new(g: &Graph, mm: NodeId, tiles: &TileShapes) -> MatmulTiling {
         let shape = &g.ty(mm).shape;
         let rank = shape.rank();
@@ -1011,11 +1024,14 @@ fn static_programs(dims: &[Dim], tile: &[u64]) -> Option<u64> {
         .product()
 }
 
-/// The spaces of a split loop's first kernel ([`KernelLowering::split_grid`]): `store` over
+/// The spaces of a split loop's first kernel (`KernelLowering::split_grid`): `store` over
 /// `[splits, ..dims]`, `space` the same without the split axis, and the program's steps.
 pub struct SplitGrid {
+    /// The space of the partial results, `[splits, ..dims]`.
     pub store: SpaceId,
+    /// The space of the result, without the split axis.
     pub space: SpaceId,
+    /// The program's share of the loop: its first step and one past its last (index scalars).
     pub steps: (ValueId, ValueId),
 }
 

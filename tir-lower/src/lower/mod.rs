@@ -35,20 +35,35 @@ use tir_opt::{FusedGraph, KernelKind};
 /// Why a graph could not be lowered.
 #[derive(Debug, thiserror::Error)]
 pub enum LowerError {
+    /// The optimizer refused the graph.
     #[error(transparent)]
     Optimize(#[from] tir_opt::OptError),
+    /// The graph cannot be sharded as asked.
     #[error(transparent)]
     Shard(#[from] tir_opt::shard::ShardError),
+    /// A kernel needs something lowering does not do.
     #[error("kernel {kernel}: {reason}")]
-    Unsupported { kernel: String, reason: String },
+    Unsupported {
+        /// The kernel's name.
+        kernel: String,
+        /// What it needs.
+        reason: String,
+    },
+    /// The kernels cannot be ordered: a state would be read both at its value from the start of the
+    /// run and after its update.
     #[error("state `{state}` is read both at its value from the start of the run (by {before}) and after its update (by {after}) in one kernel chain; compute the read from the new value or split the graph")]
     StateReadAfterUpdate {
+        /// The state's name.
         state: String,
+        /// The kernel that reads the value from the start of the run.
         before: String,
+        /// The kernel that writes the state, whose output that reader also needs.
         after: String,
     },
+    /// A kernel or the program could not be proven legal.
     #[error(transparent)]
     Illegal(#[from] LegalityError),
+    /// Lowering produced tile IR that fails the verifier (a compiler bug).
     #[error("lowering produced an invalid kernel: {0}")]
     Invalid(#[from] crate::tile::verify::TileError),
 }
@@ -58,6 +73,7 @@ pub enum LowerError {
 /// two kernels of a split loop share the origin of their fused kernel.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelOrigin {
+    /// What kind of kernel it is.
     pub kind: KernelKind,
     /// The node whose value the kernel writes (for a copy, the value copied).
     pub root: NodeId,

@@ -34,14 +34,25 @@ pub enum Type {
     /// An `i64` scalar: index arithmetic, program ids, dims.
     Index,
     /// A tile of `dtype` with a static shape (each dim a power of two, or 1).
-    Tile { dtype: DType, shape: Vec<u64> },
+    Tile {
+        /// The element type.
+        dtype: DType,
+        /// The static shape, in elements per axis.
+        shape: Vec<u64>,
+    },
     /// A view of tensor parameter `param` with `rank` axes.
-    View { param: usize, rank: usize },
+    View {
+        /// The kernel parameter it views (index into [`TileKernel::params`]).
+        param: usize,
+        /// Its number of axes.
+        rank: usize,
+    },
     /// Orders accesses to a mutable parameter.
     Token,
 }
 
 impl Type {
+    /// The tile type of `dtype` elements in `shape`.
     pub fn tile(dtype: DType, shape: &[u64]) -> Type {
         Type::Tile {
             dtype,
@@ -64,7 +75,9 @@ pub enum Access {
 pub struct TensorParam {
     /// The buffer bound to this parameter at launch ([`crate::Program::buffers`] index).
     pub buffer: usize,
+    /// The element type of the buffer.
     pub dtype: DType,
+    /// Whether the kernel writes it.
     pub access: Access,
 }
 
@@ -72,34 +85,48 @@ pub struct TensorParam {
 /// arithmetic are never negative where it is used).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum IndexOp {
+    /// `a + b`.
     Add,
+    /// `a - b`.
     Sub,
+    /// `a * b`.
     Mul,
+    /// `a / b`, truncated toward zero.
     Div,
+    /// The remainder of `a / b` (the dividend's sign).
     Rem,
+    /// The smaller of `a` and `b`.
     Min,
+    /// The larger of `a` and `b`.
     Max,
 }
 
 /// Comparisons of `i64` scalars or tiles, yielding bool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum CmpOp {
+    /// `a < b`.
     Lt,
+    /// `a <= b`.
     Le,
+    /// `a >= b`.
     Ge,
+    /// `a == b`.
     Eq,
 }
 
 /// One statement: an op and the values it defines.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Stmt {
+    /// The values it defines, with their types (none for some, two for a token-ordered load).
     pub defs: Vec<(ValueId, Type)>,
+    /// The operation.
     pub op: TileOp,
 }
 
 /// A sequence of statements.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Block {
+    /// The statements, in execution order.
     pub stmts: Vec<Stmt>,
 }
 
@@ -109,32 +136,43 @@ pub enum TileOp {
     // ---- index scalars ----
     /// This program's index along grid axis `axis`.
     ProgramId {
+        /// The grid axis.
         axis: usize,
     },
     /// The launch-time value of a symbolic dim.
     Dim {
+        /// The symbol's name.
         name: String,
     },
     /// An index constant.
     Index {
+        /// The constant.
         value: i64,
     },
     /// Integer arithmetic on two scalars, or on two `i64` tiles of one shape.
     IndexArith {
+        /// The operation.
         op: IndexOp,
+        /// The first operand.
         a: ValueId,
+        /// The second operand.
         b: ValueId,
     },
     /// Integer comparison on two scalars or two `i64` tiles: a bool scalar is a `bool[]` tile.
     IndexCmp {
+        /// The comparison.
         op: CmpOp,
+        /// The left operand.
         a: ValueId,
+        /// The right operand.
         b: ValueId,
     },
     /// Reads element `index` (flat, in elements) of tensor parameter `param` as an `i64` scalar
     /// (a run-time position such as a KV-cache offset). Shared parameters only.
     LoadScalar {
+        /// The kernel parameter read (index into [`TileKernel::params`]).
         param: usize,
+        /// The flat element index, an index scalar.
         index: ValueId,
     },
 
@@ -142,9 +180,13 @@ pub enum TileOp {
     /// A view of tensor parameter `param`: view element `i` is buffer element
     /// `offset + Σ i[k] * strides[k]`; its extent is `shape` (scalars).
     MakeView {
+        /// The kernel parameter viewed (index into [`TileKernel::params`]).
         param: usize,
+        /// The view's first element in the buffer, in elements (an index scalar).
         offset: ValueId,
+        /// The view's extent per axis, in elements (index scalars).
         shape: Vec<ValueId>,
+        /// The buffer distance between neighbours per axis, in elements (index scalars).
         strides: Vec<ValueId>,
     },
     /// A fresh token for ordering accesses to mutable parameters.
@@ -154,44 +196,62 @@ pub enum TileOp {
     /// that is past the view's shape. Defines the tile and, when `token` is given, then a new
     /// token (`[tile, token]`).
     Load {
+        /// The view loaded from.
         view: ValueId,
+        /// The tile's coordinates per view axis, in tiles (index scalars).
         coords: Vec<ValueId>,
+        /// The value of elements past the view's shape.
         padding: f64,
+        /// The token to order after, for a view of a mutable parameter.
         token: Option<ValueId>,
     },
     /// Loads element `t` from view element `(indices[0][t], .., indices[r-1][t])` where
     /// `mask[t]` is true, `padding` elsewhere (and where an index is past the view's shape).
     /// `indices` are `i64` tiles and `mask` a bool tile, all of the defined tile's shape.
     LoadIndexed {
+        /// The view loaded from.
         view: ValueId,
+        /// One `i64` tile per view axis: the element's coordinate along that axis.
         indices: Vec<ValueId>,
+        /// Which elements to load (bool tile).
         mask: ValueId,
+        /// The value of elements not loaded.
         padding: f64,
     },
     /// Stores `value` at tile coordinates `coords` of `view` (a view of a mutable parameter),
     /// skipping elements past the view's shape; defines the next token.
     Store {
+        /// The view stored to, of a mutable parameter.
         view: ValueId,
+        /// The tile's coordinates per view axis, in tiles (index scalars).
         coords: Vec<ValueId>,
+        /// The tile stored.
         value: ValueId,
+        /// The token to order after.
         token: ValueId,
     },
 
     // ---- tiles ----
     /// A tile filled with `value` (of the defined type).
     Constant {
+        /// The fill value, exact in the defined dtype.
         value: f64,
     },
     /// An `i64` tile whose element `t` is `t[axis]`.
     Iota {
+        /// The axis whose coordinate each element holds.
         axis: usize,
     },
     /// A tile of the defined shape filled with the scalar `x`.
     Splat {
+        /// The scalar.
         x: ValueId,
     },
+    /// An elementwise op of the graph on a tile, yielding the same type.
     Unary {
+        /// The operation.
         op: UnaryOp,
+        /// The operand.
         x: ValueId,
     },
     /// `e^(factor · (x − shift))` of an `f32` tile `x` to within a few ulp, not correctly
@@ -201,64 +261,93 @@ pub enum TileOp {
     /// subtraction: lowering uses it only where the result is rounded to a 16-bit type before
     /// anything else reads it, which dwarfs the difference. `factor` is finite and positive.
     ApproxExp {
+        /// The `f32` operand.
         x: ValueId,
+        /// Subtracted from `x` before scaling.
         shift: ValueId,
+        /// Multiplies `x - shift`.
         factor: f64,
     },
     /// Both operands have the defined tile's shape (broadcasts are explicit).
     Binary {
+        /// The operation.
         op: BinaryOp,
+        /// The first operand.
         a: ValueId,
+        /// The second operand.
         b: ValueId,
     },
+    /// `a` where the bool tile `cond` is true, else `b`; all three of the defined shape.
     Select {
+        /// The condition.
         cond: ValueId,
+        /// Taken where `cond` is true.
         a: ValueId,
+        /// Taken elsewhere.
         b: ValueId,
     },
     /// Converts to the defined tile's dtype (round to nearest for floats; toward zero and
     /// wrapping for integers; `x != 0` for bool).
     Cast {
+        /// The operand.
         x: ValueId,
     },
     /// Repeats the size-1 dims of `x` to the defined shape (same rank).
     Broadcast {
+        /// The operand.
         x: ValueId,
     },
     /// Same elements in row-major order, another shape.
     Reshape {
+        /// The operand.
         x: ValueId,
     },
     /// Result dim `i` is dim `perm[i]` of `x`.
     Permute {
+        /// The operand.
         x: ValueId,
+        /// A permutation of `x`'s axes.
         perm: Vec<usize>,
     },
     /// Reduces `x` along `axis`, keeping it as a dim of size 1. Sum/Prod/Max/Min keep the dtype;
     /// ArgMax/ArgMin yield `i64` positions along the axis (first of equals; NaN wins).
     Reduce {
+        /// The reduction (`Mean` of float tiles only).
         op: ReduceOp,
+        /// The operand.
         x: ValueId,
+        /// The axis reduced.
         axis: usize,
     },
     /// `acc + a @ b` on the last two dims: `a: [.., m, k]`, `b: [.., k, n]`, `acc: [.., m, n]`
     /// (leading dims equal). `acc` is `f32` for f16, bf16 and f32 operands, `f64` for f64 and
     /// `i64` (wrapping) for integer operands; products and sums are in `acc`'s dtype.
     Mma {
+        /// The left factor, `[.., m, k]`.
         a: ValueId,
+        /// The right factor, `[.., k, n]`.
         b: ValueId,
+        /// The accumulator added to, `[.., m, n]`.
         acc: ValueId,
     },
     /// `for i in (start..end).step_by(step)`, threading `init` through `carried` to `yields`;
     /// defines the final carried values.
     For {
+        /// The first index (an index scalar).
         start: ValueId,
+        /// The bound, exclusive (an index scalar).
         end: ValueId,
+        /// The increment, positive (an index scalar).
         step: ValueId,
+        /// The loop index inside `body`.
         var: ValueId,
+        /// The carried values' initial values.
         init: Vec<ValueId>,
+        /// The carried values as `body` sees them, with their types.
         carried: Vec<(ValueId, Type)>,
+        /// The loop body.
         body: Block,
+        /// The values `body` passes to the next iteration, one per carried value.
         yields: Vec<ValueId>,
     },
 }
@@ -266,6 +355,7 @@ pub enum TileOp {
 /// Where a write region starts along its axis.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum SliceStart {
+    /// A start known when the kernel is built, in elements.
     Static(u64),
     /// Element 0 of this tensor parameter (an integer scalar read at run time).
     Param(usize),
@@ -275,10 +365,15 @@ pub enum SliceStart {
 /// axes whole). The kernel must write each element of the region exactly once and nothing else.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Region {
+    /// Every element of the parameter.
     Whole,
+    /// `len` elements along `axis` from `start`, the other axes whole.
     Slice {
+        /// The axis sliced.
         axis: usize,
+        /// The first element along it.
         start: SliceStart,
+        /// The number of elements along it (static or symbolic).
         len: tir_graph::Dim,
     },
 }
@@ -286,7 +381,9 @@ pub enum Region {
 /// A region of a mutable parameter the kernel writes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct WriteRegion {
+    /// The kernel parameter written (index into [`TileKernel::params`]).
     pub param: usize,
+    /// What of it is written.
     pub region: Region,
 }
 
@@ -302,16 +399,27 @@ pub enum LibraryCall {
     /// `c`'s type and layout, `c = a @ b + residual`, added in the accumulator before the one
     /// rounding (the kernel's body rounds the product first; they may differ by one rounding).
     MatMul {
+        /// The parameter of `a`.
         a: usize,
+        /// The parameter of `b` (or of `bᵀ`).
         b: usize,
+        /// The parameter written.
         c: usize,
+        /// The parameter added to the product, if any.
         residual: Option<usize>,
+        /// The dtype of `a`, `b` and `c`.
         dtype: DType,
+        /// The batch dims of `a` and `c`.
         batch: Vec<tir_graph::Dim>,
+        /// Rows of `a` and `c`.
         m: tir_graph::Dim,
+        /// The contracted dim.
         k: tir_graph::Dim,
+        /// Columns of `b` and `c`.
         n: tir_graph::Dim,
+        /// Whether `b` has the batch dims (otherwise one `b` serves every batch).
         b_batched: bool,
+        /// Whether parameter `b` holds `bᵀ`.
         b_transposed: bool,
     },
     /// Fused attention ([`LibraryAttention`]).
@@ -322,8 +430,11 @@ pub enum LibraryCall {
     /// and body are empty ([`TileKernel::collective`]); a backend runs it with its devices'
     /// collective engine, and a backend without a mesh refuses the program.
     Collective {
+        /// The graph's collective op.
         op: tir_graph::Op,
+        /// The parameter each device reads whole.
         input: usize,
+        /// The parameter each device writes whole.
         output: usize,
     },
 }
@@ -336,16 +447,25 @@ pub enum LibraryCall {
 /// `o: [b, h, s_q, d_v]`, with its head dim contiguous.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct LibraryAttention {
+    /// The queries, `[b, h, s_q, d]`.
     pub q: AttentionOperand,
+    /// The keys, `[b, h, s_kv, d]`.
     pub k: AttentionOperand,
+    /// The values, `[b, h, s_kv, d_v]`.
     pub v: AttentionOperand,
+    /// The output, `[b, h, s_q, d_v]`.
     pub o: AttentionOperand,
+    /// The element type of `q`, `k`, `v` and `o` (a 16-bit float).
     pub dtype: DType,
     /// `[b, h, s_q, s_kv]`.
     pub dims: [tir_graph::Dim; 4],
+    /// The head dim of queries and keys.
     pub d: u64,
+    /// The head dim of values and the output.
     pub d_v: u64,
+    /// The factor applied to the scores before the softmax.
     pub scale: ExactF64,
+    /// Whether the causal mask applies.
     pub causal: bool,
 }
 
@@ -368,6 +488,7 @@ impl LibraryAttention {
 /// `[b, h, s, d]`: element `(i, j, k, l)` is element `Σ index · stride` of the parameter.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct AttentionOperand {
+    /// The kernel parameter viewed (index into [`TileKernel::params`]).
     pub param: usize,
     /// In elements; each a single-term polynomial in the dims (a count times a product of
     /// dims), or no term (0) for a batch dim the kernel's tensors lack; the last 1.
@@ -388,6 +509,7 @@ pub struct TileKernel {
     /// Computes the grid extents (with [`TileOp::Dim`], [`TileOp::Index`] and scalar
     /// [`TileOp::IndexArith`] only).
     pub grid_body: Block,
+    /// The tile program each grid point runs.
     pub body: Block,
     /// A library routine a backend may call instead of running `body`.
     pub library: Option<LibraryCall>,
@@ -399,6 +521,7 @@ pub struct TileKernel {
 /// A count that depends on the dims: the sum over its terms of `factor × ∏ dims`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct DimPolynomial {
+    /// The terms: a factor and the dims it multiplies.
     pub terms: Vec<(u64, Vec<tir_graph::Dim>)>,
 }
 

@@ -1,4 +1,4 @@
-//! The tile IR ([`ir`]), its printer ([`print`]) and its verifier ([`verify`]).
+//! The tile IR ([`ir`]), its printer ([`print`](mod@print)) and its verifier ([`verify`]).
 
 pub mod ir;
 pub mod print;

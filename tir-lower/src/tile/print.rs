@@ -115,6 +115,7 @@ fn list(values: &[ValueId]) -> String {
     names.join(", ")
 }
 
+/// The access as the printer writes it: `shared` or `mutable`.
 pub fn access_name(access: Access) -> &'static str {
     match access {
         Access::Shared => "shared",

@@ -41,54 +41,96 @@ use tir_graph::{DType, ReduceOp};
 /// Why a kernel or program is not valid tile IR. `at` names the statement: `%7 (load)`.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TileError {
+    /// A value is defined by two statements.
     #[error("kernel {kernel}: {at}: {value} is defined twice")]
     Redefined {
+        /// The kernel's name.
         kernel: String,
+        /// The statement.
         at: String,
+        /// The value.
         value: ValueId,
     },
+    /// A statement uses a value not in scope.
     #[error(
         "kernel {kernel}: {at}: uses {value}, which is not defined before it in this block or an enclosing one"
     )]
     Undefined {
+        /// The kernel's name.
         kernel: String,
+        /// The statement.
         at: String,
+        /// The value.
         value: ValueId,
     },
     /// An operand or a defined value has the wrong type for the op.
     #[error("kernel {kernel}: {at}: {reason}")]
     Type {
+        /// The kernel's name.
         kernel: String,
+        /// The statement.
         at: String,
+        /// What was expected.
         reason: String,
     },
+    /// A tile dim is neither a power of two nor 1.
     #[error("kernel {kernel}: {at}: tile dim {dim} of {ty} is not a power of two")]
     NotPowerOfTwo {
+        /// The kernel's name.
         kernel: String,
+        /// The statement.
         at: String,
+        /// The tile type.
         ty: String,
+        /// The offending dim.
         dim: u64,
     },
+    /// A statement names a tensor parameter the kernel does not have.
     #[error("kernel {kernel}: {at}: parameter {param} does not exist (the kernel has {count})")]
     UnknownParam {
+        /// The kernel's name.
         kernel: String,
+        /// The statement.
         at: String,
+        /// The parameter index named.
         param: usize,
+        /// How many parameters the kernel has.
         count: usize,
     },
     /// A token or access rule is broken (a store to a shared parameter, a load without a token).
     #[error("kernel {kernel}: {at}: {reason}")]
     Access {
+        /// The kernel's name.
         kernel: String,
+        /// The statement.
         at: String,
+        /// The rule broken.
         reason: String,
     },
+    /// The grid breaks a rule: an extent that `grid_body` does not define as an index scalar, or
+    /// an op other than dims, index constants and index arithmetic in `grid_body`.
     #[error("kernel {kernel}: grid: {reason}")]
-    Grid { kernel: String, reason: String },
+    Grid {
+        /// The kernel's name.
+        kernel: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The write regions or the library call break a rule (a shared parameter written, a library
+    /// call's parameter of the wrong dtype or not written whole).
     #[error("kernel {kernel}: writes: {reason}")]
-    Writes { kernel: String, reason: String },
+    Writes {
+        /// The kernel's name.
+        kernel: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A rule across the program's kernels and buffers is broken.
     #[error("program: {reason}")]
-    Program { reason: String },
+    Program {
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 /// Checks every rule of the module doc for one kernel.
