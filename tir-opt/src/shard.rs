@@ -271,14 +271,28 @@ impl<'a> Cutter<'a> {
     }
 
     /// Asks that undecided source `id` be split along `axis` in a later round, where the world
-    /// divides that axis.
+    /// divides that axis. Through a transpose or a cast of a source, the source is asked (a
+    /// `Linear` weight is stored transposed and may be cast to the compute dtype).
     fn wish(&mut self, id: NodeId, axis: usize) {
-        let Some(name) = self.undecided_source(id) else {
+        let (source, axis) = self.through_layout(id, axis);
+        let Some(name) = self.undecided_source(source) else {
             return;
         };
-        let ty = self.graph.ty(id);
+        let ty = self.graph.ty(source);
         if axis < ty.rank() && local_dim(&ty.shape.dims()[axis], self.world).is_some() {
             self.wishes.push((name.to_string(), Sharding::Split(axis)));
+        }
+    }
+
+    /// The node behind `id`'s chain of permutes and casts, and the axis `axis` of `id` is there.
+    fn through_layout(&self, mut id: NodeId, mut axis: usize) -> (NodeId, usize) {
+        loop {
+            match &self.graph.node(id).op {
+                Op::Permute { perm } => axis = perm[axis],
+                Op::Cast { .. } => {}
+                _ => return (id, axis),
+            }
+            id = self.graph.operands(id)[0];
         }
     }
 
@@ -522,15 +536,11 @@ impl Cutter<'_> {
     /// Megatron's rule: a 2-D weight multiplied by a replicated activation is split by output
     /// column (also through a transpose, as a `Linear` stores its weight).
     fn wish_columns(&mut self, b: NodeId) {
-        match &self.graph.node(b).op {
-            Op::Parameter { .. } if self.graph.ty(b).rank() == 2 => self.wish(b, 1),
-            Op::Permute { perm } if *perm == [1, 0] => {
-                let w = self.graph.operands(b)[0];
-                if matches!(self.graph.node(w).op, Op::Parameter { .. }) {
-                    self.wish(w, 0);
-                }
-            }
-            _ => {}
+        let (source, _) = self.through_layout(b, 0);
+        if matches!(self.graph.node(source).op, Op::Parameter { .. })
+            && self.graph.ty(b).rank() == 2
+        {
+            self.wish(b, 1);
         }
     }
 

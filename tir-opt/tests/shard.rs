@@ -245,3 +245,61 @@ fn a_graph_with_collectives_is_refused() {
     .unwrap_err();
     assert!(matches!(err, ShardError::HasCollective { .. }), "{err}");
 }
+
+#[test]
+fn a_bert_encoder_under_tensor_parallel_matches_the_whole_graph() {
+    let cfg = models::BertConfig {
+        vocab: 50,
+        hidden: 32,
+        layers: 2,
+        heads: 4,
+        intermediate: 64,
+        max_positions: 16,
+        type_vocab: 2,
+        layer_norm_eps: 1e-12,
+        dtype: DType::F32,
+    };
+    let bind = BTreeMap::from([("batch".to_string(), 2), ("seq".to_string(), 5)]);
+    let graph = models::bert_embedder(&cfg)
+        .unwrap()
+        .specialize(&bind)
+        .unwrap();
+    let options = ShardOptions {
+        tensor_parallel: true,
+    };
+    let sharded = shard(&graph, 2, &BTreeMap::new(), &options).unwrap();
+    let plan = &sharded.plan;
+    let weight = |p: &str| plan.sharding(&format!("encoder.layer.1.{p}.weight"));
+    assert_eq!(
+        weight("attention.self.query"),
+        Sharding::Split(0),
+        "q by output"
+    );
+    assert_eq!(
+        weight("attention.output.dense"),
+        Sharding::Split(1),
+        "o by input"
+    );
+    assert_eq!(
+        weight("intermediate.dense"),
+        Sharding::Split(0),
+        "up by output"
+    );
+    assert_eq!(weight("output.dense"), Sharding::Split(1), "down by input");
+    assert_eq!(count(&sharded.local, "all_reduce_sum"), 4, "two a layer");
+    let ids = |dims: Vec<u64>, seed| {
+        let mut t = F64Tensor::random(DType::I64, dims, seed);
+        t.data.iter_mut().for_each(|v| *v = v.rem_euclid(2.0) + 0.0);
+        t
+    };
+    // Every integer input (ids, token types, positions) in 0..2; the mask keeps every key.
+    let mut values = sources(&graph, &[]);
+    for (i, t) in values.values_mut().enumerate() {
+        if t.dtype == DType::I64 {
+            *t = ids(t.dims.clone(), i as u64);
+        }
+    }
+    let mask = F64Tensor::new(DType::I64, vec![2, 5], vec![1.0; 10]).unwrap();
+    values.insert("attention_mask".into(), mask);
+    check_against_whole(&graph, &sharded, &values);
+}

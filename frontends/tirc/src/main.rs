@@ -19,6 +19,65 @@ struct Cli {
     command: Command,
 }
 
+/// Sharding a graph over a mesh of devices (`tirc run`, `tirc explain`).
+#[derive(clap::Args, Clone, Debug, Default)]
+struct MeshFlags {
+    /// Run the graph sharded over a mesh of N devices (the reference backend simulates them in
+    /// one process); the sources not given with --shard are propagated.
+    #[arg(long, value_name = "N")]
+    devices: Option<u32>,
+    /// Split input, parameter or state NAME along AXIS over the devices (repeatable).
+    #[arg(long = "shard", value_name = "NAME=AXIS", value_parser = parse_shard)]
+    shards: Vec<(String, usize)>,
+    /// Shard over N devices by Megatron's rule: a weight multiplied by a whole activation is
+    /// split by output column, the next product by input row (q/k/v and gate/up by output, o
+    /// and down by input, attention by heads); no names needed.
+    #[arg(long, value_name = "N")]
+    tensor_parallel: Option<u32>,
+}
+
+impl MeshFlags {
+    /// The mesh asked for, if any.
+    fn mesh(&self) -> Result<Option<run::MeshArgs>, CliError> {
+        let usage = |why: &str| CliError::Usage(why.to_string());
+        let world = match (self.devices, self.tensor_parallel) {
+            (Some(d), Some(t)) if d != t => {
+                return Err(usage(&format!(
+                    "--devices {d} and --tensor-parallel {t} disagree on the mesh's size"
+                )))
+            }
+            (Some(n), _) | (None, Some(n)) => n,
+            (None, None) if self.shards.is_empty() => return Ok(None),
+            (None, None) => return Err(usage("--shard needs --devices N or --tensor-parallel N")),
+        };
+        if world == 0 {
+            return Err(usage("a mesh needs at least one device"));
+        }
+        let mut shardings = std::collections::BTreeMap::new();
+        for (name, axis) in &self.shards {
+            let split = tir_graph::collective::Sharding::Split(*axis);
+            if shardings.insert(name.clone(), split).is_some() {
+                return Err(usage(&format!("--shard {name} is given twice")));
+            }
+        }
+        Ok(Some(run::MeshArgs {
+            world,
+            shardings,
+            tensor_parallel: self.tensor_parallel.is_some(),
+        }))
+    }
+}
+
+fn parse_shard(arg: &str) -> Result<(String, usize), String> {
+    match arg.split_once('=') {
+        Some((name, axis)) if !name.is_empty() => axis
+            .parse::<usize>()
+            .map(|a| (name.to_string(), a))
+            .map_err(|_| format!("`{axis}` is not an axis (a non-negative integer)")),
+        _ => Err(format!("`{arg}` is not NAME=AXIS")),
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Verify a graph (.tir, .onnx or text form) and print its inputs, outputs and op counts.
@@ -44,6 +103,8 @@ enum Command {
         /// it.
         #[arg(long = "dim", value_name = "NAME=N", value_parser = parse_dim)]
         dims: Vec<(String, u64)>,
+        #[command(flatten)]
+        mesh: MeshFlags,
     },
     /// Compile a graph for a backend (or load a package made by `tirc compile`), run it once,
     /// write each output as DIR/NAME.npy and print a summary (shapes, checksums, times).
@@ -89,6 +150,8 @@ enum Command {
         /// only).
         #[arg(long, value_name = "FILE.json")]
         trace: Option<PathBuf>,
+        #[command(flatten)]
+        mesh: MeshFlags,
     },
     /// Parse a text-form graph and write it as a .tir file.
     Parse {
@@ -166,6 +229,8 @@ enum CliError {
     Compile(#[from] compile::CompileError),
     #[error("the CUDA backend is not usable here (see above)")]
     NotUsable,
+    #[error("{0}")]
+    Usage(String),
     #[error("writing to stdout: {0}")]
     Stdout(std::io::Error),
     #[error("{}", onnx_message(path, source))]
@@ -246,8 +311,19 @@ fn run(command: Command) -> Result<(), CliError> {
             tile,
             dot,
             dims,
+            mesh,
         } => {
-            let graph = load(&file, &dims)?;
+            let whole = load(&file, &dims)?;
+            let (graph, plan) = match mesh.mesh()? {
+                Some(mesh) => {
+                    let (local, plan) = shard_for_explain(&file, &whole, &mesh)?;
+                    (local, Some(plan))
+                }
+                None => (whole, None),
+            };
+            if let Some(plan) = plan.as_ref().filter(|_| !json && !dot) {
+                print_stdout(&plan)?;
+            }
             if tile {
                 return print_stdout(&explain_tile(&file, &graph)?);
             }
@@ -280,7 +356,9 @@ fn run(command: Command) -> Result<(), CliError> {
             check,
             profile,
             trace,
+            mesh,
         } => {
+            let mesh = mesh.mesh()?;
             let (loaded, model_parameters, dims) = if is_onnx(&file) {
                 // The dims are fixed at import: nothing is left to bind.
                 let imported = import_onnx(&file, &dims)?;
@@ -305,6 +383,7 @@ fn run(command: Command) -> Result<(), CliError> {
                 check,
                 profile,
                 trace,
+                mesh,
             };
             let subject = match &loaded {
                 Runnable::Graph(graph) => run::Subject::Graph(graph),
@@ -376,6 +455,35 @@ fn run(command: Command) -> Result<(), CliError> {
 }
 
 /// `graph` (read from `path`) through the whole pipeline for the ref backend's target.
+/// The graph each device of `mesh` runs, and the plan in words: the mesh's size and each
+/// source's sharding.
+fn shard_for_explain(
+    path: &Path,
+    whole: &Graph,
+    mesh: &run::MeshArgs,
+) -> Result<(Graph, String), CliError> {
+    let options = tir_opt::shard::ShardOptions {
+        tensor_parallel: mesh.tensor_parallel,
+    };
+    let sharded =
+        tir_opt::shard::shard(whole, mesh.world, &mesh.shardings, &options).map_err(|source| {
+            CliError::Lower {
+                path: path.display().to_string(),
+                source: Box::new(source.into()),
+            }
+        })?;
+    let mut plan = format!(
+        "mesh of {} devices; each runs the graph below on its shards
+",
+        mesh.world
+    );
+    for (name, sharding) in &sharded.plan.sources {
+        plan.push_str(&format!("  {name}: {sharding}\n"));
+    }
+    plan.push('\n');
+    Ok((sharded.local, plan))
+}
+
 fn lower_for_ref(path: &Path, graph: &Graph) -> Result<tir_lower::Compiled, CliError> {
     use tir_lower::Backend;
     let target = backend_ref::RefBackend::new().target();

@@ -23,11 +23,14 @@ use backend_cuda::CudaBackend;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use tir_graph::collective::Sharding;
 use tir_graph::eval::concrete_dims;
 use tir_graph::file::{self, FileError};
 use tir_graph::weights::{WeightsError, WeightsFile};
 use tir_graph::{DType, Dim, Graph, HostTensor, TensorType};
+use tir_lower::mesh::{compile_sharded, ShardedExecutable};
 use tir_lower::{Backend, BackendError, Executable, LowerError, Registry, Signature, TensorRef};
+use tir_opt::shard::ShardOptions;
 
 /// Where outputs go without `--output-dir`.
 pub const DEFAULT_OUTPUT_DIR: &str = "tir-out";
@@ -70,6 +73,18 @@ pub struct RunArgs {
     pub profile: bool,
     /// Write a Chrome trace of the run's copies and kernels here (CUDA only).
     pub trace: Option<PathBuf>,
+    /// Run sharded over a mesh of devices.
+    pub mesh: Option<MeshArgs>,
+}
+
+/// A mesh to run a graph on (`--devices`, `--shard`, `--tensor-parallel`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MeshArgs {
+    pub world: u32,
+    /// The sources split by name; the rest are propagated.
+    pub shardings: BTreeMap<String, Sharding>,
+    /// Megatron's rule for the weights not named.
+    pub tensor_parallel: bool,
 }
 
 /// Why `tirc run` refused or failed. One line each, naming the argument or file.
@@ -83,6 +98,8 @@ pub enum RunError {
         "--check is the checking mode of backend `ref`; it does not apply to backend `{backend}`"
     )]
     CheckNeedsRef { backend: String },
+    #[error("{path}: a package runs on one GPU; shard the graph it was compiled from instead")]
+    PackageMesh { path: String },
     #[error("{flag} times kernels on the GPU of backend `cuda`, not on backend `{backend}`")]
     ProfileNeedsCuda { flag: &'static str, backend: String },
     #[error("--dim {name}: the {what} has no symbolic dim `{name}` ({})", names_or(.known, "it has none"))]
@@ -315,8 +332,59 @@ impl Maker<'_> {
         }
     }
 
+    /// A graph cut for `mesh` and compiled for the backend's devices, run with whole tensors.
+    fn make_sharded(&self, mesh: &MeshArgs, path: &str) -> Result<(Made, usize, String), RunError> {
+        let (graph, backend): (&Graph, &dyn Backend) = match self {
+            Maker::Lower { graph, backend } => (graph, *backend),
+            Maker::Cuda {
+                subject: Subject::Graph(graph),
+                backend,
+            } => (graph, backend.as_ref()),
+            Maker::Cuda {
+                subject: Subject::Package(_),
+                ..
+            } => return Err(RunError::PackageMesh { path: path.into() }),
+        };
+        let started = Instant::now();
+        let options = ShardOptions {
+            tensor_parallel: mesh.tensor_parallel,
+        };
+        let sharded = compile_sharded(
+            graph,
+            mesh.world,
+            &mesh.shardings,
+            &options,
+            &backend.target(),
+            &tir_opt::Limits::default(),
+        )
+        .map_err(|source| RunError::Lower {
+            path: path.into(),
+            source: Box::new(source),
+        })?;
+        let lowered_in = started.elapsed();
+        let started = Instant::now();
+        let devices = backend
+            .compile_mesh(&sharded.compiled.program, mesh.world)
+            .map_err(|source| RunError::Backend {
+                path: path.into(),
+                source,
+            })?;
+        let how = format!(
+            "{}, on a mesh of {} devices",
+            lowered_and_compiled(lowered_in, started.elapsed()),
+            mesh.world
+        );
+        let kernels = sharded.compiled.program.kernels.len();
+        let exe = ShardedExecutable::new(devices, &sharded);
+        Ok((Made::Other(Box::new(exe)), kernels, how))
+    }
+
     /// The executable, its kernel count, and how it was made (with times) for the summary.
-    fn make(&self, file: &Path) -> Result<(Made, usize, String), RunError> {
+    fn make(
+        &self,
+        file: &Path,
+        mesh: Option<&MeshArgs>,
+    ) -> Result<(Made, usize, String), RunError> {
         let path = file.display().to_string();
         let backend_error = |source| RunError::Backend {
             path: path.clone(),
@@ -332,6 +400,9 @@ impl Maker<'_> {
                 })
         };
         let started = Instant::now();
+        if let Some(mesh) = mesh {
+            return self.make_sharded(mesh, &path);
+        }
         let (made, program, how) = match self {
             Maker::Lower { graph, backend } => {
                 let (program, lowered_in) = lower(graph, *backend)?;
@@ -645,7 +716,7 @@ pub fn run(subject: Subject, args: &RunArgs) -> Result<String, RunError> {
     // Compile (or load) and run. The executable is declared after `registry` and `maker`, which
     // hold the backends, so it is dropped first: a CUDA executable must go while its backend
     // still holds the GPU's context.
-    let (mut made_exe, kernels, made) = maker.make(&args.file)?;
+    let (mut made_exe, kernels, made) = maker.make(&args.file, args.mesh.as_ref())?;
     let executable = made_exe.executable();
     let backend_error = |source| RunError::Backend {
         path: path.clone(),

@@ -6,7 +6,8 @@
 //!   output (`all_gather`), a partial sum written to a split state (`reduce_scatter`).
 //! - The propagation rules on the example models: Megatron's split of an MLP (by name, and by
 //!   `tensor_parallel` at 4 devices), attention by heads, a decoder whose KV cache is split by
-//!   heads over several runs, an encoder split by batch, and ops whose split must be gathered.
+//!   heads over several runs, an encoder split by batch, a BERT encoder under Megatron's rule,
+//!   and ops whose split must be gathered.
 
 use super::{scalar, Corpus, Result, FLOATS};
 use crate::case::Mesh;
@@ -184,7 +185,34 @@ fn models_on_meshes(c: &mut Corpus) -> Result<()> {
     c.add_runs(name, graph, runs, Tolerance::model(48));
     c.put_on_mesh(mesh(2, &[], true));
 
+    bert(c)?;
     gathered_splits(c)
+}
+
+/// A BERT encoder (embeddings, layer norms, masked attention, GELU MLP) under Megatron's rule.
+fn bert(c: &mut Corpus) -> Result<()> {
+    let cfg = models::BertConfig {
+        vocab: 50,
+        hidden: 32,
+        layers: 2,
+        heads: 4,
+        intermediate: 64,
+        max_positions: 16,
+        type_vocab: 2,
+        layer_norm_eps: 1e-12,
+        dtype: DType::F32,
+    };
+    let bind = BTreeMap::from([("batch".to_string(), 2), ("seq".to_string(), 7)]);
+    let graph = models::bert_embedder(&cfg)?.specialize(&bind)?;
+    let values = |name: &str| match name {
+        "attention_mask" => Values::Choice(vec![0.0, 1.0, 1.0, 1.0]),
+        "input_ids" | "token_type_ids" | "position_ids" => Values::Below(2),
+        _ => small(),
+    };
+    let name = "pattern/sharded/bert/f32/tensor_parallel_tp2".to_string();
+    c.add(name, graph, &[Vec::new()], &values, Tolerance::model(64));
+    c.put_on_mesh(mesh(2, &[], true));
+    Ok(())
 }
 
 /// Ops that cannot keep a split along their axis (a slice across it, a mean and a softmax over
