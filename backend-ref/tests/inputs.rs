@@ -154,7 +154,8 @@ fn the_backend_describes_itself() {
             dtypes: DType::ALL.to_vec(),
             symbolic_dims: true,
             persistent_state: true,
-            devices: 1,
+            // A mesh of any size, simulated.
+            devices: u32::MAX,
         }
     );
     let tiles = backend.target().tiles;

@@ -24,6 +24,9 @@ pub mod onnx {}
 #[doc = include_str!("../../run-api.md")]
 pub mod run_api {}
 
+#[doc = include_str!("../../mesh.md")]
+pub mod mesh {}
+
 #[doc = include_str!("../../cuda.md")]
 pub mod cuda {}
 

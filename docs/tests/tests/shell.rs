@@ -244,6 +244,11 @@ fn backends() {
     run_page("docs/backends.md");
 }
 
+#[test]
+fn mesh() {
+    run_page("docs/mesh.md");
+}
+
 /// Every page with a runnable shell block has a test above; a page without one has none to run.
 #[test]
 fn every_marked_page_is_run() {
@@ -256,6 +261,7 @@ fn every_marked_page_is_run() {
         "docs/cuda.md",
         "docs/optimizer.md",
         "docs/backends.md",
+        "docs/mesh.md",
     ];
     let mut pages = vec!["README.md".to_string()];
     for entry in std::fs::read_dir(root().join("docs")).expect("docs/ exists") {
