@@ -10,6 +10,9 @@
 #                                   # sm_90 into a cache, pack it with the binaries in
 #                                   # .device/dyn/ (carry it)
 #   bash bench/dynamic.sh run       # there: conformance (sync, graph), then the timings
+#   bash bench/dynamic.sh ncu       # there: Nsight Compute on the BERT's attention at 32 x 128
+#
+# DYN_DIR names the folder of the pack instead of .device/dyn.
 #
 # resnet18 and bert_bench are exported on the GPU machine by scripts/export_dynamic_models.py
 # (seed 0) into .tools/bench-models/ (carried back here, where their kernels are compiled);
@@ -17,7 +20,7 @@
 # carried in .device/dyn.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-B=.device/dyn
+B=${DYN_DIR:-.device/dyn}
 case "${1:-}" in
 prepare)
     bash scripts/install-tileiras.sh
@@ -144,8 +147,31 @@ PY
     done
     exit $status
     ;;
+ncu)
+    # There, after `run`: Nsight Compute on the first attention kernel of the BERT at 32 x 128,
+    # dims symbolic and fixed (launch statistics, occupancy, instructions, shared memory).
+    mkdir -p /tmp/tir && tar -C /tmp/tir -xJf "$B/cache.tar.xz"
+    export TIR_CACHE_DIR=/tmp/tir/dyn-cache
+    ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+    python3 - <<'PY'
+import numpy as np
+rng = np.random.default_rng(3)
+np.save("/tmp/ids.npy", rng.integers(0, 512, (32, 128), dtype=np.int64))
+mask = np.ones((32, 128), dtype=np.int64); mask[1:, 120:] = 0
+np.save("/tmp/mask.npy", mask)
+PY
+    for v in symbolic fixed; do
+        extra=(); [ $v = fixed ] && extra=(--dim batch=32 --dim seq=128)
+        echo "== ncu, attention, $v"
+        "$ncu" --kernel-name regex:attention --launch-count 1 --section LaunchStats \
+            --section Occupancy --section InstructionStats --section SpeedOfLight \
+            "$B/tirc" run "$B/bert.onnx" --backend cuda "${extra[@]}" \
+            --input input_ids=/tmp/ids.npy --input attention_mask=/tmp/mask.npy \
+            --output-dir "/tmp/n-$v" 2>&1 | grep -E "tir_attention|Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Dynamic Shared|Static Shared|Executed Instructions|Grid Size|Block Size" | head -12
+    done
+    ;;
 *)
-    echo "usage: bench/dynamic.sh prepare | run" >&2
+    echo "usage: bench/dynamic.sh prepare | run | ncu" >&2
     exit 1
     ;;
 esac
