@@ -547,13 +547,13 @@ impl CudaExecutable {
             let bound = crate::codegen::DIM_BOUND as u64;
             let divisible = abi.divisible_entry.is_some()
                 && abi.dims.iter().all(|d| {
-                    dims.get(d).is_some_and(|&n| {
-                        n % crate::codegen::DIM_DIVISOR as u64 == 0 && n <= bound
-                    })
+                    dims.get(d)
+                        .is_some_and(|&n| n % crate::codegen::DIM_DIVISOR as u64 == 0 && n <= bound)
                 })
-                && kernel.params.iter().all(|p| {
-                    (bytes[p.buffer] / p.dtype.size_bytes().max(1)) as u64 <= bound
-                });
+                && kernel
+                    .params
+                    .iter()
+                    .all(|p| (bytes[p.buffer] / p.dtype.size_bytes().max(1)) as u64 <= bound);
             grids.push((blocks as u32, scalars, divisible));
         }
         self.graphs.clear();
