@@ -10,6 +10,9 @@
 #                                   # sm_90 into a cache, pack it with the binaries in
 #                                   # .device/dyn/ (carry it)
 #   bash bench/dynamic.sh run       # there: conformance (sync, graph), then the timings
+#   bash bench/dynamic.sh ncu       # there: Nsight Compute on the BERT's attention at 32 x 128
+#
+# DYN_DIR names the folder of the pack instead of .device/dyn.
 #
 # resnet18 and bert_bench are exported on the GPU machine by scripts/export_dynamic_models.py
 # (seed 0) into .tools/bench-models/ (carried back here, where their kernels are compiled);
@@ -17,7 +20,7 @@
 # carried in .device/dyn.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-B=.device/dyn
+B=${DYN_DIR:-.device/dyn}
 case "${1:-}" in
 prepare)
     bash scripts/install-tileiras.sh
@@ -46,6 +49,27 @@ prepare)
     cp target/release/tir-conform target/release/tirc "$B/"
     ;;
 run)
+    # Each program runs ROUNDS times (separate processes, the symbolic and the fixed one in
+    # turn): a process's median of 10 traced runs moved by up to 5% from one process to the
+    # next on the same machine (the BERT at 32 x 128, fixed: 1.516 to 1.602 ms on an H200).
+    rounds=${ROUNDS:-5}
+    # The whole-run times of `tirc run --profile` outputs $2.., their median, and the median of
+    # the sums of their kernels' medians.
+    summary() {
+        python3 - "$@" <<'PY'
+import re, statistics, sys
+runs, sums = [], []
+for path in sys.argv[2:]:
+    text = open(path).read()
+    m = re.search(r"runs: ([0-9.]+) ms on the GPU", text)
+    if m:
+        runs.append(float(m.group(1)))
+    sums.append(sum(float(k) for k in re.findall(r"^k\d+_\S+\s+\S+\s+.*?\s([0-9.]+)\s+[0-9.]+%", text, re.M)))
+whole = " ".join(f"{r:.4f}" for r in runs)
+print(f"{sys.argv[1]}: run {whole} ms, median {statistics.median(runs):.4f}; "
+      f"sum of kernel medians, median {statistics.median(sums):.4f} ms")
+PY
+    }
     mkdir -p /tmp/tir && tar -C /tmp/tir -xJf "$B/cache.tar.xz"
     export TIR_CACHE_DIR=/tmp/tir/dyn-cache
     out="${OUT:-.device/out}"
@@ -63,14 +87,15 @@ run)
     python3 scripts/export_dynamic_models.py /tmp/r18 resnet18 >"$out/export.log" 2>&1
     model=/tmp/r18/resnet18_ts/model.onnx
     python3 -c "import numpy as np; np.save('/tmp/b32.npy', (np.random.default_rng(3).random((32, 3, 64, 64), dtype=np.float32) * 2 - 1))"
-    echo "== resnet18, dynamic batch, run at 32"
-    "$B/tirc" run "$model" --backend cuda --input images=/tmp/b32.npy --profile \
-        --output-dir /tmp/o1 >"$out/r18-dynamic.txt" 2>&1 || status=1
-    tail -4 "$out/r18-dynamic.txt"
-    echo "== resnet18, batch fixed to 32 at import"
-    "$B/tirc" run "$model" --backend cuda --dim batch=32 --input images=/tmp/b32.npy --profile \
-        --output-dir /tmp/o2 >"$out/r18-static.txt" 2>&1 || status=1
-    tail -4 "$out/r18-static.txt"
+    for round in $(seq "$rounds"); do
+        "$B/tirc" run "$model" --backend cuda --input images=/tmp/b32.npy --profile \
+            --output-dir /tmp/o1 >"$out/r18-dynamic-$round.txt" 2>&1 || status=1
+        "$B/tirc" run "$model" --backend cuda --dim batch=32 --input images=/tmp/b32.npy \
+            --profile --output-dir /tmp/o2 >"$out/r18-static-$round.txt" 2>&1 || status=1
+    done
+    echo "== resnet18 at batch 32, $rounds runs of each, interleaved"
+    summary "batch symbolic" "$out"/r18-dynamic-*.txt
+    summary "batch fixed" "$out"/r18-static-*.txt
     python3 - <<'PY' | tee "$out/r18-torch.txt"
 import numpy as np, torch, torchvision
 x = torch.from_numpy(np.load("/tmp/b32.npy")).cuda()
@@ -106,14 +131,16 @@ mask[1:, seq - 8:] = 0  # padded tails
 np.save("/tmp/mask.npy", mask)
 PY
         bert=(--input input_ids=/tmp/ids.npy --input attention_mask=/tmp/mask.npy --profile)
-        echo "== bert_bench, dynamic batch and seq, run at $binding"
-        "$B/tirc" run "$B/bert.onnx" --backend cuda "${bert[@]}" --output-dir /tmp/b1 \
-            >"$out/bert-$binding-dynamic.txt" 2>&1 || status=1
-        grep "profile on" "$out/bert-$binding-dynamic.txt" || tail -3 "$out/bert-$binding-dynamic.txt"
-        echo "== bert_bench, dims fixed to $binding at import"
-        "$B/tirc" run "$B/bert.onnx" --backend cuda --dim "batch=$batch" --dim "seq=$seq" \
-            "${bert[@]}" --output-dir /tmp/b2 >"$out/bert-$binding-static.txt" 2>&1 || status=1
-        grep "profile on" "$out/bert-$binding-static.txt" || tail -3 "$out/bert-$binding-static.txt"
+        for round in $(seq "$rounds"); do
+            "$B/tirc" run "$B/bert.onnx" --backend cuda "${bert[@]}" --output-dir /tmp/b1 \
+                >"$out/bert-$binding-dynamic-$round.txt" 2>&1 || status=1
+            "$B/tirc" run "$B/bert.onnx" --backend cuda --dim "batch=$batch" --dim "seq=$seq" \
+                "${bert[@]}" --output-dir /tmp/b2 >"$out/bert-$binding-static-$round.txt" 2>&1 \
+                || status=1
+        done
+        echo "== bert_bench at $binding, $rounds runs of each, interleaved"
+        summary "batch and seq symbolic" "$out"/bert-$binding-dynamic-*.txt
+        summary "batch and seq fixed" "$out"/bert-$binding-static-*.txt
         python3 - "$binding" <<'PY' | tee "$out/bert-$binding-torch.txt"
 import sys
 import numpy as np, torch
@@ -144,8 +171,31 @@ PY
     done
     exit $status
     ;;
+ncu)
+    # There, after `run`: Nsight Compute on the first attention kernel of the BERT at 32 x 128,
+    # dims symbolic and fixed (launch statistics, occupancy, instructions, shared memory).
+    mkdir -p /tmp/tir && tar -C /tmp/tir -xJf "$B/cache.tar.xz"
+    export TIR_CACHE_DIR=/tmp/tir/dyn-cache
+    ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+    python3 - <<'PY'
+import numpy as np
+rng = np.random.default_rng(3)
+np.save("/tmp/ids.npy", rng.integers(0, 512, (32, 128), dtype=np.int64))
+mask = np.ones((32, 128), dtype=np.int64); mask[1:, 120:] = 0
+np.save("/tmp/mask.npy", mask)
+PY
+    for v in symbolic fixed; do
+        extra=(); [ $v = fixed ] && extra=(--dim batch=32 --dim seq=128)
+        echo "== ncu, attention, $v"
+        "$ncu" --kernel-name regex:attention --launch-count 1 --section LaunchStats \
+            --section Occupancy --section InstructionStats --section SpeedOfLight \
+            "$B/tirc" run "$B/bert.onnx" --backend cuda "${extra[@]}" \
+            --input input_ids=/tmp/ids.npy --input attention_mask=/tmp/mask.npy \
+            --output-dir "/tmp/n-$v" 2>&1 | grep -E "tir_attention|Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Dynamic Shared|Static Shared|Executed Instructions|Grid Size|Block Size" | head -12
+    done
+    ;;
 *)
-    echo "usage: bench/dynamic.sh prepare | run" >&2
+    echo "usage: bench/dynamic.sh prepare | run | ncu" >&2
     exit 1
     ;;
 esac

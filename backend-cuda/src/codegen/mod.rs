@@ -22,7 +22,7 @@ use crate::codegen::emit::{mem_scalar, ptr_tile, reg_scalar, segments_attr, tile
 use cutile_ir::builder::build_single_block_region;
 use cutile_ir::bytecode::Opcode;
 use cutile_ir::ir::{
-    Attribute, DivBy, FuncType, Location, Module, OptimizationHints, PaddingValue,
+    Attribute, Bounded, DivBy, FuncType, Location, Module, OptimizationHints, PaddingValue,
     PartitionViewType, ScalarType, TensorViewType, Type, Value, DYNAMIC,
 };
 use cutile_ir::OpBuilder;
@@ -49,10 +49,19 @@ pub const PARAM_ALIGN: u64 = 16;
 /// any vector or TMA load.
 const MAX_KNOWN_DIVISOR: i64 = 1 << 12;
 /// What divides every dim of a kernel's second entry ([`KernelAbi::divisible_entry`]), which a
-/// binding whose dims it divides runs: rows whose stride is a dim are then aligned for vector
-/// and TMA loads, as they are at static shapes (an encoder's attention at 32 x 128 tokens ran
-/// in 0.115 ms against 0.21 ms without it).
+/// binding whose dims it divides (and [`DIM_BOUND`] bounds) runs: rows whose stride is a dim are
+/// then aligned for vector and TMA loads, as they are at static shapes (an encoder's attention
+/// at 32 x 128 tokens ran in 0.115 ms against 0.21 ms without it).
 pub const DIM_DIVISOR: i64 = 16;
+/// The largest dim, and the most elements of a buffer it reads or writes, of a binding that
+/// runs a kernel's second entry: there each dim is assumed in `0..=DIM_BOUND`, and the
+/// extents and strides of its views are clamped to it (exact for views of such buffers: an
+/// axis of two elements or more steps inside the buffer, one of fewer is never stepped).
+/// `tileiras` moves tiles through the tensor memory accelerator (TMA) only where it knows the
+/// view's extents and strides fit in 32 bits, as static ones do: an encoder's attention at 32 x
+/// 128 tokens loaded its keys, values and mask with threads (cp.async) without the bound. A
+/// multiple of [`MAX_KNOWN_DIVISOR`], so that the clamp keeps what divides a stride.
+pub const DIM_BOUND: i64 = (1 << 31) - MAX_KNOWN_DIVISOR;
 
 /// How the host passes arguments to a generated entry, in order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,8 +69,9 @@ pub struct KernelAbi {
     /// The entry's symbol in the cubin.
     pub entry: String,
     /// For a kernel that reads symbolic dims: the symbol of the same kernel compiled assuming
-    /// [`DIM_DIVISOR`] divides each of them, in the same cubin; a binding whose dims it all
-    /// divides runs this one. One compile serves both, so a new binding compiles nothing.
+    /// [`DIM_DIVISOR`] divides each of them and [`DIM_BOUND`] bounds them, in the same cubin; a
+    /// binding whose dims are all such runs this one. One compile serves both, so a new binding
+    /// compiles nothing.
     pub divisible_entry: Option<String>,
     /// One device pointer per tensor parameter, in parameter order.
     pub params: usize,
@@ -140,6 +150,8 @@ struct View {
     base: Value,
     shape: Vec<(Value, Option<i64>)>,
     strides: Vec<(Value, Option<i64>)>,
+    /// What is known to divide each extent and each stride (powers of two, 1 when nothing).
+    divisors: (Vec<i64>, Vec<i64>),
     /// Axes of stride 0 and extent above 1 (a broadcast read): the tensor view has extent 1
     /// there, and loads repeat that element and pad past `shape`.
     repeated: Vec<bool>,
@@ -154,7 +166,8 @@ struct Translator<'k> {
     /// The largest power of two (at most [`MAX_KNOWN_DIVISOR`]) known to divide each index
     /// value that index arithmetic computes; absent means 1.
     divisors: HashMap<ValueId, i64>,
-    /// Whether this entry is the twin that assumes [`DIM_DIVISOR`] divides every dim.
+    /// Whether this entry is the twin that assumes [`DIM_DIVISOR`] divides every dim and
+    /// [`DIM_BOUND`] bounds it.
     dims_divisible: bool,
     types: HashMap<ValueId, TileType>,
     views: HashMap<ValueId, View>,
@@ -225,7 +238,8 @@ fn divisible_name(entry: &str) -> String {
 }
 
 /// Adds `kernel` to `module` as an entry named `entry` that carries `hints` and, when the
-/// kernel reads symbolic dims, as its twin for dims that [`DIM_DIVISOR`] divides; a module of
+/// kernel reads symbolic dims, as its twin for dims that [`DIM_DIVISOR`] divides and
+/// [`DIM_BOUND`] bounds; a module of
 /// several entries (their names distinct) assembles into one cubin holding each.
 pub fn generate_entry(
     module: Module,
@@ -244,7 +258,7 @@ pub fn generate_entry(
 }
 
 /// Adds one entry of `kernel` to `module`; with `dims_divisible`, its dims are assumed
-/// multiples of [`DIM_DIVISOR`].
+/// multiples of [`DIM_DIVISOR`] in `0..=DIM_BOUND`.
 fn add_entry(
     module: Module,
     kernel: &TileKernel,
@@ -559,6 +573,29 @@ impl Translator<'_> {
             .op1(Opcode::Assume, &[v], vec![("predicate", predicate)], ty)
     }
 
+    /// The extent or stride `v` of a view, which `divisor` divides, clamped to
+    /// `0..=DIM_BOUND` (exact in an entry for dims that [`DIM_BOUND`] bounds; see there), with
+    /// the compiler told so and that `divisor` still divides it.
+    fn within_bound(&mut self, v: Value, divisor: i64) -> Value {
+        let zero = self.e.index_const(0);
+        let bound = self.e.index_const(DIM_BOUND);
+        let v = self.e.signed_op(Opcode::MaxI, v, zero, true);
+        let v = self.e.signed_op(Opcode::MinI, v, bound, true);
+        let v = self.assume_bounded(v, DIM_BOUND);
+        self.assume_div_by(v, divisor)
+    }
+
+    /// `v` with the compiler told that it lies in `0..=max`.
+    fn assume_bounded(&mut self, v: Value, max: i64) -> Value {
+        let ty = self.e.ty(v);
+        let predicate = Attribute::Bounded(Bounded {
+            lb: Some(0),
+            ub: Some(max),
+        });
+        self.e
+            .op1(Opcode::Assume, &[v], vec![("predicate", predicate)], ty)
+    }
+
     fn fold(&self, op: IndexOp, a: ValueId, b: ValueId) -> Option<i64> {
         let (x, y) = (*self.consts.get(&a)?, *self.consts.get(&b)?);
         match op {
@@ -598,6 +635,7 @@ impl Translator<'_> {
                     if let Some((id, _)) = defs.first() {
                         self.divisors.insert(*id, DIM_DIVISOR);
                     }
+                    let v = self.assume_bounded(v, DIM_BOUND);
                     return one(self.assume_div_by(v, DIM_DIVISOR));
                 }
                 one(v)
@@ -804,6 +842,10 @@ impl Translator<'_> {
                 .map(|id| Ok((t.get(*id)?, t.consts.get(id).copied())))
                 .collect()
         };
+        let divisors = (
+            shape.iter().map(|id| self.divisor(*id)).collect(),
+            strides_ids.iter().map(|id| self.divisor(*id)).collect(),
+        );
         let shape = with_const(self, shape)?;
         // A dynamic stride with what divides it, so that rows stay as aligned as they are
         // for vector and TMA loads (a stride of `256·seq` elements is a multiple of 256).
@@ -824,6 +866,7 @@ impl Translator<'_> {
             base,
             shape,
             strides,
+            divisors,
             repeated,
             tensor_view: None,
         })
@@ -843,18 +886,41 @@ impl Translator<'_> {
             return Ok(tv);
         }
         // Tile IR wants positive constant strides: a stride-0 axis has one element to read,
-        // so its stride is never stepped; it is the next inner axis's span (when static), which
-        // keeps every row as aligned as the innermost one for vectorized and TMA loads.
+        // so its stride is never stepped; it is the next inner axis's span, which keeps every
+        // row as aligned as the innermost one for vectorized and TMA loads (a TMA stride is a
+        // multiple of 16 bytes). A dynamic span is at least what divides it, so never 0.
         let mut extents = view.shape.clone();
         let mut strides = view.strides.clone();
+        let (mut extent_divisors, mut stride_divisors) = view.divisors.clone();
         for k in (0..extents.len()).rev() {
             if strides[k].1 == Some(0) {
-                let span = match (strides.get(k + 1), extents.get(k + 1)) {
-                    (Some(&(_, Some(s))), Some(&(_, Some(e)))) => (s * e).max(1),
-                    _ => 1,
+                let (span, divisor) = match (strides.get(k + 1), extents.get(k + 1)) {
+                    (Some(&(_, Some(s))), Some(&(_, Some(e)))) => {
+                        let span = (s * e).max(1);
+                        let divisor = (1i64 << span.trailing_zeros()).min(MAX_KNOWN_DIVISOR);
+                        ((self.e.index_const(span), Some(span)), divisor)
+                    }
+                    (Some(&stride), Some(&extent)) => {
+                        let divisor = stride_divisors[k + 1]
+                            .saturating_mul(extent_divisors[k + 1])
+                            .min(MAX_KNOWN_DIVISOR);
+                        // A static one's value may stand in for it (a replaced extent's).
+                        let mut value = |(v, c): (Value, Option<i64>)| match c {
+                            Some(c) => self.e.index_const(c),
+                            None => v,
+                        };
+                        let (s, e) = (value(stride), value(extent));
+                        let span = self.e.muli(s, e);
+                        let least = self.e.index_const(divisor);
+                        let span = self.e.signed_op(Opcode::MaxI, span, least, true);
+                        ((self.assume_div_by(span, divisor), None), divisor)
+                    }
+                    _ => ((self.e.index_const(1), Some(1)), 1),
                 };
-                strides[k] = (self.e.index_const(span), Some(span));
+                strides[k] = span;
+                stride_divisors[k] = divisor;
                 extents[k] = (view.base, Some(1));
+                extent_divisors[k] = 1;
             }
         }
         // Tile IR wants positive constant sizes too: an empty axis is given at run time.
@@ -877,6 +943,18 @@ impl Translator<'_> {
             shape: statics(&extents),
             strides: statics(&strides),
         };
+        if self.dims_divisible {
+            for (k, extent) in extents.iter_mut().enumerate() {
+                if extent.1.is_none() {
+                    extent.0 = self.within_bound(extent.0, extent_divisors[k]);
+                }
+            }
+            for (k, stride) in strides.iter_mut().enumerate() {
+                if stride.1.is_none() {
+                    stride.0 = self.within_bound(stride.0, stride_divisors[k]);
+                }
+            }
+        }
         let shape_ops = dynamic(&extents);
         let stride_ops = dynamic(&strides);
         let mut operands = vec![view.base];

@@ -58,7 +58,8 @@ const GRAPHS: usize = 8;
 #[derive(Clone, Debug, PartialEq)]
 pub(super) enum Launch {
     /// The generated kernel: tile blocks (0: nothing to do) and arguments.
-    /// `divisible`: the entry for dims that [`crate::codegen::DIM_DIVISOR`] divides.
+    /// `divisible`: the entry for dims that [`crate::codegen::DIM_DIVISOR`] divides (and
+    /// [`crate::codegen::DIM_BOUND`] bounds).
     Tiles {
         blocks: u32,
         args: Vec<u64>,
@@ -545,12 +546,18 @@ impl CudaExecutable {
                 Some(per_sm) => blocks.min(i64::from(self.gpu.sms) * i64::from(per_sm)),
                 None => blocks,
             };
-            // The entry for divisible dims where the binding's dims are.
+            // The entry for divisible dims where the binding's dims are, and its buffers are
+            // no larger than the bound that entry's views are clamped to.
+            let bound = crate::codegen::DIM_BOUND as u64;
             let divisible = abi.divisible_entry.is_some()
                 && abi.dims.iter().all(|d| {
                     dims.get(d)
-                        .is_some_and(|&n| n % crate::codegen::DIM_DIVISOR as u64 == 0)
-                });
+                        .is_some_and(|&n| n % crate::codegen::DIM_DIVISOR as u64 == 0 && n <= bound)
+                })
+                && kernel
+                    .params
+                    .iter()
+                    .all(|p| (bytes[p.buffer] / p.dtype.size_bytes().max(1)) as u64 <= bound);
             grids.push((blocks as u32, scalars, divisible));
         }
         self.graphs.clear();

@@ -57,46 +57,59 @@ cuda_tile.module @tir {
     %68 = exti %65 unsigned : tile<i32> -> tile<i64>
     %69 = divi %68, %61 signed : tile<i64>
     %70 = remi %68, %61 signed : tile<i64>
-    %71 = assume div_by<16>, %59 : tile<i64>
-    %72 = constant <i64: 64> : tile<i64>
-    %73 = constant <i64: 0> : tile<i64>
-    %74 = constant <i64: 1> : tile<i64>
-    %75 = make_token : token
-    %76 = constant <i64: 0> : tile<i64>
-    %77 = make_tensor_view %62, shape = [%71, 64], strides = [64, 1] : tile<i64> -> tensor_view<?x64xf16, strides=[64,1]>
-    %78 = make_partition_view %77 : partition_view<tile=(16x64), padding_value = zero, tensor_view<?x64xf16, strides=[64,1]>>
-    %79, %80 = load_view_tko weak %78[%69, %70] : partition_view<tile=(16x64), padding_value = zero, tensor_view<?x64xf16, strides=[64,1]>>, tile<i64> -> tile<16x64xf16>, token
-    %81 = constant <i64: 0> : tile<i64>
-    %82 = constant <i64: 64> : tile<i64>
-    %83 = make_tensor_view %63, shape = [1, 64], strides = [64, 1] : tensor_view<1x64xf16, strides=[64,1]>
-    %84 = make_partition_view %83 : partition_view<tile=(1x64), padding_value = zero, tensor_view<1x64xf16, strides=[64,1]>>
-    %85, %86 = load_view_tko weak %84[%81, %70] : partition_view<tile=(1x64), padding_value = zero, tensor_view<1x64xf16, strides=[64,1]>>, tile<i64> -> tile<1x64xf16>, token
-    %87 = broadcast %85 : tile<1x64xf16> -> tile<16x64xf16>
-    %88 = constant <i64: 16> : tile<i64>
-    %89 = muli %69, %88 : tile<i64>
-    %90 = reshape %89 : tile<i64> -> tile<1x1xi64>
-    %91 = broadcast %90 : tile<1x1xi64> -> tile<16x1xi64>
-    %92 = iota : tile<16xi64>
-    %93 = reshape %92 : tile<16xi64> -> tile<16x1xi64>
-    %94 = addi %91, %93 : tile<16x1xi64>
-    %95 = reshape %71 : tile<i64> -> tile<1x1xi64>
-    %96 = broadcast %95 : tile<1x1xi64> -> tile<16x1xi64>
-    %97 = cmpi less_than %94, %96, signed : tile<16x1xi64> -> tile<16x1xi1>
-    %98 = broadcast %97 : tile<16x1xi1> -> tile<16x64xi1>
-    %99 = constant <f16: 0.0> : tile<f16>
-    %100 = reshape %99 : tile<f16> -> tile<1x1xf16>
-    %101 = broadcast %100 : tile<1x1xf16> -> tile<16x64xf16>
-    %102 = select %98, %87, %101 : tile<16x64xi1>, tile<16x64xf16>
-    %103 = addf %79, %102 : tile<16x64xf16>
-    %104 = ftof %103 : tile<16x64xf16> -> tile<16x64xf32>
-    %105 = constant <f32: 0.0> : tile<f32>
-    %106 = reshape %105 : tile<f32> -> tile<1x1xf32>
-    %107 = broadcast %106 : tile<1x1xf32> -> tile<16x64xf32>
-    %108 = maxf %104, %107 propagate_nan : tile<16x64xf32>
-    %109 = ftof %108 : tile<16x64xf32> -> tile<16x64xf16>
-    %110 = make_tensor_view %64, shape = [%71, 64], strides = [64, 1] : tile<i64> -> tensor_view<?x64xf16, strides=[64,1]>
-    %111 = make_partition_view %110 : partition_view<tile=(16x64), tensor_view<?x64xf16, strides=[64,1]>>
-    %112 = store_view_tko weak %109, %111[%69, %70] token = %75 : tile<16x64xf16>, partition_view<tile=(16x64), tensor_view<?x64xf16, strides=[64,1]>>, tile<i64> -> token
+    %71 = assume bounded<0, 2147479552>, %59 : tile<i64>
+    %72 = assume div_by<16>, %71 : tile<i64>
+    %73 = constant <i64: 64> : tile<i64>
+    %74 = constant <i64: 0> : tile<i64>
+    %75 = constant <i64: 1> : tile<i64>
+    %76 = make_token : token
+    %77 = constant <i64: 0> : tile<i64>
+    %78 = constant <i64: 0> : tile<i64>
+    %79 = constant <i64: 2147479552> : tile<i64>
+    %80 = maxi %72, %78 signed : tile<i64>
+    %81 = mini %80, %79 signed : tile<i64>
+    %82 = assume bounded<0, 2147479552>, %81 : tile<i64>
+    %83 = assume div_by<16>, %82 : tile<i64>
+    %84 = make_tensor_view %62, shape = [%83, 64], strides = [64, 1] : tile<i64> -> tensor_view<?x64xf16, strides=[64,1]>
+    %85 = make_partition_view %84 : partition_view<tile=(16x64), padding_value = zero, tensor_view<?x64xf16, strides=[64,1]>>
+    %86, %87 = load_view_tko weak %85[%69, %70] : partition_view<tile=(16x64), padding_value = zero, tensor_view<?x64xf16, strides=[64,1]>>, tile<i64> -> tile<16x64xf16>, token
+    %88 = constant <i64: 0> : tile<i64>
+    %89 = constant <i64: 64> : tile<i64>
+    %90 = make_tensor_view %63, shape = [1, 64], strides = [64, 1] : tensor_view<1x64xf16, strides=[64,1]>
+    %91 = make_partition_view %90 : partition_view<tile=(1x64), padding_value = zero, tensor_view<1x64xf16, strides=[64,1]>>
+    %92, %93 = load_view_tko weak %91[%88, %70] : partition_view<tile=(1x64), padding_value = zero, tensor_view<1x64xf16, strides=[64,1]>>, tile<i64> -> tile<1x64xf16>, token
+    %94 = broadcast %92 : tile<1x64xf16> -> tile<16x64xf16>
+    %95 = constant <i64: 16> : tile<i64>
+    %96 = muli %69, %95 : tile<i64>
+    %97 = reshape %96 : tile<i64> -> tile<1x1xi64>
+    %98 = broadcast %97 : tile<1x1xi64> -> tile<16x1xi64>
+    %99 = iota : tile<16xi64>
+    %100 = reshape %99 : tile<16xi64> -> tile<16x1xi64>
+    %101 = addi %98, %100 : tile<16x1xi64>
+    %102 = reshape %72 : tile<i64> -> tile<1x1xi64>
+    %103 = broadcast %102 : tile<1x1xi64> -> tile<16x1xi64>
+    %104 = cmpi less_than %101, %103, signed : tile<16x1xi64> -> tile<16x1xi1>
+    %105 = broadcast %104 : tile<16x1xi1> -> tile<16x64xi1>
+    %106 = constant <f16: 0.0> : tile<f16>
+    %107 = reshape %106 : tile<f16> -> tile<1x1xf16>
+    %108 = broadcast %107 : tile<1x1xf16> -> tile<16x64xf16>
+    %109 = select %105, %94, %108 : tile<16x64xi1>, tile<16x64xf16>
+    %110 = addf %86, %109 : tile<16x64xf16>
+    %111 = ftof %110 : tile<16x64xf16> -> tile<16x64xf32>
+    %112 = constant <f32: 0.0> : tile<f32>
+    %113 = reshape %112 : tile<f32> -> tile<1x1xf32>
+    %114 = broadcast %113 : tile<1x1xf32> -> tile<16x64xf32>
+    %115 = maxf %111, %114 propagate_nan : tile<16x64xf32>
+    %116 = ftof %115 : tile<16x64xf32> -> tile<16x64xf16>
+    %117 = constant <i64: 0> : tile<i64>
+    %118 = constant <i64: 2147479552> : tile<i64>
+    %119 = maxi %72, %117 signed : tile<i64>
+    %120 = mini %119, %118 signed : tile<i64>
+    %121 = assume bounded<0, 2147479552>, %120 : tile<i64>
+    %122 = assume div_by<16>, %121 : tile<i64>
+    %123 = make_tensor_view %64, shape = [%122, 64], strides = [64, 1] : tile<i64> -> tensor_view<?x64xf16, strides=[64,1]>
+    %124 = make_partition_view %123 : partition_view<tile=(16x64), tensor_view<?x64xf16, strides=[64,1]>>
+    %125 = store_view_tko weak %116, %124[%69, %70] token = %76 : tile<16x64xf16>, partition_view<tile=(16x64), tensor_view<?x64xf16, strides=[64,1]>>, tile<i64> -> token
     return
   }
 }

@@ -113,58 +113,71 @@ cuda_tile.module @tir {
     %124 = remi %123, %122 signed : tile<i64>
     %125 = addi %120, %124 : tile<i64>
     %126 = divi %123, %122 signed : tile<i64>
-    %127 = assume div_by<16>, %93 : tile<i64>
-    %128 = constant <i64: 192> : tile<i64>
-    %129 = constant <i64: 0> : tile<i64>
-    %130 = constant <i64: 256> : tile<i64>
-    %131 = constant <i64: 31> : tile<i64>
-    %132 = constant <i64: 32> : tile<i64>
-    %133 = constant <i64: 287> : tile<i64>
-    %134 = constant <i64: 8> : tile<i64>
-    %135 = constant <i64: 1> : tile<i64>
-    %136 = make_token : token
-    %137 = constant <f32: 0.0> : tile<f32>
-    %138 = reshape %137 : tile<f32> -> tile<1x1xf32>
-    %139 = broadcast %138 : tile<1x1xf32> -> tile<128x128xf32>
-    %153 = for %140 in (%129 to %134, step %135) : tile<i64> iter_values(%141 = %139) -> (tile<128x128xf32>) {
-      %142 = constant <i64: 0> : tile<i64>
-      %143 = make_tensor_view %96, shape = [%127, 256], strides = [256, 1] : tile<i64> -> tensor_view<?x256xbf16, strides=[256,1]>
-      %144 = make_partition_view %143 : partition_view<tile=(128x32), padding_value = zero, tensor_view<?x256xbf16, strides=[256,1]>>
-      %145, %146 = load_view_tko weak %144[%113, %140] : partition_view<tile=(128x32), padding_value = zero, tensor_view<?x256xbf16, strides=[256,1]>>, tile<i64> -> tile<128x32xbf16>, token
-      %147 = constant <i64: 0> : tile<i64>
-      %148 = make_tensor_view %97, shape = [256, 192], strides = [192, 1] : tensor_view<256x192xbf16, strides=[192,1]>
-      %149 = make_partition_view %148 : partition_view<tile=(32x128), padding_value = zero, tensor_view<256x192xbf16, strides=[192,1]>>
-      %150, %151 = load_view_tko weak %149[%140, %126] : partition_view<tile=(32x128), padding_value = zero, tensor_view<256x192xbf16, strides=[192,1]>>, tile<i64> -> tile<32x128xbf16>, token
-      %152 = mmaf %145, %150, %141 : tile<128x32xbf16>, tile<32x128xbf16>, tile<128x128xf32>
-      continue %152 : tile<128x128xf32>
+    %127 = assume bounded<0, 2147479552>, %93 : tile<i64>
+    %128 = assume div_by<16>, %127 : tile<i64>
+    %129 = constant <i64: 192> : tile<i64>
+    %130 = constant <i64: 0> : tile<i64>
+    %131 = constant <i64: 256> : tile<i64>
+    %132 = constant <i64: 31> : tile<i64>
+    %133 = constant <i64: 32> : tile<i64>
+    %134 = constant <i64: 287> : tile<i64>
+    %135 = constant <i64: 8> : tile<i64>
+    %136 = constant <i64: 1> : tile<i64>
+    %137 = make_token : token
+    %138 = constant <f32: 0.0> : tile<f32>
+    %139 = reshape %138 : tile<f32> -> tile<1x1xf32>
+    %140 = broadcast %139 : tile<1x1xf32> -> tile<128x128xf32>
+    %160 = for %141 in (%130 to %135, step %136) : tile<i64> iter_values(%142 = %140) -> (tile<128x128xf32>) {
+      %143 = constant <i64: 0> : tile<i64>
+      %144 = constant <i64: 0> : tile<i64>
+      %145 = constant <i64: 2147479552> : tile<i64>
+      %146 = maxi %128, %144 signed : tile<i64>
+      %147 = mini %146, %145 signed : tile<i64>
+      %148 = assume bounded<0, 2147479552>, %147 : tile<i64>
+      %149 = assume div_by<16>, %148 : tile<i64>
+      %150 = make_tensor_view %96, shape = [%149, 256], strides = [256, 1] : tile<i64> -> tensor_view<?x256xbf16, strides=[256,1]>
+      %151 = make_partition_view %150 : partition_view<tile=(128x32), padding_value = zero, tensor_view<?x256xbf16, strides=[256,1]>>
+      %152, %153 = load_view_tko weak %151[%113, %141] : partition_view<tile=(128x32), padding_value = zero, tensor_view<?x256xbf16, strides=[256,1]>>, tile<i64> -> tile<128x32xbf16>, token
+      %154 = constant <i64: 0> : tile<i64>
+      %155 = make_tensor_view %97, shape = [256, 192], strides = [192, 1] : tensor_view<256x192xbf16, strides=[192,1]>
+      %156 = make_partition_view %155 : partition_view<tile=(32x128), padding_value = zero, tensor_view<256x192xbf16, strides=[192,1]>>
+      %157, %158 = load_view_tko weak %156[%141, %126] : partition_view<tile=(32x128), padding_value = zero, tensor_view<256x192xbf16, strides=[192,1]>>, tile<i64> -> tile<32x128xbf16>, token
+      %159 = mmaf %152, %157, %142 : tile<128x32xbf16>, tile<32x128xbf16>, tile<128x128xf32>
+      continue %159 : tile<128x128xf32>
     }
-    %154 = ftof %153 : tile<128x128xf32> -> tile<128x128xbf16>
-    %155 = ftof %154 : tile<128x128xbf16> -> tile<128x128xf32>
-    %156 = constant <f32: 0.7978845834732056> : tile<f32>
-    %157 = reshape %156 : tile<f32> -> tile<1x1xf32>
-    %158 = broadcast %157 : tile<1x1xf32> -> tile<128x128xf32>
-    %159 = constant <f32: 0.044714998453855515> : tile<f32>
-    %160 = reshape %159 : tile<f32> -> tile<1x1xf32>
-    %161 = broadcast %160 : tile<1x1xf32> -> tile<128x128xf32>
-    %162 = mulf %155, %155 : tile<128x128xf32>
-    %163 = mulf %162, %155 : tile<128x128xf32>
-    %164 = mulf %161, %163 : tile<128x128xf32>
-    %165 = addf %155, %164 : tile<128x128xf32>
-    %166 = mulf %158, %165 : tile<128x128xf32>
-    %167 = tanh %166 : tile<128x128xf32>
-    %168 = constant <f32: 1.0> : tile<f32>
-    %169 = reshape %168 : tile<f32> -> tile<1x1xf32>
-    %170 = broadcast %169 : tile<1x1xf32> -> tile<128x128xf32>
-    %171 = constant <f32: 0.5> : tile<f32>
-    %172 = reshape %171 : tile<f32> -> tile<1x1xf32>
-    %173 = broadcast %172 : tile<1x1xf32> -> tile<128x128xf32>
-    %174 = addf %170, %167 : tile<128x128xf32>
-    %175 = mulf %173, %155 : tile<128x128xf32>
-    %176 = mulf %175, %174 : tile<128x128xf32>
-    %177 = ftof %176 : tile<128x128xf32> -> tile<128x128xbf16>
-    %178 = make_tensor_view %98, shape = [%127, 192], strides = [192, 1] : tile<i64> -> tensor_view<?x192xbf16, strides=[192,1]>
-    %179 = make_partition_view %178 : partition_view<tile=(128x128), tensor_view<?x192xbf16, strides=[192,1]>>
-    %180 = store_view_tko weak %177, %179[%113, %126] token = %136 : tile<128x128xbf16>, partition_view<tile=(128x128), tensor_view<?x192xbf16, strides=[192,1]>>, tile<i64> -> token
+    %161 = ftof %160 : tile<128x128xf32> -> tile<128x128xbf16>
+    %162 = ftof %161 : tile<128x128xbf16> -> tile<128x128xf32>
+    %163 = constant <f32: 0.7978845834732056> : tile<f32>
+    %164 = reshape %163 : tile<f32> -> tile<1x1xf32>
+    %165 = broadcast %164 : tile<1x1xf32> -> tile<128x128xf32>
+    %166 = constant <f32: 0.044714998453855515> : tile<f32>
+    %167 = reshape %166 : tile<f32> -> tile<1x1xf32>
+    %168 = broadcast %167 : tile<1x1xf32> -> tile<128x128xf32>
+    %169 = mulf %162, %162 : tile<128x128xf32>
+    %170 = mulf %169, %162 : tile<128x128xf32>
+    %171 = mulf %168, %170 : tile<128x128xf32>
+    %172 = addf %162, %171 : tile<128x128xf32>
+    %173 = mulf %165, %172 : tile<128x128xf32>
+    %174 = tanh %173 : tile<128x128xf32>
+    %175 = constant <f32: 1.0> : tile<f32>
+    %176 = reshape %175 : tile<f32> -> tile<1x1xf32>
+    %177 = broadcast %176 : tile<1x1xf32> -> tile<128x128xf32>
+    %178 = constant <f32: 0.5> : tile<f32>
+    %179 = reshape %178 : tile<f32> -> tile<1x1xf32>
+    %180 = broadcast %179 : tile<1x1xf32> -> tile<128x128xf32>
+    %181 = addf %177, %174 : tile<128x128xf32>
+    %182 = mulf %180, %162 : tile<128x128xf32>
+    %183 = mulf %182, %181 : tile<128x128xf32>
+    %184 = ftof %183 : tile<128x128xf32> -> tile<128x128xbf16>
+    %185 = constant <i64: 0> : tile<i64>
+    %186 = constant <i64: 2147479552> : tile<i64>
+    %187 = maxi %128, %185 signed : tile<i64>
+    %188 = mini %187, %186 signed : tile<i64>
+    %189 = assume bounded<0, 2147479552>, %188 : tile<i64>
+    %190 = assume div_by<16>, %189 : tile<i64>
+    %191 = make_tensor_view %98, shape = [%190, 192], strides = [192, 1] : tile<i64> -> tensor_view<?x192xbf16, strides=[192,1]>
+    %192 = make_partition_view %191 : partition_view<tile=(128x128), tensor_view<?x192xbf16, strides=[192,1]>>
+    %193 = store_view_tko weak %184, %192[%113, %126] token = %137 : tile<128x128xbf16>, partition_view<tile=(128x128), tensor_view<?x192xbf16, strides=[192,1]>>, tile<i64> -> token
     return
   }
 }
