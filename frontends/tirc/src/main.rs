@@ -322,7 +322,7 @@ fn run(command: Command) -> Result<(), CliError> {
                 None => (whole, None),
             };
             if let Some(plan) = plan.as_ref().filter(|_| !json && !dot) {
-                print_stdout(&plan)?;
+                print_stdout(plan)?;
             }
             if tile {
                 return print_stdout(&explain_tile(&file, &graph)?);
