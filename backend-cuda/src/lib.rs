@@ -15,8 +15,8 @@ pub mod tuning;
 
 pub use compile::{CacheUse, CompileProgress, CompiledKernels, KernelCompiler};
 pub use runtime::{
-    block_on, AttentionPath, AttentionPolicy, CudaExecutable, ExecMode, Gpu, KernelWork,
-    MatmulPath, MatmulPolicy, RunFuture, RunTrace, Span, SpanKind,
+    block_on, AttentionPath, AttentionPolicy, CudaExecutable, CudaMeshExecutable, ExecMode, Gpu,
+    KernelWork, MatmulPath, MatmulPolicy, RunFuture, RunTrace, Span, SpanKind,
 };
 pub use toolchain::{Toolchain, ToolchainError};
 
@@ -24,7 +24,7 @@ use std::cell::OnceCell;
 use std::rc::Rc;
 use std::sync::Arc;
 use tir_graph::DType;
-use tir_lower::{Backend, BackendError, Capabilities, Executable, Program, Target};
+use tir_lower::{Backend, BackendError, Capabilities, Executable, MeshExecutable, Program, Target};
 use tuning::Tuning;
 
 /// What lowering aims at for NVIDIA GPUs with `tuning`'s tile shapes when matmuls take the
@@ -44,7 +44,8 @@ pub fn gpu_target(tuning: &Tuning, matmul: &MatmulPolicy) -> Target {
 }
 
 /// The CUDA backend (`"cuda"`): compiles kernels for one GPU of this machine (through the
-/// kernel cache) and runs them there.
+/// kernel cache) and runs them there, or for a mesh of this machine's GPUs
+/// ([`CudaBackend::compile_cuda_mesh`], collectives through NCCL).
 ///
 /// Its settings are read once, when it is made: the tuning (`$TIR_TUNE` over the defaults), the
 /// matmul paths (`$TIR_MATMUL`) and the attention paths (`$TIR_ATTENTION`); a setting that cannot be read is reported by `compile`,
@@ -59,6 +60,8 @@ pub struct CudaBackend {
     attention: Result<AttentionPolicy, String>,
     poison: bool,
     gpu: OnceCell<Result<Rc<Gpu>, String>>,
+    /// How many GPUs the driver sees, counted on first use.
+    gpus: OnceCell<u32>,
     compiler: OnceCell<Result<KernelCompiler, String>>,
     progress: Arc<dyn CompileProgress>,
 }
@@ -73,6 +76,7 @@ impl Default for CudaBackend {
             attention: AttentionPolicy::from_env(),
             poison: false,
             gpu: OnceCell::new(),
+            gpus: OnceCell::new(),
             compiler: OnceCell::new(),
             progress: Arc::new(compile::Silent),
         }
@@ -188,14 +192,80 @@ impl CudaBackend {
             return Err(BackendError::Unsupported {
                 backend: "cuda".into(),
                 reason: format!(
-                    "kernel {} is a collective: the CUDA backend runs one GPU and has no mesh \
-                     yet; run sharded programs on the reference backend",
+                    "kernel {} is a collective: compile the program for a mesh of GPUs \
+                     (compile_mesh)",
                     k.name
                 ),
             });
         }
         self.compiler()?
             .compile_reporting(program, archs, self.progress.as_ref())
+    }
+
+    /// [`Backend::compile_mesh`] with the concrete executable type: `program` (cut for one
+    /// device, with collectives over `world` devices) on GPUs `0..world` of this machine, its
+    /// collectives through NCCL. Refused, with one line, in graph mode (not built yet), where a
+    /// collective's dtype or op is one NCCL lacks, where the machine has fewer GPUs, or where
+    /// NCCL is missing.
+    pub fn compile_cuda_mesh(
+        &self,
+        program: &Program,
+        world: u32,
+    ) -> Result<CudaMeshExecutable, BackendError> {
+        let refuse = |reason: String| BackendError::Unsupported {
+            backend: "cuda".into(),
+            reason,
+        };
+        if self.mode == ExecMode::Graph {
+            return Err(refuse(
+                "a mesh of GPUs runs in sync mode only: CUDA graphs of NCCL collectives are not \
+                 built yet"
+                    .into(),
+            ));
+        }
+        check_collectives(program, world).map_err(refuse)?;
+        let gpus = self.gpu_count();
+        if world > gpus {
+            return Err(refuse(format!(
+                "a mesh of {world} GPUs, but this machine has {gpus}"
+            )));
+        }
+        runtime::nccl_present().map_err(unavailable)?;
+        self.matmul_policy()?;
+        self.attention_policy()?;
+        let arch = Gpu::open(0).map_err(unavailable)?.arch.clone();
+        let (compiled, _) = self.compiler()?.compile_reporting(
+            program,
+            std::slice::from_ref(&arch),
+            self.progress.as_ref(),
+        )?;
+        let cubins = compiled.cubins.get(&arch).cloned().unwrap_or_default();
+        let mut devices = Vec::with_capacity(world as usize);
+        for ordinal in 0..world {
+            let gpu = Gpu::open(ordinal).map_err(unavailable)?;
+            if gpu.arch != arch {
+                return Err(refuse(format!(
+                    "GPU {ordinal} is {} but GPU 0 is {arch}: a mesh needs GPUs of one architecture",
+                    gpu.arch
+                )));
+            }
+            devices.push(self.load(gpu, program, compiled.abis.clone(), &cubins)?);
+        }
+        if devices[0].checks_wait() {
+            return Err(refuse(
+                "its launch checks read positions the run computes, which a mesh of GPUs does \
+                 not check yet"
+                    .into(),
+            ));
+        }
+        let ordinals: Vec<u32> = (0..world).collect();
+        let comms = runtime::Comms::init(&ordinals).map_err(unavailable)?;
+        Ok(CudaMeshExecutable::new(devices, comms))
+    }
+
+    /// How many GPUs the driver sees (0 without a driver).
+    pub fn gpu_count(&self) -> u32 {
+        *self.gpus.get_or_init(runtime::device_count)
     }
 
     /// [`Backend::compile`] with the concrete executable type.
@@ -265,7 +335,7 @@ impl Backend for CudaBackend {
             dtypes: DType::ALL.to_vec(),
             symbolic_dims: true,
             persistent_state: true,
-            devices: 1,
+            devices: self.gpu_count().max(1),
         }
     }
 
@@ -274,6 +344,40 @@ impl Backend for CudaBackend {
         self.attention_policy()?;
         Ok(Box::new(self.compile_cuda(program)?))
     }
+
+    fn compile_mesh(
+        &self,
+        program: &Program,
+        world: u32,
+    ) -> Result<Box<dyn MeshExecutable>, BackendError> {
+        Ok(Box::new(self.compile_cuda_mesh(program, world)?))
+    }
+}
+
+/// Why `program`'s collectives cannot run on a mesh of `world` GPUs through NCCL, naming the
+/// kernel, if they cannot.
+fn check_collectives(program: &Program, world: u32) -> Result<(), String> {
+    use tir_graph::Op;
+    for k in &program.kernels {
+        let Some((op, input, _)) = k.collective() else {
+            continue;
+        };
+        let over = match op {
+            Op::AllReduce { world, .. }
+            | Op::AllGather { world, .. }
+            | Op::ReduceScatter { world, .. } => *world,
+            _ => 0,
+        };
+        if over != world {
+            return Err(format!(
+                "kernel {} is a collective over {over} devices, but the mesh has {world}",
+                k.name
+            ));
+        }
+        let dtype = program.buffers[k.params[input].buffer].ty.dtype;
+        runtime::collective_of(op, dtype).map_err(|e| format!("kernel {}: {e}", k.name))?;
+    }
+    Ok(())
 }
 
 /// What `tirc doctor` prints: the toolchain, the driver and GPU, and the kernel cache, one

@@ -240,7 +240,32 @@ fn execute(backend: &dyn Backend, case: &Case, io: Io, checks: &mut Vec<TensorCh
     Outcome::Passed
 }
 
-/// Lowers `case` for `target` (the CUDA backend's) and compiles every kernel to a cubin for each
+/// The program `case` runs: its graph lowered for one device, or cut for one device of its
+/// mesh.
+fn lowered(case: &Case, target: &Target) -> Result<tir_lower::Program, String> {
+    let limits = Limits::default();
+    let Some(mesh) = &case.mesh else {
+        return compile_graph(&case.graph, target, &limits)
+            .map(|c| c.program)
+            .map_err(|e| e.to_string());
+    };
+    let options = ShardOptions {
+        tensor_parallel: mesh.tensor_parallel,
+    };
+    compile_sharded(
+        &case.graph,
+        mesh.world,
+        &mesh.shardings,
+        &options,
+        target,
+        &limits,
+    )
+    .map(|s| s.compiled.program)
+    .map_err(|e| e.to_string())
+}
+
+/// Lowers `case` for `target` (the CUDA backend's; cut for one device of its mesh, if it has
+/// one) and compiles every kernel to a cubin for each
 /// of `archs`, without a GPU: passed when `tileiras` accepts them all. Never panics.
 pub fn compile_case(
     compiler: &backend_cuda::KernelCompiler,
@@ -250,11 +275,11 @@ pub fn compile_case(
 ) -> CaseResult {
     let start = Instant::now();
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        let compiled = match compile_graph(&case.graph, target, &Limits::default()) {
-            Ok(c) => c,
-            Err(e) => return fail(Stage::Lower, e.to_string()),
+        let program = match lowered(case, target) {
+            Ok(p) => p,
+            Err(e) => return fail(Stage::Lower, e),
         };
-        match compiler.compile(&compiled.program, archs) {
+        match compiler.compile(&program, archs) {
             Ok(_) => Outcome::Passed,
             Err(e) => fail(Stage::Compile, e.to_string()),
         }

@@ -752,6 +752,55 @@ pub fn copy_async(dst: u64, src: u64, bytes: usize, stream: &Stream) -> DriverRe
     })
 }
 
+/// Rows of a 2D region: `rows` rows of `width` bytes each, `pitch` bytes apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rows {
+    pub address: u64,
+    pub pitch: usize,
+}
+
+/// Copies `rows` rows of `width` bytes from `src` to `dst` (device memory both) on `stream`.
+pub fn copy_rows_async(
+    dst: Rows,
+    src: Rows,
+    width: usize,
+    rows: usize,
+    stream: &Stream,
+) -> DriverResult<()> {
+    let copy = sys::CUDA_MEMCPY2D {
+        srcXInBytes: 0,
+        srcY: 0,
+        srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+        srcHost: std::ptr::null(),
+        srcDevice: src.address,
+        srcArray: std::ptr::null_mut(),
+        srcPitch: src.pitch,
+        dstXInBytes: 0,
+        dstY: 0,
+        dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+        dstHost: std::ptr::null_mut(),
+        dstDevice: dst.address,
+        dstArray: std::ptr::null_mut(),
+        dstPitch: dst.pitch,
+        WidthInBytes: width,
+        Height: rows,
+    };
+    // SAFETY: both regions are device memory holding `rows` rows of `width` bytes at their
+    // pitches, ordered by the stream; the descriptor is read during the call.
+    call("cuMemcpy2DAsync", unsafe {
+        sys::cuMemcpy2DAsync_v2(&copy, stream.0).result()
+    })
+}
+
+/// How many GPUs the driver sees; 0 where there is no driver.
+pub fn device_count() -> u32 {
+    // SAFETY: only probes whether the library can be loaded.
+    if !unsafe { sys::is_culib_present() } || result::init().is_err() {
+        return 0;
+    }
+    result::device::get_count().map_or(0, |n| n.max(0) as u32)
+}
+
 /// Calls `notify` on a driver thread once the work enqueued on `stream` so far has finished
 /// (or the stream has failed), with the stream's status: no thread of ours waits for it.
 /// `notify` must not call the CUDA API.

@@ -33,6 +33,7 @@ use super::driver::{
 };
 use super::future::{block_on, RunFuture};
 use super::memory::{pinned_tensor, Fill, TensorMemory};
+use super::nccl::{Call, Collective};
 use super::policy::{AttentionPath, AttentionPolicy, ExecMode, MatmulPath, MatmulPolicy};
 use super::staging::{self, Source};
 use super::timing::ColdTimer;
@@ -42,7 +43,7 @@ use crate::compile::Cubin;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
-use tir_graph::{DType, HostTensor};
+use tir_graph::{DType, HostTensor, Op};
 use tir_lower::legality::LaunchCheck;
 use tir_lower::run::{self, type_name};
 use tir_lower::tile::{AttentionOperand, LibraryAttention, LibraryCall, TileKernel};
@@ -75,6 +76,21 @@ pub(super) enum Launch {
         shape: AttentionShape,
         buffers: AttentionOperands,
     },
+    /// A collective through NCCL, which only a mesh runs ([`super::mesh`]).
+    Collective(CollectiveLaunch),
+}
+
+/// One device's part of a collective kernel.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct CollectiveLaunch {
+    /// The NCCL call on this device's own input and output buffers.
+    pub(super) call: Call,
+    /// The devices of the mesh.
+    pub(super) world: usize,
+    /// For a gather (or scatter) along an axis with dims before it: the rows (the product of
+    /// those dims) and the bytes of one device's part of a row. NCCL gathers (scatters) whole
+    /// per-device blocks, so the parts go through a staging buffer, rank by rank.
+    pub(super) strided: Option<(usize, usize)>,
 }
 
 impl Launch {
@@ -84,6 +100,7 @@ impl Launch {
             Launch::Tiles { blocks, .. } => format!("tiles x{blocks}"),
             Launch::Blas { .. } => "cublaslt".to_string(),
             Launch::Dnn { .. } => "cudnn".to_string(),
+            Launch::Collective(_) => "nccl".to_string(),
         }
     }
 }
@@ -258,7 +275,7 @@ fn library_launch(
                 },
             })
         }
-        // Refused at compile time (`CudaBackend::compile_for`).
+        // Not an alternative to the body: `collective_launch` makes it.
         LibraryCall::Collective { .. } => None,
         LibraryCall::Attention(call) => Some(Launch::Dnn {
             shape: attention_shape(call, dims)?,
@@ -270,6 +287,55 @@ fn library_launch(
             },
         }),
     }
+}
+
+/// Collective `kernel`'s launch with buffers of `shaped`'s shapes at `addresses`, if it is one.
+fn collective_launch(
+    program: &Program,
+    kernel: &TileKernel,
+    shaped: &Shaped,
+    addresses: &[u64],
+) -> Result<Option<Launch>, String> {
+    let Some((op, input, output)) = kernel.collective() else {
+        return Ok(None);
+    };
+    let (from, to) = (kernel.params[input].buffer, kernel.params[output].buffer);
+    let dtype = program.buffers[from].ty.dtype;
+    let collective = Collective::of(op, dtype)?;
+    let elements = |b: usize| shaped.shapes[b].iter().product::<u64>() as usize;
+    // The split axis and the buffer holding one device's part along it.
+    let (world, split) = match op {
+        Op::AllReduce { world, .. } => (*world, None),
+        Op::AllGather { axis, world } => (*world, Some((*axis, from))),
+        Op::ReduceScatter { axis, world } => (*world, Some((*axis, to))),
+        other => return Err(format!("{other} is not a collective")),
+    };
+    let strided = match split {
+        Some((axis, part)) => {
+            let rows = shaped.shapes[part][..axis].iter().product::<u64>() as usize;
+            let bytes = shaped.bytes[part];
+            if rows > 1 && bytes % rows != 0 {
+                return Err(format!("{bytes} bytes do not split into {rows} rows"));
+            }
+            (rows > 1).then(|| (rows, bytes / rows))
+        }
+        None => None,
+    };
+    let count = match collective {
+        Collective::AllReduce(..) => elements(from),
+        Collective::AllGather => shaped.bytes[from],
+        Collective::ReduceScatter(_) => elements(to),
+    };
+    Ok(Some(Launch::Collective(CollectiveLaunch {
+        call: Call {
+            collective,
+            input: addresses[from],
+            output: addresses[to],
+            count,
+        },
+        world: world as usize,
+        strided,
+    })))
 }
 
 /// The shape of a library attention under `dims`; `None` where an extent is 0 (the generated
@@ -456,6 +522,11 @@ impl CudaExecutable {
     /// The GPU this executable runs on.
     pub fn gpu(&self) -> &Rc<Gpu> {
         &self.gpu
+    }
+
+    /// Whether each run fills scratch with all-ones bytes first ([`Self::set_poison`]).
+    pub(super) fn poisons(&self) -> bool {
+        self.poison
     }
 
     pub(super) fn device_error(&self, reason: String) -> BackendError {
@@ -702,7 +773,7 @@ impl CudaExecutable {
 
     /// Whether a launch check of the program reads a position the run computes, so that its
     /// runs go through [`Self::enqueue_checked`].
-    pub(super) fn checks_wait(&self) -> bool {
+    pub(crate) fn checks_wait(&self) -> bool {
         let certificates = &self.program.certificates;
         certificates
             .iter()
@@ -843,6 +914,12 @@ impl CudaExecutable {
                 ));
             }
             args.extend(scalars);
+            if let Some(collective) = collective_launch(&self.program, kernel, shaped, addresses)
+                .map_err(|e| kernel_error(kernel, e))?
+            {
+                launches.push(collective);
+                continue;
+            }
             let tiles = Launch::Tiles {
                 blocks: *blocks,
                 args,
@@ -878,7 +955,7 @@ impl CudaExecutable {
     ) -> Result<bool, String> {
         let name = &self.program.kernels[k].name;
         let (shape, by_policy) = match library {
-            Launch::Tiles { .. } => return Ok(false),
+            Launch::Tiles { .. } | Launch::Collective(_) => return Ok(false),
             Launch::Blas { shape, .. } => (
                 LibraryShape::Matmul(*shape),
                 match self.matmul.of(name) {
@@ -984,6 +1061,9 @@ impl CudaExecutable {
             Launch::Dnn { shape, buffers } => self
                 .dnn()
                 .and_then(|dnn| dnn.attention(*shape, *buffers, stream, lane)),
+            Launch::Collective(_) => {
+                Err("a collective runs only on a mesh of GPUs (CudaBackend::compile_mesh)".into())
+            }
         }
     }
 
@@ -1031,7 +1111,7 @@ impl CudaExecutable {
     }
 
     /// [`Self::enqueue_one`] inside a span of the traced run, if one is being traced.
-    fn enqueue_spanned(
+    pub(super) fn enqueue_spanned(
         &mut self,
         k: usize,
         launch: &Launch,
@@ -1151,7 +1231,7 @@ impl CudaExecutable {
     }
 
     /// Fills the arena and every output buffer with all-ones bytes.
-    fn fill_scratch(&self, placed: &Placed, stream: &Stream) -> Result<(), String> {
+    pub(super) fn fill_scratch(&self, placed: &Placed, stream: &Stream) -> Result<(), String> {
         if let Some(arena) = &self.arena {
             driver::fill_async(arena.ptr, 0xff, arena.bytes, stream)?;
         }
@@ -1235,7 +1315,7 @@ impl CudaExecutable {
 
     /// Step 6 for device outputs: the lent memory of each output written by a kernel, or a
     /// copy (an output that is a state changes with the next run).
-    fn device_outputs(
+    pub(super) fn device_outputs(
         &self,
         placed: &Placed,
     ) -> Result<BTreeMap<String, DeviceTensor>, BackendError> {

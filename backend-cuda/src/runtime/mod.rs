@@ -8,12 +8,21 @@ mod driver;
 mod exec;
 mod future;
 mod memory;
+mod mesh;
+mod nccl;
 mod policy;
 mod staging;
 mod timing;
 mod trace;
 
-pub use driver::Gpu;
+pub use driver::{device_count, Gpu};
+pub use mesh::CudaMeshExecutable;
+pub(crate) use nccl::{present as nccl_present, Comms};
+
+/// Whether NCCL has a call for collective `op` of `dtype` elements, or why not.
+pub(crate) fn collective_of(op: &tir_graph::Op, dtype: tir_graph::DType) -> Result<(), String> {
+    nccl::Collective::of(op, dtype).map(|_| ())
+}
 pub(crate) use exec::CudaExecutable as Loaded;
 pub use exec::CudaExecutable;
 pub use future::{block_on, RunFuture};

@@ -1,0 +1,90 @@
+//! The CUDA backend's mesh, as far as a machine without GPUs (or NCCL) can see it: what it
+//! refuses, each in one line, before any GPU is touched. Runs on GPUs are the conformance
+//! corpus's sharded cases (`tir-conform --backend cuda --filter '*sharded*'`).
+
+use backend_cuda::{CudaBackend, ExecMode};
+use std::collections::BTreeMap;
+use tir_graph::collective::Sharding;
+use tir_graph::{shape, DType, GraphBuilder};
+use tir_lower::mesh::compile_sharded;
+use tir_lower::{Backend, BackendError, Program};
+use tir_opt::shard::ShardOptions;
+use tir_opt::Limits;
+
+/// `y = sum(x, axis 1)` with `x` split along axis 1 over `world` devices: one all-reduce.
+fn summed(dtype: DType, world: u32) -> Program {
+    let g = GraphBuilder::new();
+    let x = g.input("x", dtype, shape![4, 6]).unwrap();
+    let y = x.sum(&[1], false).unwrap();
+    g.output("y", &y).unwrap();
+    let graph = g.finish().unwrap();
+    let shardings = BTreeMap::from([("x".to_string(), Sharding::Split(1))]);
+    let target = CudaBackend::new().target();
+    let options = ShardOptions {
+        tensor_parallel: false,
+    };
+    compile_sharded(
+        &graph,
+        world,
+        &shardings,
+        &options,
+        &target,
+        &Limits::default(),
+    )
+    .unwrap()
+    .compiled
+    .program
+}
+
+fn refusal(result: Result<impl Sized, BackendError>) -> String {
+    match result {
+        Ok(_) => panic!("the mesh was compiled"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn a_mesh_in_graph_mode_is_refused_in_one_line() {
+    let backend = CudaBackend::with_mode(ExecMode::Graph);
+    let why = refusal(backend.compile_cuda_mesh(&summed(DType::F32, 2), 2));
+    assert!(why.contains("sync mode only"), "{why}");
+    assert_eq!(why.lines().count(), 1);
+}
+
+#[test]
+fn a_collective_nccl_cannot_reduce_is_refused_naming_its_kernel() {
+    let program = summed(DType::I16, 2);
+    let kernel = program
+        .kernels
+        .iter()
+        .find(|k| k.collective().is_some())
+        .unwrap()
+        .name
+        .clone();
+    let why = refusal(CudaBackend::new().compile_cuda_mesh(&program, 2));
+    assert!(why.contains(&format!("kernel {kernel}")), "{why}");
+    assert!(why.contains("NCCL cannot all-reduce i16"), "{why}");
+}
+
+#[test]
+fn a_mesh_of_another_size_than_the_collectives_is_refused() {
+    let why = refusal(CudaBackend::new().compile_cuda_mesh(&summed(DType::F32, 2), 3));
+    assert!(why.contains("over 2 devices, but the mesh has 3"), "{why}");
+}
+
+#[test]
+fn a_mesh_needs_as_many_gpus_and_a_single_gpu_compile_still_refuses_collectives() {
+    let backend = CudaBackend::new();
+    let gpus = backend.gpu_count();
+    assert_eq!(backend.capabilities().devices, gpus.max(1));
+    let program = summed(DType::F32, 2);
+    if gpus < 2 {
+        let why = refusal(backend.compile_cuda_mesh(&program, 2));
+        assert!(
+            why.contains(&format!("a mesh of 2 GPUs, but this machine has {gpus}")),
+            "{why}"
+        );
+    }
+    let why = refusal(backend.compile_for(&program, &["sm_90".to_string()]));
+    assert!(why.contains("is a collective"), "{why}");
+}
