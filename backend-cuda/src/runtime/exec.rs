@@ -314,7 +314,7 @@ fn collective_launch(
         Some((axis, part)) => {
             let rows = shaped.shapes[part][..axis].iter().product::<u64>() as usize;
             let bytes = shaped.bytes[part];
-            if rows > 1 && bytes % rows != 0 {
+            if rows > 1 && !bytes.is_multiple_of(rows) {
                 return Err(format!("{bytes} bytes do not split into {rows} rows"));
             }
             (rows > 1).then(|| (rows, bytes / rows))

@@ -247,6 +247,21 @@ impl CudaMeshExecutable {
                 }
             }
             pending = still;
+            if let Err(e) = self.comms.async_error() {
+                // Which of the run's collectives failed, NCCL does not say.
+                let program = &self.devices[0].program;
+                let names: Vec<&str> = program
+                    .kernels
+                    .iter()
+                    .filter(|k| k.collective().is_some())
+                    .map(|k| k.name.as_str())
+                    .collect();
+                first.get_or_insert(BackendError::Kernel {
+                    kernel: names.join(" or "),
+                    reason: e,
+                });
+                self.comms.abort();
+            }
             std::thread::sleep(sleep);
             sleep = (sleep * 2).min(Duration::from_micros(200));
         }

@@ -144,6 +144,25 @@ impl Comms {
         }
     }
 
+    /// The first asynchronous error a communicator reports (a peer that failed, a broken
+    /// link), as one line naming the rank: the device waiting in that collective would
+    /// otherwise wait for ever.
+    pub fn async_error(&self) -> Result<(), String> {
+        if self.aborted {
+            return Ok(());
+        }
+        for (rank, &comm) in self.comms.iter().enumerate() {
+            let mut status = sys::ncclResult_t::ncclSuccess;
+            // SAFETY: the communicator is live; NCCL writes one result code.
+            call("ncclCommGetAsyncError", unsafe {
+                sys::ncclCommGetAsyncError(comm, &mut status).result()
+            })
+            .and_then(|()| call("a collective", status.result()))
+            .map_err(|e| format!("rank {rank}: {e}"))?;
+        }
+        Ok(())
+    }
+
     /// Enqueues one call on every device, inside one group (see the module doc): `calls[r]` on
     /// `streams[r]` with rank `r`'s communicator. The calls' GPU contexts are NCCL's concern:
     /// each communicator knows its device.
