@@ -8,10 +8,9 @@ use tir_graph::collective::Sharding;
 use tir_graph::eval::{evaluate, F64Tensor};
 use tir_graph::models::{self, DecoderConfig};
 use tir_graph::{DType, Graph};
-use tir_lower::mesh::{compile_sharded, ShardedCompiled, ShardedExecutable};
+use tir_lower::mesh::{compile_sharded, MeshSpec, ShardedCompiled, ShardedExecutable};
 use tir_lower::testing::RunF64;
 use tir_lower::{Backend, Executable};
-use tir_opt::shard::ShardOptions;
 use tir_opt::Limits;
 
 fn random_sources(graph: &Graph, fixed: &[(&str, F64Tensor)]) -> BTreeMap<String, F64Tensor> {
@@ -58,22 +57,18 @@ fn compile(
     graph: &Graph,
     world: u32,
     shardings: &[(&str, usize)],
-    options: ShardOptions,
+    tensor_parallel: bool,
 ) -> (ShardedCompiled, ShardedExecutable) {
     let backend = RefBackend::checking();
-    let shardings = shardings
-        .iter()
-        .map(|(n, a)| (n.to_string(), Sharding::Split(*a)))
-        .collect();
-    let sharded = compile_sharded(
-        graph,
+    let mesh = MeshSpec {
         world,
-        &shardings,
-        &options,
-        &backend.target(),
-        &Limits::default(),
-    )
-    .unwrap();
+        shardings: shardings
+            .iter()
+            .map(|(n, a)| (n.to_string(), Sharding::Split(*a)))
+            .collect(),
+        tensor_parallel,
+    };
+    let sharded = compile_sharded(graph, &mesh, &backend.target(), &Limits::default()).unwrap();
     let mesh = backend
         .compile_mesh(&sharded.compiled.program, world)
         .unwrap();
@@ -91,7 +86,7 @@ fn fixed_batch(graph: Graph, batch: u64) -> Graph {
 fn a_split_mlp_matches_the_oracle_on_2_3_and_4_devices() {
     for (world, hidden, ffn) in [(2, 16, 32), (3, 12, 24), (4, 16, 64)] {
         let graph = fixed_batch(models::mlp(hidden, ffn).unwrap(), 5);
-        let (sharded, mut exe) = compile(&graph, world, &[("w1", 1)], ShardOptions::default());
+        let (sharded, mut exe) = compile(&graph, world, &[("w1", 1)], false);
         let kinds: Vec<&str> = sharded
             .compiled
             .fused
@@ -124,10 +119,7 @@ fn a_tensor_parallel_decoder_keeps_its_kv_cache_split_across_steps() {
         ffn: 48,
     };
     let graph = models::decoder(&cfg, 2).unwrap();
-    let options = ShardOptions {
-        tensor_parallel: true,
-    };
-    let (sharded, mut exe) = compile(&graph, 2, &[], options);
+    let (sharded, mut exe) = compile(&graph, 2, &[], true);
     assert_eq!(sharded.plan.sharding("l1.v_cache"), Sharding::Split(1));
     let mut sources = random_sources(&graph, &[]);
     let target = RefBackend::new().target();
@@ -175,7 +167,7 @@ fn a_tensor_parallel_decoder_keeps_its_kv_cache_split_across_steps() {
 #[test]
 fn a_program_with_collectives_needs_its_mesh() {
     let graph = fixed_batch(models::mlp(16, 32).unwrap(), 2);
-    let (sharded, _) = compile(&graph, 2, &[("w1", 1)], ShardOptions::default());
+    let (sharded, _) = compile(&graph, 2, &[("w1", 1)], false);
     let program = &sharded.compiled.program;
     let one = RefBackend::new().compile(program).err().unwrap();
     assert!(
@@ -194,7 +186,7 @@ fn a_program_with_collectives_needs_its_mesh() {
 #[test]
 fn whole_tensors_of_the_wrong_type_are_refused_by_name() {
     let graph = fixed_batch(models::mlp(16, 32).unwrap(), 2);
-    let (_, mut exe) = compile(&graph, 2, &[("w1", 1)], ShardOptions::default());
+    let (_, mut exe) = compile(&graph, 2, &[("w1", 1)], false);
     let w = tir_graph::HostTensor::zeros(DType::F16, &[16, 30]).unwrap();
     let err = exe.set_parameter("w1", (&w).into()).unwrap_err();
     assert_eq!(

@@ -5,9 +5,9 @@ use crate::tolerance::Tolerance;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use tir_graph::collective::Sharding;
 use tir_graph::eval::F64Tensor;
 use tir_graph::{DType, Graph};
+use tir_lower::mesh::MeshSpec;
 use tir_lower::Capabilities;
 
 /// Something a backend declares in its [`Capabilities`]; a case that needs what the backend
@@ -65,19 +65,10 @@ pub struct Case {
     pub tolerance: Tolerance,
     /// What a backend must declare to run the case ([`Case::new`] derives it from the graph).
     pub needs: Vec<Feature>,
-    /// The mesh the case runs on, sharded; `None` for one device.
-    pub mesh: Option<Mesh>,
-}
-
-/// How a case's graph is laid over a mesh: the whole graph stays the oracle's; the runner cuts
-/// it for each device ([`tir_lower::mesh::compile_sharded`]) and runs it with whole tensors.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Mesh {
-    pub world: u32,
-    /// The sources the case shards by name; the rest are propagated.
-    pub shardings: BTreeMap<String, Sharding>,
-    /// Megatron's rule for the parameters not named ([`tir_opt::shard::ShardOptions`]).
-    pub tensor_parallel: bool,
+    /// The mesh the case runs on, sharded; `None` for one device. The whole graph stays the
+    /// oracle's; the runner cuts it for each device ([`tir_lower::mesh::compile_sharded`]) and
+    /// runs it with whole tensors.
+    pub mesh: Option<MeshSpec>,
 }
 
 impl Case {
@@ -101,7 +92,7 @@ impl Case {
     }
 
     /// This case run on `mesh`.
-    pub fn on_mesh(mut self, mesh: Mesh) -> Case {
+    pub fn on_mesh(mut self, mesh: MeshSpec) -> Case {
         self.needs.push(Feature::Devices(mesh.world));
         self.mesh = Some(mesh);
         self

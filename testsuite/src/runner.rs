@@ -20,7 +20,6 @@ use tir_graph::eval::{evaluate, F64Tensor};
 use tir_lower::mesh::{compile_sharded, ShardedExecutable};
 use tir_lower::testing::RunF64;
 use tir_lower::{compile_graph, Backend, Executable, Target};
-use tir_opt::shard::ShardOptions;
 use tir_opt::Limits;
 
 /// Where a case's tensors are when a run takes and returns them.
@@ -153,18 +152,8 @@ fn executable(backend: &dyn Backend, case: &Case) -> Result<Box<dyn Executable>,
             .compile(&compiled.program)
             .map_err(|e| fail(Stage::Compile, e.to_string()));
     };
-    let options = ShardOptions {
-        tensor_parallel: mesh.tensor_parallel,
-    };
-    let sharded = compile_sharded(
-        &case.graph,
-        mesh.world,
-        &mesh.shardings,
-        &options,
-        &target,
-        &limits,
-    )
-    .map_err(|e| fail(Stage::Lower, e.to_string()))?;
+    let sharded = compile_sharded(&case.graph, mesh, &target, &limits)
+        .map_err(|e| fail(Stage::Lower, e.to_string()))?;
     let devices = backend
         .compile_mesh(&sharded.compiled.program, mesh.world)
         .map_err(|e| fail(Stage::Compile, e.to_string()))?;

@@ -9,7 +9,6 @@ use tir_graph::text::print;
 use tir_graph::{
     shape, BinaryOp, DType, ExactF64, Op, ReduceOp, Shape, SliceRange, TensorType, UnaryOp,
 };
-use tir_opt::shard::{shard, ShardOptions};
 
 /// One op of each kind with attributes that fit a `[2, 3]` operand. The match below has no
 /// wildcard: a new kind of op fails to compile here until it gets a sample (and cases).
@@ -141,10 +140,8 @@ type OpDTypes = BTreeSet<(String, DType)>;
 fn graphs_of(case: &Case) -> Vec<tir_graph::Graph> {
     let mut graphs = vec![case.graph.clone()];
     if let Some(mesh) = &case.mesh {
-        let options = ShardOptions {
-            tensor_parallel: mesh.tensor_parallel,
-        };
-        let sharded = shard(&case.graph, mesh.world, &mesh.shardings, &options)
+        let sharded = mesh
+            .shard(&case.graph)
             .unwrap_or_else(|e| panic!("{}: {e}", case.name));
         graphs.push(sharded.local);
     }

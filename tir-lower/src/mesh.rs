@@ -16,7 +16,7 @@ use crate::{compile_graph, Compiled, LowerError, Target};
 use std::collections::BTreeMap;
 use tir_graph::collective::{join_host, ShardPlan, Sharding};
 use tir_graph::{DType, Graph, HostTensor};
-use tir_opt::shard::{shard, ShardOptions};
+use tir_opt::shard::{shard, ShardError, ShardOptions};
 use tir_opt::Limits;
 
 /// A whole graph compiled for one device of a mesh.
@@ -30,17 +30,36 @@ pub struct ShardedCompiled {
     pub whole: Signature,
 }
 
-/// Cuts `graph` for a mesh of `world` devices with the `shardings` given (the rest propagated,
-/// see [`tir_opt::shard`]) and compiles the per-device graph for `target`.
+/// A mesh to run a whole graph on, and how to shard the graph over it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MeshSpec {
+    /// The number of devices.
+    pub world: u32,
+    /// The inputs, parameters and states split by name; the rest are propagated.
+    pub shardings: BTreeMap<String, Sharding>,
+    /// Megatron's rule for the weights not named ([`ShardOptions::tensor_parallel`]).
+    pub tensor_parallel: bool,
+}
+
+impl MeshSpec {
+    /// The graph each device of this mesh runs, and the plan ([`tir_opt::shard::shard`]).
+    pub fn shard(&self, graph: &Graph) -> Result<tir_opt::shard::ShardedGraph, ShardError> {
+        let options = ShardOptions {
+            tensor_parallel: self.tensor_parallel,
+        };
+        shard(graph, self.world, &self.shardings, &options)
+    }
+}
+
+/// Cuts `graph` for `mesh` (see [`tir_opt::shard`]) and compiles the per-device graph for
+/// `target`.
 pub fn compile_sharded(
     graph: &Graph,
-    world: u32,
-    shardings: &BTreeMap<String, Sharding>,
-    options: &ShardOptions,
+    mesh: &MeshSpec,
     target: &Target,
     limits: &Limits,
 ) -> Result<ShardedCompiled, LowerError> {
-    let sharded = shard(graph, world, shardings, options)?;
+    let sharded = mesh.shard(graph)?;
     let compiled = compile_graph(&sharded.local, target, limits)?;
     let source_types = |sources: Vec<(String, tir_graph::NodeId)>| {
         sources

@@ -60,7 +60,7 @@ pub const DIM_DIVISOR: i64 = 16;
 /// `tileiras` moves tiles through the tensor memory accelerator (TMA) only where it knows the
 /// view's extents and strides fit in 32 bits, as static ones do: an encoder's attention at 32 x
 /// 128 tokens loaded its keys, values and mask with threads (cp.async) without the bound. A
-/// multiple of [`MAX_KNOWN_DIVISOR`], so that the clamp keeps what divides a stride.
+/// multiple of `MAX_KNOWN_DIVISOR`, so that the clamp keeps what divides a stride.
 pub const DIM_BOUND: i64 = (1 << 31) - MAX_KNOWN_DIVISOR;
 
 /// How the host passes arguments to a generated entry, in order.

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use tir_graph::file::{self, FileError};
 use tir_graph::text::{self, ParseError};
 use tir_graph::{Graph, GraphError};
+use tir_lower::mesh::MeshSpec;
 use tirc::{compile, run};
 
 #[derive(Parser)]
@@ -38,7 +39,7 @@ struct MeshFlags {
 
 impl MeshFlags {
     /// The mesh asked for, if any.
-    fn mesh(&self) -> Result<Option<run::MeshArgs>, CliError> {
+    fn mesh(&self) -> Result<Option<MeshSpec>, CliError> {
         let usage = |why: &str| CliError::Usage(why.to_string());
         let world = match (self.devices, self.tensor_parallel) {
             (Some(d), Some(t)) if d != t => {
@@ -60,7 +61,7 @@ impl MeshFlags {
                 return Err(usage(&format!("--shard {name} is given twice")));
             }
         }
-        Ok(Some(run::MeshArgs {
+        Ok(Some(MeshSpec {
             world,
             shardings,
             tensor_parallel: self.tensor_parallel.is_some(),
@@ -460,18 +461,12 @@ fn run(command: Command) -> Result<(), CliError> {
 fn shard_for_explain(
     path: &Path,
     whole: &Graph,
-    mesh: &run::MeshArgs,
+    mesh: &MeshSpec,
 ) -> Result<(Graph, String), CliError> {
-    let options = tir_opt::shard::ShardOptions {
-        tensor_parallel: mesh.tensor_parallel,
-    };
-    let sharded =
-        tir_opt::shard::shard(whole, mesh.world, &mesh.shardings, &options).map_err(|source| {
-            CliError::Lower {
-                path: path.display().to_string(),
-                source: Box::new(source.into()),
-            }
-        })?;
+    let sharded = mesh.shard(whole).map_err(|source| CliError::Lower {
+        path: path.display().to_string(),
+        source: Box::new(source.into()),
+    })?;
     let mut plan = format!(
         "mesh of {} devices; each runs the graph below on its shards
 ",

@@ -23,14 +23,12 @@ use backend_cuda::CudaBackend;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use tir_graph::collective::Sharding;
 use tir_graph::eval::concrete_dims;
 use tir_graph::file::{self, FileError};
 use tir_graph::weights::{WeightsError, WeightsFile};
 use tir_graph::{DType, Dim, Graph, HostTensor, TensorType};
-use tir_lower::mesh::{compile_sharded, ShardedExecutable};
+use tir_lower::mesh::{compile_sharded, MeshSpec, ShardedExecutable};
 use tir_lower::{Backend, BackendError, Executable, LowerError, Registry, Signature, TensorRef};
-use tir_opt::shard::ShardOptions;
 
 /// Where outputs go without `--output-dir`.
 pub const DEFAULT_OUTPUT_DIR: &str = "tir-out";
@@ -73,18 +71,8 @@ pub struct RunArgs {
     pub profile: bool,
     /// Write a Chrome trace of the run's copies and kernels here (CUDA only).
     pub trace: Option<PathBuf>,
-    /// Run sharded over a mesh of devices.
-    pub mesh: Option<MeshArgs>,
-}
-
-/// A mesh to run a graph on (`--devices`, `--shard`, `--tensor-parallel`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MeshArgs {
-    pub world: u32,
-    /// The sources split by name; the rest are propagated.
-    pub shardings: BTreeMap<String, Sharding>,
-    /// Megatron's rule for the weights not named.
-    pub tensor_parallel: bool,
+    /// Run sharded over a mesh of devices (`--devices`, `--shard`, `--tensor-parallel`).
+    pub mesh: Option<MeshSpec>,
 }
 
 /// Why `tirc run` refused or failed. One line each, naming the argument or file.
@@ -333,7 +321,7 @@ impl Maker<'_> {
     }
 
     /// A graph cut for `mesh` and compiled for the backend's devices, run with whole tensors.
-    fn make_sharded(&self, mesh: &MeshArgs, path: &str) -> Result<(Made, usize, String), RunError> {
+    fn make_sharded(&self, mesh: &MeshSpec, path: &str) -> Result<(Made, usize, String), RunError> {
         let (graph, backend): (&Graph, &dyn Backend) = match self {
             Maker::Lower { graph, backend } => (graph, *backend),
             Maker::Cuda {
@@ -346,21 +334,11 @@ impl Maker<'_> {
             } => return Err(RunError::PackageMesh { path: path.into() }),
         };
         let started = Instant::now();
-        let options = ShardOptions {
-            tensor_parallel: mesh.tensor_parallel,
-        };
-        let sharded = compile_sharded(
-            graph,
-            mesh.world,
-            &mesh.shardings,
-            &options,
-            &backend.target(),
-            &tir_opt::Limits::default(),
-        )
-        .map_err(|source| RunError::Lower {
-            path: path.into(),
-            source: Box::new(source),
-        })?;
+        let sharded = compile_sharded(graph, mesh, &backend.target(), &tir_opt::Limits::default())
+            .map_err(|source| RunError::Lower {
+                path: path.into(),
+                source: Box::new(source),
+            })?;
         let lowered_in = started.elapsed();
         let started = Instant::now();
         let devices = backend
@@ -383,7 +361,7 @@ impl Maker<'_> {
     fn make(
         &self,
         file: &Path,
-        mesh: Option<&MeshArgs>,
+        mesh: Option<&MeshSpec>,
     ) -> Result<(Made, usize, String), RunError> {
         let path = file.display().to_string();
         let backend_error = |source| RunError::Backend {

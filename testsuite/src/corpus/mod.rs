@@ -122,7 +122,7 @@ impl Corpus {
     }
 
     /// Runs the case added last on `mesh`.
-    pub(crate) fn put_on_mesh(&mut self, mesh: crate::case::Mesh) {
+    pub(crate) fn put_on_mesh(&mut self, mesh: tir_lower::mesh::MeshSpec) {
         if let Some(case) = self.cases.pop() {
             self.cases.push(case.on_mesh(mesh));
         }

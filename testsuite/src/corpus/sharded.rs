@@ -1,5 +1,5 @@
 //! Cases on a mesh of devices: the whole graph is the oracle's; the runner cuts it for each
-//! device and runs it with whole tensors ([`crate::case::Mesh`]).
+//! device and runs it with whole tensors ([`tir_lower::mesh::MeshSpec`]).
 //!
 //! - Every collective with every dtype it accepts, each from the rule that inserts it: a
 //!   reduction over a split axis (`all_reduce_sum`/`max`/`min`), a split value made whole for an
@@ -10,13 +10,13 @@
 //!   and ops whose split must be gathered.
 
 use super::{scalar, Corpus, Result, FLOATS};
-use crate::case::Mesh;
 use crate::tolerance::Tolerance;
 use crate::values::Values;
 use std::collections::BTreeMap;
 use tir_graph::collective::Sharding;
 use tir_graph::models::{self, AttentionConfig, DecoderConfig, TransformerConfig};
 use tir_graph::{shape, DType, Graph, GraphBuilder};
+use tir_lower::mesh::MeshSpec;
 
 pub(crate) fn add(c: &mut Corpus) -> Result<()> {
     collectives(c)?;
@@ -24,8 +24,8 @@ pub(crate) fn add(c: &mut Corpus) -> Result<()> {
 }
 
 /// A mesh of `world` devices with `pairs` split by name.
-fn mesh(world: u32, pairs: &[(&str, usize)], tensor_parallel: bool) -> Mesh {
-    Mesh {
+fn mesh(world: u32, pairs: &[(&str, usize)], tensor_parallel: bool) -> MeshSpec {
+    MeshSpec {
         world,
         shardings: pairs
             .iter()
@@ -113,7 +113,7 @@ fn sharded_static(
     graph: Graph,
     values: Values,
     tol: Tolerance,
-    m: Mesh,
+    m: MeshSpec,
 ) {
     c.add_static(name, graph, values, tol);
     c.put_on_mesh(m);
