@@ -6,9 +6,8 @@ use backend_cuda::{CudaBackend, ExecMode};
 use std::collections::BTreeMap;
 use tir_graph::collective::Sharding;
 use tir_graph::{shape, DType, GraphBuilder};
-use tir_lower::mesh::compile_sharded;
+use tir_lower::mesh::{compile_sharded, MeshSpec};
 use tir_lower::{Backend, BackendError, Program};
-use tir_opt::shard::ShardOptions;
 use tir_opt::Limits;
 
 /// `y = sum(x, axis 1)` with `x` split along axis 1 over `world` devices: one all-reduce.
@@ -18,22 +17,16 @@ fn summed(dtype: DType, world: u32) -> Program {
     let y = x.sum(&[1], false).unwrap();
     g.output("y", &y).unwrap();
     let graph = g.finish().unwrap();
-    let shardings = BTreeMap::from([("x".to_string(), Sharding::Split(1))]);
-    let target = CudaBackend::new().target();
-    let options = ShardOptions {
+    let mesh = MeshSpec {
+        world,
+        shardings: BTreeMap::from([("x".to_string(), Sharding::Split(1))]),
         tensor_parallel: false,
     };
-    compile_sharded(
-        &graph,
-        world,
-        &shardings,
-        &options,
-        &target,
-        &Limits::default(),
-    )
-    .unwrap()
-    .compiled
-    .program
+    let target = CudaBackend::new().target();
+    compile_sharded(&graph, &mesh, &target, &Limits::default())
+        .unwrap()
+        .compiled
+        .program
 }
 
 fn refusal(result: Result<impl Sized, BackendError>) -> String {

@@ -238,24 +238,14 @@ fn lowered(case: &Case, target: &Target) -> Result<tir_lower::Program, String> {
             .map(|c| c.program)
             .map_err(|e| e.to_string());
     };
-    let options = ShardOptions {
-        tensor_parallel: mesh.tensor_parallel,
-    };
-    compile_sharded(
-        &case.graph,
-        mesh.world,
-        &mesh.shardings,
-        &options,
-        target,
-        &limits,
-    )
-    .map(|s| s.compiled.program)
-    .map_err(|e| e.to_string())
+    compile_sharded(&case.graph, mesh, target, &limits)
+        .map(|s| s.compiled.program)
+        .map_err(|e| e.to_string())
 }
 
 /// Lowers `case` for `target` (the CUDA backend's; cut for one device of its mesh, if it has
-/// one) and compiles every kernel to a cubin for each
-/// of `archs`, without a GPU: passed when `tileiras` accepts them all. Never panics.
+/// one) and compiles every kernel to a cubin for each of `archs`, without a GPU: passed when
+/// `tileiras` accepts them all. Never panics.
 pub fn compile_case(
     compiler: &backend_cuda::KernelCompiler,
     target: &Target,
