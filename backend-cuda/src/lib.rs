@@ -357,23 +357,11 @@ impl Backend for CudaBackend {
 /// Why `program`'s collectives cannot run on a mesh of `world` GPUs through NCCL, naming the
 /// kernel, if they cannot.
 fn check_collectives(program: &Program, world: u32) -> Result<(), String> {
-    use tir_graph::Op;
+    tir_lower::mesh::check_world(program, world)?;
     for k in &program.kernels {
         let Some((op, input, _)) = k.collective() else {
             continue;
         };
-        let over = match op {
-            Op::AllReduce { world, .. }
-            | Op::AllGather { world, .. }
-            | Op::ReduceScatter { world, .. } => *world,
-            _ => 0,
-        };
-        if over != world {
-            return Err(format!(
-                "kernel {} is a collective over {over} devices, but the mesh has {world}",
-                k.name
-            ));
-        }
         let dtype = program.buffers[k.params[input].buffer].ty.dtype;
         runtime::collective_of(op, dtype).map_err(|e| format!("kernel {}: {e}", k.name))?;
     }

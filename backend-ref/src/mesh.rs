@@ -36,27 +36,10 @@ impl RefMeshExecutable {
 
 /// Checks that every collective of `program` is over `world` devices.
 pub(crate) fn check_world(program: &Program, world: u32) -> Result<(), BackendError> {
-    for k in &program.kernels {
-        let Some((op, _, _)) = k.collective() else {
-            continue;
-        };
-        let over = match op {
-            Op::AllReduce { world, .. }
-            | Op::AllGather { world, .. }
-            | Op::ReduceScatter { world, .. } => *world,
-            _ => 0,
-        };
-        if over != world {
-            return Err(BackendError::Unsupported {
-                backend: "ref".into(),
-                reason: format!(
-                    "kernel {} is a collective over {over} devices, but the mesh has {world}",
-                    k.name
-                ),
-            });
-        }
-    }
-    Ok(())
+    tir_lower::mesh::check_world(program, world).map_err(|reason| BackendError::Unsupported {
+        backend: "ref".into(),
+        reason,
+    })
 }
 
 impl RefMeshExecutable {

@@ -83,6 +83,31 @@ pub fn compile_sharded(
     })
 }
 
+/// Checks that every collective of `program` is over `world` devices; the error names the first
+/// kernel that is not (for backends' [`crate::Backend::compile_mesh`]).
+pub fn check_world(program: &crate::Program, world: u32) -> Result<(), String> {
+    for k in &program.kernels {
+        let over = match k.collective() {
+            Some((
+                tir_graph::Op::AllReduce { world, .. }
+                | tir_graph::Op::AllGather { world, .. }
+                | tir_graph::Op::ReduceScatter { world, .. },
+                _,
+                _,
+            )) => *world,
+            Some(_) => 0,
+            None => continue,
+        };
+        if over != world {
+            return Err(format!(
+                "kernel {} is a collective over {over} devices, but the mesh has {world}",
+                k.name
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Whole tensors over a [`MeshExecutable`] (see the module doc).
 pub struct ShardedExecutable {
     mesh: Box<dyn MeshExecutable>,
