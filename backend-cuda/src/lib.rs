@@ -336,6 +336,7 @@ impl Backend for CudaBackend {
             symbolic_dims: true,
             persistent_state: true,
             devices: self.gpu_count().max(1),
+            reduce_dtypes: nccl_reduce_dtypes(),
         }
     }
 
@@ -424,6 +425,18 @@ pub fn doctor() -> (String, bool) {
     (out, ok)
 }
 
+/// The element types NCCL reduces (all-reduce and reduce-scatter take the same ones).
+fn nccl_reduce_dtypes() -> Vec<DType> {
+    let sum = tir_graph::Op::AllReduce {
+        op: tir_graph::ReduceOp::Sum,
+        world: 2,
+    };
+    DType::ALL
+        .into_iter()
+        .filter(|&d| runtime::collective_of(&sum, d).is_ok())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -443,5 +456,21 @@ mod tests {
         );
         assert!(!fuses("auto"));
         assert!(!fuses("cublaslt"));
+    }
+    #[test]
+    fn meshes_reduce_what_nccl_reduces() {
+        let reduced = CudaBackend::new().capabilities().reduce_dtypes;
+        for d in [DType::F16, DType::BF16, DType::F32, DType::I32, DType::I8] {
+            assert!(reduced.contains(&d), "{d}");
+        }
+        for d in [
+            DType::I16,
+            DType::U16,
+            DType::F8E4M3,
+            DType::F8E5M2,
+            DType::Bool,
+        ] {
+            assert!(!reduced.contains(&d), "{d}");
+        }
     }
 }

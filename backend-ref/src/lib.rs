@@ -134,6 +134,7 @@ impl Backend for RefBackend {
             persistent_state: true,
             // Simulated in one process: any number.
             devices: u32::MAX,
+            reduce_dtypes: DType::ALL.to_vec(),
         }
     }
 

@@ -156,6 +156,7 @@ fn the_backend_describes_itself() {
             persistent_state: true,
             // A mesh of any size, simulated.
             devices: u32::MAX,
+            reduce_dtypes: DType::ALL.to_vec(),
         }
     );
     let tiles = backend.target().tiles;

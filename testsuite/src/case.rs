@@ -6,7 +6,7 @@ use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use tir_graph::eval::F64Tensor;
-use tir_graph::{DType, Graph};
+use tir_graph::{DType, Graph, Op};
 use tir_lower::mesh::MeshSpec;
 use tir_lower::Capabilities;
 
@@ -22,6 +22,8 @@ pub enum Feature {
     PersistentState,
     /// A mesh of this many devices.
     Devices(u32),
+    /// Collectives that reduce (all-reduce, reduce-scatter) elements of this dtype.
+    ReduceDType(DType),
 }
 
 impl Feature {
@@ -32,6 +34,7 @@ impl Feature {
             Feature::SymbolicDims => caps.symbolic_dims,
             Feature::PersistentState => caps.persistent_state,
             Feature::Devices(n) => caps.devices >= n,
+            Feature::ReduceDType(d) => caps.reduce_dtypes.contains(&d),
         }
     }
 }
@@ -49,6 +52,7 @@ impl fmt::Display for Feature {
             Feature::SymbolicDims => f.write_str("symbolic dims"),
             Feature::PersistentState => f.write_str("persistent state"),
             Feature::Devices(n) => write!(f, "a mesh of {n} devices"),
+            Feature::ReduceDType(d) => write!(f, "collectives reducing {d}"),
         }
     }
 }
@@ -91,9 +95,16 @@ impl Case {
         }
     }
 
-    /// This case run on `mesh`.
+    /// This case run on `mesh`: it also needs the reductions of the collectives that sharding
+    /// puts into the graph (a graph that cannot be sharded needs none: its run fails, naming
+    /// why).
     pub fn on_mesh(mut self, mesh: MeshSpec) -> Case {
-        self.needs.push(Feature::Devices(mesh.world));
+        let mut needs: BTreeSet<Feature> = self.needs.drain(..).collect();
+        needs.insert(Feature::Devices(mesh.world));
+        if let Ok(sharded) = mesh.shard(&self.graph) {
+            needs.extend(reductions(&sharded.local));
+        }
+        self.needs = needs.into_iter().collect();
         self.mesh = Some(mesh);
         self
     }
@@ -129,5 +140,15 @@ pub fn needs_of(graph: &Graph) -> Vec<Feature> {
     if !graph.states().is_empty() {
         needs.insert(Feature::PersistentState);
     }
+    needs.extend(reductions(graph));
     needs.into_iter().collect()
+}
+
+/// The dtypes `graph`'s reducing collectives reduce.
+fn reductions(graph: &Graph) -> impl Iterator<Item = Feature> + '_ {
+    graph.node_ids().filter_map(|id| {
+        let node = graph.node(id);
+        matches!(node.op, Op::AllReduce { .. } | Op::ReduceScatter { .. })
+            .then(|| Feature::ReduceDType(graph.ty(id).dtype))
+    })
 }

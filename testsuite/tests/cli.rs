@@ -70,6 +70,41 @@ fn list_names_the_cases_with_their_tolerance() {
 }
 
 #[test]
+fn devices_caps_the_meshes_cases_run_on() {
+    let o = conform(&[
+        "--backend",
+        "ref",
+        "--filter",
+        "pattern/sharded/gathered/f32/",
+        "--devices",
+        "2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("lack a mesh of 3 devices"), "{out}");
+    assert_eq!(
+        out.lines().last(),
+        Some("0 passed, 0 failed, 1 skipped"),
+        "{out}"
+    );
+    let o = conform(&[
+        "--backend",
+        "ref",
+        "--filter",
+        "pattern/sharded/gathered/f32/",
+        "--devices",
+        "3",
+    ]);
+    assert_eq!(
+        stdout(&o).lines().last(),
+        Some("1 passed, 0 failed, 0 skipped")
+    );
+    let o = conform(&["--backend", "ref", "--devices", "0"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+}
+
+#[test]
 fn errors_are_one_line_with_exit_code_1() {
     let o = conform(&["--backend", "nope"]);
     assert_eq!(o.status.code(), Some(1));

@@ -9,7 +9,7 @@ use testsuite::{corpus, registry, report, run_case, Case, Io, Outcome, Stage};
 use tir_graph::{DType, HostTensor};
 use tir_lower::{
     compile_graph, Backend, BackendError, Capabilities, Device, DeviceTensor, Executable,
-    HostTensors, Program, Signature, Target, TensorRef,
+    HostTensors, MeshExecutable, Program, Signature, Target, TensorRef,
 };
 use tir_opt::Limits;
 
@@ -72,11 +72,19 @@ impl Backend for Limited {
             dtypes: vec![DType::Bool, DType::I64, DType::F32],
             symbolic_dims: false,
             persistent_state: false,
-            devices: 1,
+            devices: 2,
+            reduce_dtypes: vec![DType::F32],
         }
     }
     fn compile(&self, program: &Program) -> Result<Box<dyn Executable>, BackendError> {
         self.0.compile(program)
+    }
+    fn compile_mesh(
+        &self,
+        program: &Program,
+        world: u32,
+    ) -> Result<Box<dyn MeshExecutable>, BackendError> {
+        self.0.compile_mesh(program, world)
     }
 }
 
@@ -93,6 +101,15 @@ fn cases_are_skipped_only_for_what_the_capabilities_lack() {
     assert!(skip("op/exp/f16/len1000").contains("dtype f16"));
     assert!(skip("op/exp/f32/symbolic").contains("symbolic dims"));
     assert!(skip("op/state_assign/f32/three_runs").contains("persistent state"));
+    // Meshes up to its size, collectives of the dtypes it reduces.
+    assert_eq!(
+        outcome("op/all_reduce_sum/f32/4x6_split1_tp2"),
+        Outcome::Passed
+    );
+    assert!(skip("op/all_reduce_sum/i64/4x6_split1_tp2").contains("collectives reducing i64"));
+    assert!(
+        skip("pattern/sharded/gathered/f32/slice_mean_softmax_tp3").contains("a mesh of 3 devices")
+    );
     let both = skip("pattern/attention/f16/symbolic_batch");
     assert!(
         both.contains("dtype f16") && both.contains("symbolic dims"),

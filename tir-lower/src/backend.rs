@@ -29,6 +29,9 @@ pub struct Capabilities {
     /// The most devices a mesh may have ([`Backend::compile_mesh`]); 1 for a backend without
     /// meshes.
     pub devices: u32,
+    /// Element types its reducing collectives (all-reduce, reduce-scatter) take on a mesh;
+    /// gathers move every type of `dtypes`. Empty for a backend without meshes.
+    pub reduce_dtypes: Vec<DType>,
 }
 
 /// Why a backend could not compile or run.

@@ -1,7 +1,7 @@
 //! `tir-conform`: runs the conformance corpus on a backend and compares with the f64 oracle.
 //!
 //! ```text
-//! tir-conform --backend NAME [--filter PATTERN] [--list] [--json FILE] [--seed N] [--io host|device]
+//! tir-conform --backend NAME [--filter PATTERN] [--list] [--json FILE] [--seed N] [--io host|device] [--devices N]
 //! tir-conform --backend cuda --compile-only --arch sm_90[,sm_100]
 //! tir-conform --onnx-node DIR --backend NAME [--filter PATTERN] [--min-passed N] [--compile-only --arch ARCHS]
 //! ```
@@ -16,6 +16,9 @@
 //! the device (copied back to compare), instead of host tensors in and out. `--sessions` runs
 //! the sessions of `testsuite::sessions` (the run API driven call after call) instead of the
 //! corpus.
+//!
+//! `--devices N` runs the cases on meshes of at most N devices and skips those on larger ones
+//! (by default a backend's meshes are as large as it declares: the GPUs here, any size on ref).
 //!
 //! `--compile-only` (CUDA only) lowers every case and compiles its kernels to cubins for the
 //! named architectures without running anything, so it needs the Tile IR toolchain but no GPU.
@@ -88,6 +91,10 @@ struct Cli {
     /// importing, refused as unsupported, does not go unnoticed).
     #[arg(long, value_name = "N", requires = "onnx_node")]
     min_passed: Option<usize>,
+    /// Run meshes of at most N devices (cases on larger meshes are skipped); default: as many
+    /// as the backend has (the GPUs here for cuda, any number for ref).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    devices: Option<u32>,
     /// The GPU architectures to compile for with --compile-only (comma-separated, e.g.
     /// sm_90,sm_100).
     #[arg(long, value_name = "ARCHS", value_parser = parse_archs, requires = "compile_only")]
@@ -155,6 +162,14 @@ fn run(cli: &Cli) -> Result<bool, String> {
     let mut out = stdout.lock();
     let io = |e: std::io::Error| format!("writing to stdout: {e}");
 
+    let capped;
+    let backend = match (backend, cli.devices) {
+        (Some(inner), Some(devices)) => {
+            capped = AtMost { inner, devices };
+            Some(&capped as &dyn tir_lower::Backend)
+        }
+        _ => backend,
+    };
     if cli.list {
         let caps = backend.map(|b| b.capabilities());
         for case in &cases {
@@ -176,7 +191,7 @@ fn run(cli: &Cli) -> Result<bool, String> {
     }
 
     let backend = backend.ok_or("--backend NAME is required")?;
-    let configured;
+    let (cuda, configured);
     let backend = if cli.mode.is_none() && cli.matmul.is_none() && cli.attention.is_none() {
         backend
     } else if backend.name() != "cuda" {
@@ -185,7 +200,11 @@ fn run(cli: &Cli) -> Result<bool, String> {
             backend.name()
         ));
     } else {
-        configured = cuda_backend(cli)?;
+        cuda = cuda_backend(cli)?;
+        configured = AtMost {
+            inner: &cuda,
+            devices: cli.devices.unwrap_or(u32::MAX),
+        };
         &configured as &dyn tir_lower::Backend
     };
     if cli.sessions && cli.compile_only {
@@ -434,5 +453,38 @@ fn plural(n: usize) -> &'static str {
         ""
     } else {
         "s"
+    }
+}
+
+/// A backend whose meshes are capped at `devices` (`--devices N`).
+struct AtMost<'a> {
+    inner: &'a dyn tir_lower::Backend,
+    devices: u32,
+}
+
+impl tir_lower::Backend for AtMost<'_> {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn target(&self) -> tir_lower::Target {
+        self.inner.target()
+    }
+    fn capabilities(&self) -> tir_lower::Capabilities {
+        let mut caps = self.inner.capabilities();
+        caps.devices = caps.devices.min(self.devices);
+        caps
+    }
+    fn compile(
+        &self,
+        program: &tir_lower::Program,
+    ) -> Result<Box<dyn tir_lower::Executable>, tir_lower::BackendError> {
+        self.inner.compile(program)
+    }
+    fn compile_mesh(
+        &self,
+        program: &tir_lower::Program,
+        world: u32,
+    ) -> Result<Box<dyn tir_lower::MeshExecutable>, tir_lower::BackendError> {
+        self.inner.compile_mesh(program, world)
     }
 }
