@@ -5,6 +5,7 @@
 //! in, from the memory plan), styled by storage, an edge from each buffer a kernel reads and to each buffer
 //! it writes, and each schedule wave as one rank. Node ids are `k<i>` (kernel `i` of the
 //! program) and `b<i>` (buffer `i`); every label is a quoted string escaped by [`quote`].
+//! A program sharded over a mesh is drawn once per device, in lanes ([`to_mesh_dot`]).
 
 use std::collections::BTreeSet;
 use std::fmt::Write;
@@ -102,7 +103,8 @@ fn kernel_label(compiled: &Compiled, index: usize, wave: usize) -> String {
     let mut lines = vec![kernel.name.clone()];
     let origin = compiled.origins.get(index);
     let mut kind = origin.map_or("?", |o| o.kind.name()).to_string();
-    if kernel.library.is_some() {
+    if kernel.library.is_some() && kernel.collective().is_none() {
+        // A collective is always the library's (NCCL on CUDA); others may run as generated.
         kind.push_str(", or a library call");
     }
     lines.push(format!("{kind} · wave {wave}"));
@@ -144,15 +146,74 @@ fn buffer_label(compiled: &Compiled, index: usize) -> String {
 
 /// The DOT text of `compiled`'s program, titled `title`.
 pub fn to_dot(compiled: &Compiled, title: &str) -> String {
+    let mut out = header(compiled, title, None);
+    write_nodes(&mut out, compiled, "", "  ");
+    write_edges(&mut out, compiled, "");
+    for wave in &compiled.program.schedule.waves {
+        let ids: Vec<String> = wave.iter().map(|k| format!("k{k};")).collect();
+        let _ = writeln!(out, "  {{ rank=same; {} }}", ids.join(" "));
+    }
+    out.push_str("}\n");
+    out
+}
+
+/// The DOT text of `compiled`, the program every device of a mesh of `world` devices runs on
+/// its shards, titled `title`: one lane (a cluster) per device, node ids prefixed `d<rank>`, the
+/// devices' kernels of one wave side by side, and each collective joined to the same
+/// collective on the next device by a dashed line (they run together).
+pub fn to_mesh_dot(compiled: &Compiled, title: &str, world: u32) -> String {
+    let mut out = header(compiled, title, Some(world));
+    for rank in 0..world {
+        let _ = writeln!(out, "  subgraph cluster_d{rank} {{");
+        let _ = writeln!(
+            out,
+            "    graph [style=\"rounded,dashed\", color=\"#888888\", label={}];",
+            quote(&format!("device {rank}"))
+        );
+        write_nodes(&mut out, compiled, &format!("d{rank}"), "    ");
+        out.push_str("  }\n");
+    }
+    for rank in 0..world {
+        write_edges(&mut out, compiled, &format!("d{rank}"));
+    }
     let program = &compiled.program;
-    let wave_of = program.schedule.wave_of();
-    let used: BTreeSet<usize> = program
+    for (k, kernel) in program.kernels.iter().enumerate() {
+        if kernel.collective().is_none() {
+            continue;
+        }
+        for rank in 1..world {
+            let _ = writeln!(
+                out,
+                "  d{}k{k} -> d{rank}k{k} [dir=none, style=dashed, color=\"#b03060\", constraint=false];",
+                rank - 1
+            );
+        }
+    }
+    for wave in &program.schedule.waves {
+        let ids: Vec<String> = (0..world)
+            .flat_map(|r| wave.iter().map(move |k| format!("d{r}k{k};")))
+            .collect();
+        let _ = writeln!(out, "  {{ rank=same; {} }}", ids.join(" "));
+    }
+    out.push_str("}\n");
+    out
+}
+
+/// The buffers some kernel of `compiled` uses.
+fn used_buffers(compiled: &Compiled) -> BTreeSet<usize> {
+    compiled
+        .program
         .kernels
         .iter()
         .flat_map(|k| k.params.iter().map(|p| p.buffer))
-        .collect();
+        .collect()
+}
+
+/// `digraph program {` and the graph's attributes: its heading (counts, the mesh, the legend).
+fn header(compiled: &Compiled, title: &str, world: Option<u32>) -> String {
+    let program = &compiled.program;
+    let used = used_buffers(compiled);
     let unused = program.buffers.len() - used.len();
-    let mut out = String::new();
     let mut heading = format!(
         "{title}: {} kernels in {} waves, {} buffers",
         program.kernels.len(),
@@ -163,9 +224,15 @@ pub fn to_dot(compiled: &Compiled, title: &str) -> String {
         // Constants the kernels took in as immediates.
         heading.push_str(&format!(" ({unused} more unused, not drawn)"));
     }
+    if let Some(world) = world {
+        heading.push_str(&format!(
+            ", on each of {world} devices (dashed lines join a collective's devices)"
+        ));
+    }
     heading.push_str(
         "\ngreen: input · yellow: parameter · orange: state · red: output · dashed: intermediate",
     );
+    let mut out = String::new();
     let _ = writeln!(out, "digraph program {{");
     let _ = writeln!(
         out,
@@ -177,13 +244,21 @@ pub fn to_dot(compiled: &Compiled, title: &str) -> String {
         "  node [fontname=\"Helvetica\", fontsize=10, style=filled];"
     );
     let _ = writeln!(out, "  edge [color=\"#555555\", arrowsize=0.7];");
-    for (i, wave) in wave_of.iter().enumerate() {
+    out
+}
+
+/// One node per kernel (`<prefix>k<i>`) and per used buffer (`<prefix>b<i>`), each line
+/// indented by `indent`.
+fn write_nodes(out: &mut String, compiled: &Compiled, prefix: &str, indent: &str) {
+    let program = &compiled.program;
+    for (i, wave) in program.schedule.wave_of().iter().enumerate() {
         let _ = writeln!(
             out,
-            "  k{i} [shape=box, style=\"rounded,filled\", fillcolor=\"#d6e4f5\", label={}];",
+            "{indent}{prefix}k{i} [shape=box, style=\"rounded,filled\", fillcolor=\"#d6e4f5\", label={}];",
             quote(&kernel_label(compiled, i, *wave))
         );
     }
+    let used = used_buffers(compiled);
     let outputs: BTreeSet<usize> = program.signature.outputs.iter().map(|o| o.1).collect();
     for (i, buffer) in program.buffers.iter().enumerate() {
         if !used.contains(&i) {
@@ -197,15 +272,22 @@ pub fn to_dot(compiled: &Compiled, title: &str) -> String {
         };
         let _ = writeln!(
             out,
-            "  b{i} [{style}{ring}, label={}];",
+            "{indent}{prefix}b{i} [{style}{ring}, label={}];",
             quote(&buffer_label(compiled, i))
         );
     }
+}
+
+/// An edge from each buffer a kernel reads and to each buffer it writes (bold).
+fn write_edges(out: &mut String, compiled: &Compiled, prefix: &str) {
     let mut edges: BTreeSet<(String, String, bool)> = BTreeSet::new();
-    for (k, kernel) in program.kernels.iter().enumerate() {
+    for (k, kernel) in compiled.program.kernels.iter().enumerate() {
         let in_place = mutable_reads(kernel);
         for (p, param) in kernel.params.iter().enumerate() {
-            let (buffer, node) = (format!("b{}", param.buffer), format!("k{k}"));
+            let (buffer, node) = (
+                format!("{prefix}b{}", param.buffer),
+                format!("{prefix}k{k}"),
+            );
             if param.access == Access::Shared || in_place.contains(&p) {
                 edges.insert((buffer.clone(), node.clone(), false));
             }
@@ -218,12 +300,6 @@ pub fn to_dot(compiled: &Compiled, title: &str) -> String {
         let style = if *write { " [penwidth=1.6]" } else { "" };
         let _ = writeln!(out, "  {from} -> {to}{style};");
     }
-    for wave in &program.schedule.waves {
-        let ids: Vec<String> = wave.iter().map(|k| format!("k{k};")).collect();
-        let _ = writeln!(out, "  {{ rank=same; {} }}", ids.join(" "));
-    }
-    out.push_str("}\n");
-    out
 }
 
 #[cfg(test)]

@@ -96,8 +96,8 @@ enum Command {
         #[arg(long, conflicts_with = "dot")]
         tile: bool,
         /// Lower the graph (for the ref backend's target) and print the program as a Graphviz
-        /// graph: kernels, buffers, reads and writes, schedule waves as ranks
-        /// (render it with `dot -Tsvg`).
+        /// graph: kernels, buffers, reads and writes, schedule waves as ranks, and on a mesh one
+        /// lane per device (render it with `dot -Tsvg`).
         #[arg(long)]
         dot: bool,
         /// Fix a symbolic dim to a size before compiling (repeatable): the program is static in
@@ -315,9 +315,10 @@ fn run(command: Command) -> Result<(), CliError> {
             mesh,
         } => {
             let whole = load(&file, &dims)?;
-            let (graph, plan) = match mesh.mesh()? {
+            let mesh = mesh.mesh()?;
+            let (graph, plan) = match &mesh {
                 Some(mesh) => {
-                    let (local, plan) = shard_for_explain(&file, &whole, &mesh)?;
+                    let (local, plan) = shard_for_explain(&file, &whole, mesh)?;
                     (local, Some(plan))
                 }
                 None => (whole, None),
@@ -331,7 +332,10 @@ fn run(command: Command) -> Result<(), CliError> {
             if dot {
                 let compiled = lower_for_ref(&file, &graph)?;
                 let title = format!("{} (ref target)", file.display());
-                return print_stdout(&tirc::dot::to_dot(&compiled, &title));
+                return print_stdout(&match &mesh {
+                    Some(mesh) => tirc::dot::to_mesh_dot(&compiled, &title, mesh.world),
+                    None => tirc::dot::to_dot(&compiled, &title),
+                });
             }
             let (fused, report) = tir_opt::optimize(&graph, &tir_opt::OptOptions::default())
                 .map_err(|source| CliError::Optimize {

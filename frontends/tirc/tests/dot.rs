@@ -83,11 +83,15 @@ struct Dot {
     edges: Vec<(String, String)>,
     /// The node ids of each `{ rank=same; ... }` group.
     ranks: Vec<Vec<String>>,
+    /// Each `subgraph NAME { ... }`: its name and the nodes declared in it.
+    clusters: Vec<(String, Vec<String>)>,
 }
 
 struct Parser {
     tokens: Vec<Token>,
     at: usize,
+    /// The cluster whose statements are being read, if any.
+    cluster: Option<usize>,
 }
 
 impl Parser {
@@ -150,6 +154,14 @@ impl Parser {
                 Token::Id(id) if ["graph", "node", "edge"].contains(&id.as_str()) => {
                     self.attrs()?;
                 }
+                Token::Id(id) if id == "subgraph" => {
+                    let name = self.id()?;
+                    self.expect("{")?;
+                    dot.clusters.push((name, Vec::new()));
+                    let outer = self.cluster.replace(dot.clusters.len() - 1);
+                    self.statements(dot, in_rank)?;
+                    self.cluster = outer;
+                }
                 Token::Id(id) => match self.peek() {
                     Some(Token::Punct("=")) => {
                         self.at += 1;
@@ -172,6 +184,9 @@ impl Parser {
                         if dot.nodes.insert(id.clone(), label).is_some() {
                             return Err(format!("{id} declared twice"));
                         }
+                        if let Some(c) = self.cluster {
+                            dot.clusters[c].1.push(id);
+                        }
                     }
                     _ => match in_rank {
                         Some(group) => dot.ranks[group].push(id),
@@ -189,6 +204,7 @@ fn parse(text: &str) -> Result<Dot, String> {
     let mut p = Parser {
         tokens: tokens(text)?,
         at: 0,
+        cluster: None,
     };
     if p.id()? != "digraph" {
         return Err("not a digraph".into());
@@ -391,4 +407,53 @@ fn explain_dot_refuses_bad_input_with_one_line() {
         assert_refused(&out, &["cannot be used with"]);
         assert!(stderr(&out).contains("--dot"), "{}", stderr(&out));
     }
+}
+
+/// On a mesh: one lane per device, each with every kernel of the program each device runs, the
+/// waves side by side across lanes, and each collective joined to its twin on the next device.
+#[test]
+fn explain_dot_on_a_mesh_draws_a_lane_per_device() {
+    let args = [
+        "explain",
+        "--dot",
+        "--tensor-parallel",
+        "2",
+        "--dim",
+        "batch=4",
+    ];
+    let file = example("mlp.tir");
+    let text = assert_quiet_ok(&tirc(&[&args[..], &[file.as_str()]].concat()));
+    assert!(balanced(&text), "{text}");
+    let dot = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let names: Vec<&str> = dot.clusters.iter().map(|c| c.0.as_str()).collect();
+    assert_eq!(names, ["cluster_d0", "cluster_d1"]);
+    let kernels = |lane: &[String]| lane.iter().filter(|n| n.contains('k')).count();
+    let (lane0, lane1) = (&dot.clusters[0].1, &dot.clusters[1].1);
+    assert!(kernels(lane0) >= 3, "{lane0:?}");
+    assert_eq!(kernels(lane0), kernels(lane1));
+    assert!(lane0.iter().all(|n| n.starts_with("d0")));
+    for (from, to) in &dot.edges {
+        assert!(
+            dot.nodes.contains_key(from) && dot.nodes.contains_key(to),
+            "{from} -> {to}"
+        );
+    }
+    let collectives: Vec<&(String, String)> = dot
+        .edges
+        .iter()
+        .filter(|(f, t)| f.starts_with("d0k") && t.starts_with("d1k"))
+        .collect();
+    assert_eq!(
+        collectives.len(),
+        1,
+        "the MLP's one all-reduce: {collectives:?}"
+    );
+    let all_reduce = &dot.nodes[&collectives[0].0];
+    assert!(all_reduce.contains("all_reduce_sum"), "{all_reduce}");
+    // Every kernel of each lane is ranked once, beside its twin.
+    for rank in &dot.ranks {
+        let d0 = rank.iter().filter(|n| n.starts_with("d0")).count();
+        assert_eq!(d0 * 2, rank.len(), "{rank:?}");
+    }
+    assert!(text.contains("on each of 2 devices"), "{text}");
 }
