@@ -12,9 +12,11 @@
 //! sentences (padded to the longest, truncated to the model's limit) and runs it.
 
 use std::path::{Path, PathBuf};
+use tir_graph::collective::Sharding;
 use tir_graph::models::{bert_embedder, BertConfig};
 use tir_graph::weights::{WeightsError, WeightsFile};
 use tir_graph::{DType, Graph, HostTensor};
+use tir_lower::mesh::{compile_sharded, MeshSpec, ShardedExecutable};
 use tir_lower::{compile_graph, Backend, BackendError, Executable, TensorRef};
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
@@ -264,7 +266,20 @@ impl Batch {
 /// A model compiled for a backend, its weights set.
 pub struct Embedder {
     pub model: Model,
+    /// How the weights are laid over a mesh, if it runs on one ([`Embedder::tensor_parallel`]).
+    pub mesh: Option<MeshLayout>,
     exe: Box<dyn Executable>,
+}
+
+/// How an [`Embedder`]'s weights are laid over a mesh.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MeshLayout {
+    /// The number of devices.
+    pub devices: u32,
+    /// The weights each device holds a part of.
+    pub split: usize,
+    /// All the weights (the others are whole on every device).
+    pub weights: usize,
 }
 
 impl Embedder {
@@ -273,10 +288,51 @@ impl Embedder {
         let graph = model.graph()?;
         let compiled = compile_graph(&graph, &backend.target(), &Default::default())
             .map_err(|e| EmbedError::Graph(e.to_string()))?;
-        let mut exe = backend.compile(&compiled.program)?;
+        let exe = backend.compile(&compiled.program)?;
+        Embedder::with_weights(model, exe, None)
+    }
+
+    /// Like [`Embedder::new`], on a mesh of `devices` of `backend` by tensor parallelism
+    /// (Megatron's rule: each device holds its columns of q, k, v and the first MLP product,
+    /// its rows of the others, its heads of attention; the same whole inputs and outputs).
+    pub fn tensor_parallel(model: Model, backend: &dyn Backend, devices: u32) -> Result<Embedder> {
+        let graph = model.graph()?;
+        let mesh = MeshSpec {
+            world: devices,
+            shardings: Default::default(),
+            tensor_parallel: true,
+        };
+        let sharded = compile_sharded(&graph, &mesh, &backend.target(), &Default::default())
+            .map_err(|e| EmbedError::Graph(e.to_string()))?;
+        let layout = MeshLayout {
+            devices,
+            split: (sharded.plan.sources.values())
+                .filter(|s| matches!(s, Sharding::Split(_)))
+                .count(),
+            weights: graph.parameters().len(),
+        };
+        if layout.split == 0 && devices > 1 {
+            // Every device would compute the whole model: refuse rather than waste them.
+            return Err(EmbedError::Graph(format!(
+                "tensor parallelism over {devices} devices splits none of the weights ({} \
+                 heads, width {}, MLP width {}: none is divisible by {devices})",
+                model.config.heads, model.config.hidden, model.config.intermediate
+            )));
+        }
+        let mesh_exe = backend.compile_mesh(&sharded.compiled.program, devices)?;
+        let exe = Box::new(ShardedExecutable::new(mesh_exe, &sharded));
+        Embedder::with_weights(model, exe, Some(layout))
+    }
+
+    /// `exe` with its weights set from `model.safetensors`.
+    fn with_weights(
+        model: Model,
+        mut exe: Box<dyn Executable>,
+        mesh: Option<MeshLayout>,
+    ) -> Result<Embedder> {
         let weights = WeightsFile::open(model.dir.join("model.safetensors"))?;
         set_weights(exe.as_mut(), &weights, model.config.dtype)?;
-        Ok(Embedder { model, exe })
+        Ok(Embedder { model, mesh, exe })
     }
 
     /// The unit-length embedding of each sentence, as `f32`s.

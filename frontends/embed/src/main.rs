@@ -1,7 +1,7 @@
 //! `tir-embed`: sentence embeddings with all-MiniLM-L6-v2 on a tir backend.
 //!
 //! ```text
-//! tir-embed [--backend ref|cuda] [--model DIR] [--dtype f32|f16|bf16] [--json] SENTENCE...
+//! tir-embed [--backend ref|cuda] [--model DIR] [--dtype f32|f16|bf16] [--tensor-parallel N] [--json] SENTENCE...
 //! ```
 //!
 //! Prints each sentence's first embedding values and the cosine similarity matrix; `--json`
@@ -38,6 +38,10 @@ struct Cli {
     /// Print the whole vectors and the similarity matrix as one JSON object.
     #[arg(long)]
     json: bool,
+    /// Run on a mesh of N devices by tensor parallelism (each holds 1/N of the heads and of
+    /// the MLP's width); the reference backend simulates them.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    tensor_parallel: Option<u32>,
 }
 
 fn main() -> ExitCode {
@@ -74,7 +78,10 @@ fn run(cli: &Cli) -> Result<String, tir_embed::EmbedError> {
         _ => Box::new(backend_ref::RefBackend::new()),
     };
     let started = Instant::now();
-    let mut embedder = Embedder::new(model, backend.as_ref())?;
+    let mut embedder = match cli.tensor_parallel {
+        Some(devices) => Embedder::tensor_parallel(model, backend.as_ref(), devices)?,
+        None => Embedder::new(model, backend.as_ref())?,
+    };
     let ready = started.elapsed();
     let sentences: Vec<&str> = cli.sentences.iter().map(String::as_str).collect();
     let batch = embedder.model.tokenize(&sentences)?;
@@ -91,11 +98,15 @@ fn run(cli: &Cli) -> Result<String, tir_embed::EmbedError> {
         return Ok(format!("{value}\n"));
     }
     let mut out = format!(
-        "{} sentences ({} tokens each, padded) on backend `{}` in {}: {} x {} embeddings in \
+        "{} sentences ({} tokens each, padded) on backend `{}`{} in {}: {} x {} embeddings in \
          {:.1} ms (compile and weights {:.1} ms)\n",
         sentences.len(),
         batch.tokens,
         backend.name(),
+        embedder.mesh.map_or(String::new(), |m| format!(
+            " (tensor-parallel over {} devices, {} of {} weights split)",
+            m.devices, m.split, m.weights
+        )),
         dtype,
         embeddings.len(),
         embedder.model.config.hidden,

@@ -64,6 +64,33 @@ fn the_readme_sentences_give_the_readme_similarities() {
     assert!((s01 - 0.6660).abs() < 5e-5, "{s01}");
 }
 
+#[test]
+fn tensor_parallel_gives_the_same_similarities() {
+    let dir = model_dir().display().to_string();
+    let mut args = with_model(&dir, &["--tensor-parallel", "2"]);
+    args.extend(SENTENCES);
+    let out = tir_embed(&args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("(tensor-parallel over 2 devices, 60 of 101 weights split)"),
+        "{text}"
+    );
+    assert!(text.contains("  1.0000  0.6660  0.1046\n"), "{text}");
+    assert!(text.contains("  0.1046  0.1411  1.0000\n"), "{text}");
+    let mut args = with_model(&dir, &["--tensor-parallel", "5"]);
+    args.extend(SENTENCES);
+    refused(
+        &tir_embed(&args),
+        &["over 5 devices splits none of the weights"],
+    );
+}
+
 /// A copy of the model directory (large files linked) with `file` replaced by `text`.
 fn altered(dir: &Path, file: &str, text: &str) -> String {
     let src = model_dir();

@@ -214,6 +214,33 @@ fn embeddings_match_an_independent_f64_bert() {
     }
 }
 
+/// Tensor-parallel over 2 and 3 (simulated) devices, each holding its heads and MLP columns:
+/// the same embeddings as the f64 BERT, to f32's bound; 5 devices divide nothing and are
+/// refused.
+#[test]
+fn tensor_parallel_embeddings_match_the_f64_bert() {
+    let want = f64_embeddings();
+    for devices in [2, 3] {
+        let model = Model::open(&model_dir(), DType::F32).unwrap();
+        let mut embedder = Embedder::tensor_parallel(model, &RefBackend::new(), devices).unwrap();
+        let layout = embedder.mesh.unwrap();
+        assert_eq!(
+            (layout.devices, layout.split, layout.weights),
+            (devices, 60, 101)
+        );
+        let error = worst(&embedder.embed(&SENTENCES).unwrap(), &want);
+        assert!(error <= 1e-6, "{devices} devices: {error:.3e}");
+    }
+    let model = Model::open(&model_dir(), DType::F32).unwrap();
+    let refused = Embedder::tensor_parallel(model, &RefBackend::new(), 5)
+        .err()
+        .unwrap();
+    assert!(
+        refused.to_string().contains("splits none of the weights"),
+        "{refused}"
+    );
+}
+
 /// sentence-transformers' README prints, for all-MiniLM-L6-v2 and these sentences:
 /// `[[1.0000, 0.6660, 0.1046], [0.6660, 1.0000, 0.1411], [0.1046, 0.1411, 1.0000]]`.
 #[test]
