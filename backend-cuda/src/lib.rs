@@ -182,22 +182,13 @@ impl CudaBackend {
             .map_err(|e| unavailable(e.clone()))
     }
 
-    /// Compiles `program`'s kernels for `archs` without a GPU (for packages and CI).
+    /// Compiles `program`'s kernels for `archs` without a GPU (for packages and CI); a
+    /// program cut for a mesh compiles too (its collectives have no kernel to compile).
     pub fn compile_for(
         &self,
         program: &Program,
         archs: &[String],
     ) -> Result<(CompiledKernels, CacheUse), BackendError> {
-        if let Some(k) = program.kernels.iter().find(|k| k.collective().is_some()) {
-            return Err(BackendError::Unsupported {
-                backend: "cuda".into(),
-                reason: format!(
-                    "kernel {} is a collective: compile the program for a mesh of GPUs \
-                     (compile_mesh)",
-                    k.name
-                ),
-            });
-        }
         self.compiler()?
             .compile_reporting(program, archs, self.progress.as_ref())
     }
@@ -212,6 +203,40 @@ impl CudaBackend {
         program: &Program,
         world: u32,
     ) -> Result<CudaMeshExecutable, BackendError> {
+        self.check_mesh(program, world)?;
+        self.matmul_policy()?;
+        self.attention_policy()?;
+        let arch = Gpu::open(0).map_err(unavailable)?.arch.clone();
+        let (compiled, _) = self.compiler()?.compile_reporting(
+            program,
+            std::slice::from_ref(&arch),
+            self.progress.as_ref(),
+        )?;
+        let cubins = compiled.cubins.get(&arch).cloned().unwrap_or_default();
+        self.load_mesh(program, &compiled.abis, &cubins, &arch, world)
+    }
+
+    /// Loads an AOT package cut for a mesh ([`package::Package::mesh`]) on GPUs `0..world` of
+    /// this machine, refused as [`CudaBackend::compile_cuda_mesh`] refuses; whole tensors over
+    /// it come from [`tir_lower::mesh::ShardedExecutable::from_plan`] with the package's plan.
+    pub fn load_package_mesh(
+        &self,
+        pkg: &package::Package,
+    ) -> Result<CudaMeshExecutable, BackendError> {
+        let Some(mesh) = &pkg.mesh else {
+            return Err(BackendError::BadInput(
+                "the package is for one GPU, not a mesh".into(),
+            ));
+        };
+        self.check_mesh(&pkg.program, mesh.plan.world)?;
+        let arch = Gpu::open(0).map_err(unavailable)?.arch.clone();
+        let cubins = package_cubins(pkg, &arch)?;
+        self.load_mesh(&pkg.program, &pkg.abis, cubins, &arch, mesh.plan.world)
+    }
+
+    /// Refuses, in one line, a mesh this backend cannot run here (see
+    /// [`CudaBackend::compile_cuda_mesh`]).
+    fn check_mesh(&self, program: &Program, world: u32) -> Result<(), BackendError> {
         let refuse = |reason: String| BackendError::Unsupported {
             backend: "cuda".into(),
             reason,
@@ -230,16 +255,23 @@ impl CudaBackend {
                 "a mesh of {world} GPUs, but this machine has {gpus}"
             )));
         }
-        runtime::nccl_present().map_err(unavailable)?;
-        self.matmul_policy()?;
-        self.attention_policy()?;
-        let arch = Gpu::open(0).map_err(unavailable)?.arch.clone();
-        let (compiled, _) = self.compiler()?.compile_reporting(
-            program,
-            std::slice::from_ref(&arch),
-            self.progress.as_ref(),
-        )?;
-        let cubins = compiled.cubins.get(&arch).cloned().unwrap_or_default();
+        runtime::nccl_present().map_err(unavailable)
+    }
+
+    /// `program` loaded from `cubins` (for `arch`) on GPUs `0..world`, with their NCCL
+    /// communicators.
+    fn load_mesh(
+        &self,
+        program: &Program,
+        abis: &[codegen::KernelAbi],
+        cubins: &[compile::Cubin],
+        arch: &str,
+        world: u32,
+    ) -> Result<CudaMeshExecutable, BackendError> {
+        let refuse = |reason: String| BackendError::Unsupported {
+            backend: "cuda".into(),
+            reason,
+        };
         let mut devices = Vec::with_capacity(world as usize);
         for ordinal in 0..world {
             let gpu = Gpu::open(ordinal).map_err(unavailable)?;
@@ -249,7 +281,7 @@ impl CudaBackend {
                     gpu.arch
                 )));
             }
-            devices.push(self.load(gpu, program, compiled.abis.clone(), &cubins)?);
+            devices.push(self.load(gpu, program, abis.to_vec(), cubins)?);
         }
         if devices[0].checks_wait() {
             return Err(refuse(
@@ -270,6 +302,16 @@ impl CudaBackend {
 
     /// [`Backend::compile`] with the concrete executable type.
     pub fn compile_cuda(&self, program: &Program) -> Result<CudaExecutable, BackendError> {
+        if let Some(k) = program.kernels.iter().find(|k| k.collective().is_some()) {
+            return Err(BackendError::Unsupported {
+                backend: "cuda".into(),
+                reason: format!(
+                    "kernel {} is a collective: compile the program for a mesh of GPUs \
+                     (compile_mesh)",
+                    k.name
+                ),
+            });
+        }
         let gpu = self.gpu()?;
         let (compiled, _) = self.compile_for(program, std::slice::from_ref(&gpu.arch))?;
         let cubins = compiled.cubins.get(&gpu.arch).cloned().unwrap_or_default();
@@ -279,17 +321,14 @@ impl CudaBackend {
     /// Loads an AOT package's program and its cubins for this machine's GPU (no toolchain
     /// needed).
     pub fn load_package(&self, pkg: &package::Package) -> Result<CudaExecutable, BackendError> {
+        if let Some(mesh) = &pkg.mesh {
+            return Err(BackendError::BadInput(format!(
+                "the package is cut for a mesh of {} GPUs; load it as a mesh",
+                mesh.plan.world
+            )));
+        }
         let gpu = self.gpu()?;
-        let cubins = pkg.cubins.get(&gpu.arch).ok_or_else(|| {
-            let archs: Vec<&str> = pkg.cubins.keys().map(String::as_str).collect();
-            BackendError::BadInput(format!(
-                "the package has no cubins for this GPU's {} (it has: {}); compile it with \
-                 --arch {}",
-                gpu.arch,
-                archs.join(", "),
-                gpu.arch
-            ))
-        })?;
+        let cubins = package_cubins(pkg, &gpu.arch)?;
         self.load(gpu, &pkg.program, pkg.abis.clone(), cubins)
     }
 
@@ -423,6 +462,21 @@ pub fn doctor() -> (String, bool) {
         }
     }
     (out, ok)
+}
+
+/// `pkg`'s cubins for `arch`, or why it has none.
+fn package_cubins<'a>(
+    pkg: &'a package::Package,
+    arch: &str,
+) -> Result<&'a [compile::Cubin], BackendError> {
+    pkg.cubins.get(arch).map(Vec::as_slice).ok_or_else(|| {
+        let archs: Vec<&str> = pkg.cubins.keys().map(String::as_str).collect();
+        BackendError::BadInput(format!(
+            "the package has no cubins for this GPU's {arch} (it has: {}); compile it with \
+             --arch {arch}",
+            archs.join(", "),
+        ))
+    })
 }
 
 /// The element types NCCL reduces (all-reduce and reduce-scatter take the same ones).

@@ -25,15 +25,16 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
-use tir_lower::Program;
+use tir_graph::collective::ShardPlan;
+use tir_lower::{Program, Signature};
 
 /// The package format version this build writes and reads (2: kernel ABIs say whether the
 /// entry is persistent; 3: library matmuls may read B transposed; 4: kernels count their
 /// products' flops; 5: `approx_exp` takes a shift and a factor; 6: library matmuls may add a
 /// residual; 7: cubins shared by several kernels, as batches assemble them, are stored once;
 /// 8: dims may be expressions; 9: a kernel that reads dims has a second entry for dims that
-/// 16 divides).
-pub const FORMAT_VERSION: u32 = 9;
+/// 16 divides; 10: a program cut for a mesh carries its sharding plan).
+pub const FORMAT_VERSION: u32 = 10;
 /// The first bytes of every package.
 pub const MAGIC: [u8; 8] = *b"TIRPKG\0\0";
 /// Magic, version, payload length, checksum.
@@ -56,6 +57,18 @@ pub struct Package {
     pub cubins: BTreeMap<String, Vec<Cubin>>,
     /// The tileiras release that built the cubins (e.g. "13.5.37").
     pub toolchain: String,
+    /// For a program cut for a mesh (every device runs it on its shards): how the whole graph's
+    /// sources are laid over the devices and its signature; `None` for one GPU.
+    pub mesh: Option<PackageMesh>,
+}
+
+/// How a package's program runs on a mesh ([`tir_lower::mesh::ShardedExecutable::from_plan`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PackageMesh {
+    /// Each source's sharding and the mesh's size.
+    pub plan: ShardPlan,
+    /// The whole graph's signature: what a run takes and returns.
+    pub whole: Signature,
 }
 
 /// Why a package could not be read, written or used.
@@ -120,6 +133,8 @@ impl Package {
         if self.cubins.is_empty() {
             return Err("no cubins for any architecture".to_string());
         }
+        let world = self.mesh.as_ref().map_or(1, |m| m.plan.world);
+        tir_lower::mesh::check_world(&self.program, world)?;
         for (arch, cubins) in &self.cubins {
             if cubins.len() != kernels {
                 return Err(format!(
@@ -426,6 +441,7 @@ mod tests {
             abis,
             cubins: all,
             toolchain: "13.5.37".to_string(),
+            mesh: None,
         }
     }
 
@@ -482,6 +498,42 @@ mod tests {
             err.to_string().contains("sm_90 names cubin 1 of 1 stored"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_mesh_package_round_trips_and_its_collectives_must_match_its_mesh() {
+        let graph = tir_graph::models::mlp(64, 256).unwrap();
+        let mesh = tir_lower::mesh::MeshSpec {
+            world: 2,
+            shardings: Default::default(),
+            tensor_parallel: true,
+        };
+        let target = tir_lower::Backend::target(&crate::CudaBackend::new());
+        let sharded =
+            tir_lower::mesh::compile_sharded(&graph, &mesh, &target, &Default::default()).unwrap();
+        let mut pkg = package();
+        pkg.program = sharded.compiled.program;
+        pkg.abis = vec![pkg.abis[0].clone(); pkg.program.kernels.len()];
+        for cubins in pkg.cubins.values_mut() {
+            *cubins = vec![cubins[0].clone(); pkg.program.kernels.len()];
+        }
+        pkg.mesh = Some(PackageMesh {
+            plan: sharded.plan.clone(),
+            whole: sharded.whole.clone(),
+        });
+        pkg.validate().unwrap();
+        assert_eq!(from_bytes(&to_bytes(&pkg).unwrap(), &p()).unwrap(), pkg);
+        // The plan of another mesh, or none, does not fit the program's collectives.
+        pkg.mesh.as_mut().unwrap().plan.world = 3;
+        assert!(pkg
+            .validate()
+            .unwrap_err()
+            .contains("over 2 devices, but the mesh has 3"));
+        pkg.mesh = None;
+        assert!(pkg
+            .validate()
+            .unwrap_err()
+            .contains("over 2 devices, but the mesh has 1"));
     }
 
     #[test]

@@ -78,6 +78,6 @@ fn a_mesh_needs_as_many_gpus_and_a_single_gpu_compile_still_refuses_collectives(
             "{why}"
         );
     }
-    let why = refusal(backend.compile_for(&program, &["sm_90".to_string()]));
+    let why = refusal(backend.compile_cuda(&program));
     assert!(why.contains("is a collective"), "{why}");
 }

@@ -43,11 +43,18 @@ pub struct MeshSpec {
 
 impl MeshSpec {
     /// The graph each device of this mesh runs, and the plan ([`tir_opt::shard::shard`]).
+    /// Tensor parallelism that splits nothing (every device would compute the whole graph) is
+    /// refused.
     pub fn shard(&self, graph: &Graph) -> Result<tir_opt::shard::ShardedGraph, ShardError> {
         let options = ShardOptions {
             tensor_parallel: self.tensor_parallel,
         };
-        shard(graph, self.world, &self.shardings, &options)
+        let sharded = shard(graph, self.world, &self.shardings, &options)?;
+        let splits = (sharded.plan.sources.values()).any(|s| matches!(s, Sharding::Split(_)));
+        if self.tensor_parallel && self.world > 1 && !splits {
+            return Err(ShardError::NothingSplit { world: self.world });
+        }
+        Ok(sharded)
     }
 }
 
@@ -122,11 +129,17 @@ fn bad_input(reason: String) -> BackendError {
 impl ShardedExecutable {
     /// `mesh` (compiled from `sharded`'s program) with `sharded`'s plan and whole signature.
     pub fn new(mesh: Box<dyn MeshExecutable>, sharded: &ShardedCompiled) -> ShardedExecutable {
-        ShardedExecutable {
-            mesh,
-            plan: sharded.plan.clone(),
-            whole: sharded.whole.clone(),
-        }
+        ShardedExecutable::from_plan(mesh, sharded.plan.clone(), sharded.whole.clone())
+    }
+
+    /// `mesh` with the plan its program was cut by and the whole graph's signature (as an AOT
+    /// package stores them).
+    pub fn from_plan(
+        mesh: Box<dyn MeshExecutable>,
+        plan: ShardPlan,
+        whole: Signature,
+    ) -> ShardedExecutable {
+        ShardedExecutable { mesh, plan, whole }
     }
 
     /// How the sources are laid over the devices.

@@ -81,6 +81,8 @@ pub enum ShardError {
         sharding: Sharding,
         world: u32,
     },
+    #[error("tensor parallelism over {world} devices splits nothing in this graph: no weight has a dim that {world} divides where Megatron's rule would cut it")]
+    NothingSplit { world: u32 },
     #[error("sharding built an invalid graph: {0}")]
     Graph(#[from] GraphError),
     #[error("sharding failed (a bug in tir): {0}")]

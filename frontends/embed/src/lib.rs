@@ -311,14 +311,6 @@ impl Embedder {
                 .count(),
             weights: graph.parameters().len(),
         };
-        if layout.split == 0 && devices > 1 {
-            // Every device would compute the whole model: refuse rather than waste them.
-            return Err(EmbedError::Graph(format!(
-                "tensor parallelism over {devices} devices splits none of the weights ({} \
-                 heads, width {}, MLP width {}: none is divisible by {devices})",
-                model.config.heads, model.config.hidden, model.config.intermediate
-            )));
-        }
         let mesh_exe = backend.compile_mesh(&sharded.compiled.program, devices)?;
         let exe = Box::new(ShardedExecutable::new(mesh_exe, &sharded));
         Embedder::with_weights(model, exe, Some(layout))

@@ -87,7 +87,7 @@ fn tensor_parallel_gives_the_same_similarities() {
     args.extend(SENTENCES);
     refused(
         &tir_embed(&args),
-        &["over 5 devices splits none of the weights"],
+        &["over 5 devices splits nothing in this graph"],
     );
 }
 

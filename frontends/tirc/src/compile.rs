@@ -4,12 +4,14 @@
 //!
 //! The backend and the architectures are checked before the graph is read ([`CompileArgs::new`],
 //! [`parse_archs`]); the package is written last, atomically, so a failed compile leaves no file
-//! (and an existing file at the output path untouched).
+//! (and an existing file at the output path untouched). With a mesh the package holds the program
+//! each device runs and the plan that cut it, so `tirc run` runs it on the mesh's GPUs.
 
 use crate::run::PACKAGE_BACKEND;
-use backend_cuda::package::{self, Package, PackageError};
+use backend_cuda::package::{self, Package, PackageError, PackageMesh};
 use std::path::{Path, PathBuf};
 use tir_graph::Graph;
+use tir_lower::mesh::{compile_sharded, MeshSpec};
 use tir_lower::{Backend, BackendError, LowerError};
 
 /// What `tirc compile` was asked to do, checked (see [`CompileArgs::new`]).
@@ -17,6 +19,8 @@ pub struct CompileArgs {
     file: PathBuf,
     archs: Vec<String>,
     output: PathBuf,
+    /// The mesh to cut the graph for (`--tensor-parallel`, `--devices`, `--shard`), if any.
+    pub mesh: Option<MeshSpec>,
 }
 
 /// Why `tirc compile` refused or failed. One line each.
@@ -118,6 +122,7 @@ impl CompileArgs {
             file,
             archs: archs.0,
             output,
+            mesh: None,
         })
     }
 }
@@ -142,12 +147,26 @@ pub fn compile(graph: &Graph, args: &CompileArgs) -> Result<String, CompileError
     };
     backend.tuning().map_err(backend_error)?;
     backend.matmul_policy().map_err(backend_error)?;
-    let compiled = tir_lower::compile_graph(graph, &backend.target(), &tir_opt::Limits::default())
-        .map_err(|source| CompileError::Lower {
-            path: path.clone(),
-            source: Box::new(source),
-        })?;
-    let program = compiled.program;
+    let lower_error = |source| CompileError::Lower {
+        path: path.clone(),
+        source: Box::new(source),
+    };
+    let (target, limits) = (backend.target(), tir_opt::Limits::default());
+    let (program, mesh) = match &args.mesh {
+        Some(mesh) => {
+            let sharded = compile_sharded(graph, mesh, &target, &limits).map_err(lower_error)?;
+            let plan = PackageMesh {
+                plan: sharded.plan,
+                whole: sharded.whole,
+            };
+            (sharded.compiled.program, Some(plan))
+        }
+        None => {
+            let compiled =
+                tir_lower::compile_graph(graph, &target, &limits).map_err(lower_error)?;
+            (compiled.program, None)
+        }
+    };
     let (kernels, used) = backend
         .compile_for(&program, &args.archs)
         .map_err(|source| CompileError::Backend {
@@ -159,6 +178,7 @@ pub fn compile(graph: &Graph, args: &CompileArgs) -> Result<String, CompileError
         abis: kernels.abis,
         cubins: kernels.cubins,
         toolchain: kernels.toolchain,
+        mesh,
     };
     // The encoded size, for the summary (write encodes again; a failure there is reported).
     let bytes = package::to_bytes(&pkg).map_or(0, |b| b.len());
@@ -167,8 +187,11 @@ pub fn compile(graph: &Graph, args: &CompileArgs) -> Result<String, CompileError
     if used.corrupt > 0 {
         cache.push_str(&format!(", {} corrupt entries rebuilt", used.corrupt));
     }
+    let on = pkg.mesh.as_ref().map_or(String::new(), |m| {
+        format!(" on each of a mesh of {} devices", m.plan.world)
+    });
     Ok(format!(
-        "{}: {} kernels for {} from {path}, {bytes} bytes (tileiras {}; kernel cache: {cache})\n",
+        "{}: {} kernels{on} for {} from {path}, {bytes} bytes (tileiras {}; kernel cache: {cache})\n",
         args.output.display(),
         pkg.program.kernels.len(),
         args.archs.join(", "),

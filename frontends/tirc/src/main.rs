@@ -20,11 +20,11 @@ struct Cli {
     command: Command,
 }
 
-/// Sharding a graph over a mesh of devices (`tirc run`, `tirc explain`).
+/// Sharding a graph over a mesh of devices (`tirc run`, `tirc explain`, `tirc compile`).
 #[derive(clap::Args, Clone, Debug, Default)]
 struct MeshFlags {
-    /// Run the graph sharded over a mesh of N devices (the reference backend simulates them in
-    /// one process); the sources not given with --shard are propagated.
+    /// Shard the graph over a mesh of N devices (the reference backend simulates them in one
+    /// process); the sources not given with --shard are propagated.
     #[arg(long, value_name = "N")]
     devices: Option<u32>,
     /// Split input, parameter or state NAME along AXIS over the devices (repeatable).
@@ -190,6 +190,8 @@ enum Command {
         /// it.
         #[arg(long = "dim", value_name = "NAME=N", value_parser = parse_dim)]
         dims: Vec<(String, u64)>,
+        #[command(flatten)]
+        mesh: MeshFlags,
     },
     /// Check what the CUDA backend needs here (toolchain, driver and GPU, kernel cache); exit 1
     /// if something is missing.
@@ -442,8 +444,10 @@ fn run(command: Command) -> Result<(), CliError> {
             archs,
             output,
             dims,
+            mesh,
         } => {
-            let args = compile::CompileArgs::new(file.clone(), &backend, archs, output)?;
+            let mut args = compile::CompileArgs::new(file.clone(), &backend, archs, output)?;
+            args.mesh = mesh.mesh()?;
             let graph = load(&file, &dims)?;
             print_stdout(&compile::compile(&graph, &args)?)
         }

@@ -86,7 +86,7 @@ pub enum RunError {
         "--check is the checking mode of backend `ref`; it does not apply to backend `{backend}`"
     )]
     CheckNeedsRef { backend: String },
-    #[error("{path}: a package runs on one GPU; shard the graph it was compiled from instead")]
+    #[error("{path}: a package's mesh is set when it is compiled (`tirc compile --tensor-parallel N`); run it without --devices, --shard or --tensor-parallel")]
     PackageMesh { path: String },
     #[error("{flag} times kernels on the GPU of backend `cuda`, not on backend `{backend}`")]
     ProfileNeedsCuda { flag: &'static str, backend: String },
@@ -316,7 +316,12 @@ impl Maker<'_> {
             Maker::Cuda {
                 subject: Subject::Package(package),
                 ..
-            } => Interface::of_signature(&package.program.signature),
+            } => Interface::of_signature(
+                package
+                    .mesh
+                    .as_ref()
+                    .map_or(&package.program.signature, |m| &m.whole),
+            ),
         }
     }
 
@@ -399,6 +404,26 @@ impl Maker<'_> {
                 let executable = backend.compile_cuda(&program).map_err(backend_error)?;
                 let how = lowered_and_compiled(lowered_in, started.elapsed());
                 (Made::Cuda(Box::new(executable)), program, how)
+            }
+            Maker::Cuda {
+                subject:
+                    Subject::Package(
+                        package @ Package {
+                            mesh: Some(mesh), ..
+                        },
+                    ),
+                backend,
+            } => {
+                let devices = backend.load_package_mesh(package).map_err(backend_error)?;
+                let how = format!(
+                    "package, backend load {}, on a mesh of {} devices",
+                    millis(started.elapsed()),
+                    mesh.plan.world
+                );
+                let (plan, whole) = (mesh.plan.clone(), mesh.whole.clone());
+                let exe = ShardedExecutable::from_plan(Box::new(devices), plan, whole);
+                let kernels = package.program.kernels.len();
+                return Ok((Made::Other(Box::new(exe)), kernels, how));
             }
             Maker::Cuda {
                 subject: Subject::Package(package),

@@ -331,6 +331,81 @@ fn running_a_graph_on_cuda_without_a_gpu_is_refused() {
     assert!(!cache.exists(), "no compile, so no cache");
 }
 
+/// `tirc compile --tensor-parallel 2`: a package of the program each device runs, with the plan
+/// that cut it; here (no GPU) running it is refused, and so are mesh flags with a package and a
+/// mesh that would split nothing (nothing written).
+#[test]
+fn a_package_for_a_mesh_holds_its_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cache = d.join("cache");
+    let mlp = example("mlp.tir");
+    let pkg = d.join("mlp_tp2.tirpkg");
+    let args = ["--dim", "batch=8", "--arch", "sm_90", "-o", &s(&pkg)];
+    let out = tirc(
+        &cache,
+        &[
+            &["compile", mlp.as_str(), "--tensor-parallel", "2"][..],
+            &args,
+        ]
+        .concat(),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("kernels on each of a mesh of 2 devices for sm_90"),
+        "{}",
+        stdout(&out)
+    );
+    let read = package::read(&pkg).unwrap();
+    let mesh = read.mesh.as_ref().expect("a mesh package");
+    assert_eq!(mesh.plan.world, 2);
+    assert_eq!(
+        mesh.plan.sharding("w1"),
+        tir_graph::collective::Sharding::Split(1)
+    );
+    assert_eq!(
+        mesh.whole
+            .parameters
+            .iter()
+            .find(|p| p.0 == "w1")
+            .unwrap()
+            .1
+            .to_string(),
+        "f16[1024, 4096]"
+    );
+    assert!(read
+        .program
+        .kernels
+        .iter()
+        .any(|k| k.collective().is_some()));
+    run_refused(
+        &cache,
+        d,
+        &[&s(&pkg), "--random-inputs"],
+        &["a mesh of 2 GPUs, but this machine has 0"],
+    );
+    run_refused(
+        &cache,
+        d,
+        &[&s(&pkg), "--random-inputs", "--devices", "2"],
+        &["a package's mesh is set when it is compiled"],
+    );
+    let three = d.join("mlp_tp3.tirpkg");
+    let args = ["--dim", "batch=8", "--arch", "sm_90", "-o", &s(&three)];
+    assert_refused(
+        &tirc(
+            &cache,
+            &[
+                &["compile", mlp.as_str(), "--tensor-parallel", "3"][..],
+                &args,
+            ]
+            .concat(),
+        ),
+        &["tensor parallelism over 3 devices splits nothing"],
+    );
+    assert!(!three.exists());
+}
+
 #[test]
 fn doctor_reports_what_is_missing() {
     let dir = tempfile::tempdir().unwrap();

@@ -273,6 +273,7 @@ fn package_seeds() -> Result<Vec<Seed>, String> {
             abis,
             cubins: BTreeMap::from([("sm_90".to_string(), cubins)]),
             toolchain: "13.5.37".to_string(),
+            mesh: None,
         };
         let bytes = package::to_bytes(&pkg)?;
         out.push(seed("tirpkg", format!("{name}.tirpkg"), bytes));
