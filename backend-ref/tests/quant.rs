@@ -8,7 +8,7 @@ use half::f16;
 use std::collections::BTreeMap;
 use tir_graph::eval::{evaluate, F64Tensor};
 use tir_graph::models::{self, DecoderConfig};
-use tir_graph::quant::quantize::{dequantize, quantize};
+use tir_graph::quant::quantize::{dequantize, quantize, Named};
 use tir_graph::quant::{Fp8Scale, WeightFormat};
 use tir_graph::weights::{write_safetensors, WeightsFile};
 use tir_graph::{shape, DType, Graph, GraphBuilder, HostTensor};
@@ -95,7 +95,7 @@ fn projections(cfg: &DecoderConfig) -> Vec<(String, u64, u64)> {
 }
 
 /// The f16 weights of the decoder: projections within ±0.25, norms around 1.
-fn f16_weights(cfg: &DecoderConfig) -> Vec<(String, HostTensor<'static>)> {
+fn f16_weights(cfg: &DecoderConfig) -> Vec<Named> {
     let mut out = Vec::new();
     for (i, (name, k, n)) in projections(cfg).into_iter().enumerate() {
         out.push((
@@ -124,12 +124,9 @@ fn f16_weights(cfg: &DecoderConfig) -> Vec<(String, HostTensor<'static>)> {
 /// names) and, beside them, the f16 weights holding the dequantized values.
 fn quantized(
     cfg: &DecoderConfig,
-    weights: &[(String, HostTensor<'static>)],
+    weights: &[Named],
     format: WeightFormat,
-) -> (
-    Vec<(String, HostTensor<'static>)>,
-    Vec<(String, HostTensor<'static>)>,
-) {
+) -> (Vec<Named>, Vec<Named>) {
     let (mut stored, mut dequantized) = (Vec::new(), Vec::new());
     for (name, t) in weights {
         let Some((_, k, n)) = projections(cfg).into_iter().find(|(p, ..)| p == name) else {
@@ -154,7 +151,7 @@ fn quantized(
 
 /// Three decode steps of `graph` with the weights of the safetensors file `tensors` makes;
 /// the outputs of each step.
-fn decode(graph: &Graph, tensors: &[(String, HostTensor<'static>)]) -> Vec<Vec<f64>> {
+fn decode(graph: &Graph, tensors: &[Named]) -> Vec<Vec<f64>> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("w.safetensors");
     let refs: Vec<(&str, &HostTensor<'_>)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();

@@ -186,17 +186,17 @@ fn int4_groups(name: &str, k: u64, n: u64, group: u64, packed_k: bool) -> Result
             reason,
         })
     };
-    if group == 0 || k % group != 0 {
+    if group == 0 || !k.is_multiple_of(group) {
         return refuse(format!(
             "K = {k} is not a whole number of groups of {group}"
         ));
     }
-    if n % 8 != 0 {
+    if !n.is_multiple_of(8) {
         return refuse(format!(
             "N = {n} is not a multiple of 8 (eight nibbles a word)"
         ));
     }
-    if packed_k && k % 8 != 0 {
+    if packed_k && !k.is_multiple_of(8) {
         return refuse(format!(
             "K = {k} is not a multiple of 8 (eight nibbles a word)"
         ));
@@ -359,7 +359,7 @@ fn int4_parameters(name: &str, k: u64, n: u64, qzeros: &Tensor, scales: &Tensor)
     let s = dims_of(name, "scales", scales, DType::F16, 2)?;
     let z = dims_of(name, "qzeros", qzeros, DType::I32, 2)?;
     let groups = s[0];
-    if s[1] != n || groups == 0 || k % groups != 0 {
+    if s[1] != n || groups == 0 || !k.is_multiple_of(groups) {
         return layout(
             name,
             "scales",
@@ -400,7 +400,7 @@ pub fn gptq(
 ) -> Result<Tensor> {
     let q = dims_of(name, "qweight", qweight, DType::I32, 2)?;
     let (k, n) = (8 * q[0], q[1]);
-    if n % 8 != 0 {
+    if !n.is_multiple_of(8) {
         return layout(
             name,
             "qweight",
