@@ -183,7 +183,7 @@ fn the_corpus_has_at_least_500_cases_with_unique_names() {
             c.name
         );
         assert!(
-            ["op", "pattern", "numerics"].contains(&c.group()),
+            ["op", "pattern", "numerics", "quant"].contains(&c.group()),
             "{}: unknown group",
             c.name
         );

@@ -18,6 +18,7 @@ pub mod graph;
 pub mod infer;
 pub mod models;
 pub mod op;
+pub mod quant;
 pub mod shape;
 pub mod tensor;
 #[cfg(any(test, feature = "testing"))]

@@ -24,6 +24,9 @@ pub mod onnx {}
 #[doc = include_str!("../../run-api.md")]
 pub mod run_api {}
 
+#[doc = include_str!("../../quantized.md")]
+pub mod quantized {}
+
 #[doc = include_str!("../../mesh.md")]
 pub mod mesh {}
 

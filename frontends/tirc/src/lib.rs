@@ -4,6 +4,7 @@
 //! - [`npy`]: reading and writing `.npy` tensors.
 //! - [`run`]: `tirc run`, compile a graph for a backend (or load a package) and run it once.
 //! - [`compile`]: `tirc compile`, compile a graph for GPU architectures into an AOT package.
+//! - [`quantize`]: `tirc quantize`, a weights file's weights into a quantized checkpoint layout.
 //! - [`progress`]: the progress of cold compiles on stderr.
 //! - [`profile`]: `tirc run --profile` and `--trace`, where a run's time goes on the GPU.
 //! - [`parse_cli`]: the command line parsed, help and usage errors handled as every tir
@@ -14,6 +15,7 @@ pub mod dot;
 pub mod npy;
 pub mod profile;
 pub mod progress;
+pub mod quantize;
 pub mod run;
 
 /// `P` parsed from the command line; `Err` is the exit code when there is nothing to run:

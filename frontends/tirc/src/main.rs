@@ -193,6 +193,35 @@ enum Command {
         #[command(flatten)]
         mesh: MeshFlags,
     },
+    /// Quantize a weights file's 2-D weights (`[K, N]`, f16/bf16/f32; 1-D tensors are copied)
+    /// into a checkpoint layout: int8 per output channel, FP8 e4m3 per row or 128x128 block, or
+    /// int4 per group in AWQ's or GPTQ's packing, under the formats' tensor names.
+    #[command(group(clap::ArgGroup::new("scheme").required(true).args(["int8", "fp8", "int4"])))]
+    Quantize {
+        weights: PathBuf,
+        /// Symmetric int8, an f16 scale per output channel (NAME.qweight, NAME.scales).
+        #[arg(long)]
+        int8: bool,
+        /// FP8 e4m3, an f32 scale per output row (NAME.weight, NAME.weight_scale), or per block
+        /// with --block.
+        #[arg(long)]
+        fp8: bool,
+        /// FP8 scales per SIDE x SIDE block (NAME.weight_scale_inv); 128 only (DeepSeek-V3's).
+        #[arg(long, value_name = "SIDE", requires = "fp8")]
+        block: Option<u64>,
+        /// Asymmetric int4, a scale and a zero per group of rows (NAME.qweight, NAME.qzeros,
+        /// NAME.scales, and NAME.g_idx for GPTQ).
+        #[arg(long)]
+        int4: bool,
+        /// The int4 packing.
+        #[arg(long, value_name = "awq|gptq", default_value = "awq", value_parser = ["awq", "gptq"], requires = "int4")]
+        format: String,
+        /// Rows of K per int4 group.
+        #[arg(long, value_name = "G", default_value_t = 128, requires = "int4")]
+        group: u64,
+        #[arg(short, long, value_name = "Q.safetensors", required = true)]
+        output: PathBuf,
+    },
     /// Check what the CUDA backend needs here (toolchain, driver and GPU, kernel cache); exit 1
     /// if something is missing.
     Doctor,
@@ -253,6 +282,8 @@ enum CliError {
     WeightsOutNeeded { path: String, count: usize },
     #[error("{0}")]
     Weights(#[from] tir_graph::weights::WeightsError),
+    #[error(transparent)]
+    Quantize(#[from] tirc::quantize::QuantizeError),
 }
 
 /// An import error with the file named once (reading and decoding errors name it already).
@@ -451,6 +482,27 @@ fn run(command: Command) -> Result<(), CliError> {
             let graph = load(&file, &dims)?;
             print_stdout(&compile::compile(&graph, &args)?)
         }
+        Command::Quantize {
+            weights,
+            int8,
+            fp8,
+            block,
+            int4,
+            format,
+            group,
+            output,
+        } => {
+            let scheme = quantize_scheme(int8, fp8, block, int4, &format, group)?;
+            let done = tirc::quantize::quantize_file(&weights, &output, scheme)?;
+            print_stdout(&format!(
+                "{}: {} weights quantized ({scheme:?}), {} tensors copied, {} bytes (from {})\n",
+                output.display(),
+                done.weights,
+                done.copied,
+                done.bytes.1,
+                done.bytes.0
+            ))
+        }
         Command::Doctor => {
             let (report, usable) = backend_cuda::doctor();
             print_stdout(&report)?;
@@ -461,6 +513,31 @@ fn run(command: Command) -> Result<(), CliError> {
             }
         }
     }
+}
+
+/// The layout `tirc quantize`'s flags ask for (clap makes exactly one of the three flags set).
+fn quantize_scheme(
+    int8: bool,
+    fp8: bool,
+    block: Option<u64>,
+    int4: bool,
+    format: &str,
+    group: u64,
+) -> Result<tir_graph::quant::WeightFormat, CliError> {
+    use tir_graph::quant::{Fp8Scale, WeightFormat, FP8_BLOCK};
+    Ok(match (int8, fp8, int4, block) {
+        (true, ..) => WeightFormat::Int8,
+        (_, true, _, None) => WeightFormat::Fp8(Fp8Scale::Row),
+        (_, true, _, Some(FP8_BLOCK)) => WeightFormat::Fp8(Fp8Scale::Block),
+        (_, true, _, Some(side)) => {
+            return Err(CliError::Usage(format!(
+                "--block {side}: FP8 blocks are {FP8_BLOCK}x{FP8_BLOCK} (DeepSeek-V3's layout)"
+            )))
+        }
+        _ if group == 0 => return Err(CliError::Usage("--group 0: a group needs rows".into())),
+        _ if format == "gptq" => WeightFormat::Gptq { group },
+        _ => WeightFormat::Awq { group },
+    })
 }
 
 /// `graph` (read from `path`) through the whole pipeline for the ref backend's target.

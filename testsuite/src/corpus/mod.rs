@@ -10,12 +10,15 @@
 //!   runs, graphs whose memory plan reuses buffers.
 //! - [`numerics`]: stability at large magnitudes, inf and NaN through each op class, integer
 //!   wrap-around and division, f16/bf16 rounding.
+//! - [`quant`]: products with weights dequantized from the int8, FP8, AWQ and GPTQ layouts
+//!   (`tir_graph::quant`) at every group size and odd shapes.
 //! - [`sharded`]: graphs run on a mesh of devices: every collective × dtype, and the sharding
 //!   rules on the example models.
 
 mod numerics;
 mod ops;
 mod patterns;
+mod quant;
 mod sharded;
 
 use crate::case::Case;
@@ -67,6 +70,7 @@ pub fn corpus(seed: u64) -> Vec<Case> {
     let built = ops::add(&mut c)
         .and_then(|()| patterns::add(&mut c))
         .and_then(|()| numerics::add(&mut c))
+        .and_then(|()| quant::add(&mut c))
         .and_then(|()| sharded::add(&mut c));
     if let Err(e) = built {
         // The graphs do not depend on the seed: the crate's tests build every one of them.

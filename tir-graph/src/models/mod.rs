@@ -2,6 +2,7 @@
 //! (written by `cargo run -p tir-graph --example gen_examples`), and later stages reuse the
 //! builders for tests and benchmarks at other sizes.
 
+use crate::quant::{QuantError, WeightFormat};
 use crate::{shape, DType, Graph, GraphBuilder, GraphError, ReshapeDim, Tensor};
 
 pub mod bert;
@@ -145,6 +146,34 @@ pub fn decoder_block(cfg: &DecoderConfig) -> Result<Graph> {
 /// plain names), all at position `pos`: the token loop of a decoder-only model without its
 /// embedding and head.
 pub fn decoder(cfg: &DecoderConfig, layers: u64) -> Result<Graph> {
+    decoder_with(cfg, layers, &|g, name, k, n| {
+        g.parameter(name, DType::F16, shape![k, n])
+    })
+}
+
+/// [`decoder`] with the seven projections of each layer (`wq`, `wk`, `wv`, `wo`, `w_gate`,
+/// `w_up`, `w_down`) stored in `format`, under the format's own tensor names
+/// ([`WeightFormat::tensors`]: `l0.wq.qweight`, `l0.wq.qzeros`, `l0.wq.scales` for AWQ,
+/// `l0.wq.weight` and `l0.wq.weight_scale_inv` for block FP8, ...) and dequantized to f16 in
+/// the graph ([`crate::quant`]); the norms stay f16. A checkpoint in that format binds as it is
+/// on disk. Refuses sizes the format cannot hold, naming the weight.
+pub fn quantized_decoder(
+    cfg: &DecoderConfig,
+    layers: u64,
+    format: WeightFormat,
+) -> std::result::Result<Graph, QuantError> {
+    decoder_with(cfg, layers, &|g, name, k, n| format.declare(g, name, k, n))
+}
+
+/// Declares the `[k, n]` projection `name` and returns it as f16.
+type Projection<'a, E> =
+    dyn Fn(&GraphBuilder, &str, u64, u64) -> std::result::Result<Tensor, E> + 'a;
+
+fn decoder_with<E: From<GraphError>>(
+    cfg: &DecoderConfig,
+    layers: u64,
+    weight: &Projection<'_, E>,
+) -> std::result::Result<Graph, E> {
     let g = GraphBuilder::new();
     let mut x = g.input("x", DType::F16, shape![1, 1, cfg.hidden])?;
     let pos = g.input("pos", DType::I64, shape![])?;
@@ -154,25 +183,25 @@ pub fn decoder(cfg: &DecoderConfig, layers: u64) -> Result<Graph> {
         } else {
             format!("l{layer}.")
         };
-        x = decoder_layer(&g, cfg, &prefix, &x, &pos)?;
+        x = decoder_layer(&g, cfg, &prefix, &x, &pos, weight)?;
     }
     g.output("y", &x)?;
-    g.finish()
+    Ok(g.finish()?)
 }
 
 /// One decoder block's step on `x` at `pos`, its parameters and states named with `prefix`.
-fn decoder_layer(
+fn decoder_layer<E: From<GraphError>>(
     g: &GraphBuilder,
     cfg: &DecoderConfig,
     prefix: &str,
     x: &Tensor,
     pos: &Tensor,
-) -> Result<Tensor> {
+    weight: &Projection<'_, E>,
+) -> std::result::Result<Tensor, E> {
     let (hidden, heads, ctx, ffn) = (cfg.hidden, cfg.heads, cfg.context, cfg.ffn);
     let head_dim = hidden / heads;
     let name = |n: &str| format!("{prefix}{n}");
-    let weight =
-        |n: &str, rows: u64, cols: u64| g.parameter(&name(n), DType::F16, shape![rows, cols]);
+    let weight = |n: &str, rows: u64, cols: u64| weight(g, &name(n), rows, cols);
     let norm1 = g.parameter(&name("attn_norm"), DType::F16, shape![hidden])?;
     let norm2 = g.parameter(&name("mlp_norm"), DType::F16, shape![hidden])?;
     let (wq, wk, wv, wo) = (
@@ -205,7 +234,7 @@ fn decoder_layer(
 
     let h = x.rms_norm(&norm2, 1e-5)?;
     let gated = (&h.matmul(&w_gate)?.silu()? * &h.matmul(&w_up)?)?;
-    &x + &gated.matmul(&w_down)?
+    Ok((&x + &gated.matmul(&w_down)?)?)
 }
 
 /// Sizes of a whole decoder-only transformer run over a full sequence (prefill).
@@ -317,6 +346,36 @@ mod tests {
         assert_eq!(g.ty(g.outputs()[0].1).to_string(), "f16[batch, 8, 16]");
         assert_eq!(g.op_counts()["matmul"], 2 * 9);
         assert_eq!(g.parameters().len(), 2 * 9 + 1);
+    }
+
+    #[test]
+    fn quantized_decoders_declare_the_formats_tensors() {
+        let cfg = DecoderConfig {
+            hidden: 64,
+            heads: 4,
+            context: 16,
+            ffn: 128,
+        };
+        let g = quantized_decoder(&cfg, 2, WeightFormat::Awq { group: 32 }).unwrap();
+        let params: Vec<String> = g.parameters().into_iter().map(|(n, _)| n).collect();
+        // Seven projections of three tensors and two norms, per layer.
+        assert_eq!(params.len(), 2 * (7 * 3 + 2));
+        for name in [
+            "l0.wq.qweight",
+            "l1.w_down.qzeros",
+            "l1.w_up.scales",
+            "l0.mlp_norm",
+        ] {
+            assert!(params.iter().any(|p| p == name), "{name}: {params:?}");
+        }
+        assert_eq!(g.ty(g.outputs()[0].1).to_string(), "f16[1, 1, 64]");
+        let e = quantized_decoder(&cfg, 1, WeightFormat::Gptq { group: 48 })
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("tensor wq: K = 64 is not a whole number"),
+            "{e}"
+        );
     }
 
     #[test]
