@@ -693,6 +693,45 @@ fn capture(
     Ok(graph)
 }
 
+/// Starts capturing what is enqueued on `stream` into a graph ([`end_capture`] ends it). Used
+/// where several GPUs' streams are captured at once from one thread (a mesh's run, whose NCCL
+/// group calls enqueue on every device's stream inside one call).
+pub fn begin_capture(stream: &Stream) -> DriverResult<()> {
+    // SAFETY: the stream is live; the caller ends the capture.
+    call("cuStreamBeginCapture", unsafe {
+        result::stream::begin_capture(
+            stream.0,
+            sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+        )
+    })
+}
+
+/// Ends the capture [`begin_capture`] started on `stream`; the graph, instantiated when
+/// `instantiate` (a capture that failed is ended and dropped with `instantiate` false).
+pub fn end_capture(stream: &Stream, instantiate: bool) -> DriverResult<Option<Graph>> {
+    // SAFETY: ends a capture begun on this stream.
+    let graph = call("cuStreamEndCapture", unsafe {
+        result::stream::end_capture(stream.0)
+    })?;
+    if !instantiate {
+        // SAFETY: destroyed once.
+        let _ = unsafe { result::graph::destroy(graph) };
+        return Ok(None);
+    }
+    // SAFETY: the graph is complete.
+    let exec = call("cuGraphInstantiate", unsafe {
+        result::graph::instantiate(graph, sys::CUgraphInstantiate_flags(0))
+    });
+    match exec {
+        Ok(exec) => Ok(Some(Graph { graph, exec })),
+        Err(e) => {
+            // SAFETY: destroyed once.
+            let _ = unsafe { result::graph::destroy(graph) };
+            Err(e)
+        }
+    }
+}
+
 /// An instantiated CUDA graph.
 pub struct Graph {
     graph: sys::CUgraph,
