@@ -706,28 +706,41 @@ pub fn begin_capture(stream: &Stream) -> DriverResult<()> {
     })
 }
 
-/// Ends the capture [`begin_capture`] started on `stream`; the graph, instantiated when
-/// `instantiate` (a capture that failed is ended and dropped with `instantiate` false).
-pub fn end_capture(stream: &Stream, instantiate: bool) -> DriverResult<Option<Graph>> {
+/// Ends the capture [`begin_capture`] started on `stream`: its graph, not instantiated yet
+/// (instantiating may allocate, which a thread may not do while any stream it captures is
+/// capturing: end every capture first).
+pub fn end_capture(stream: &Stream) -> DriverResult<CapturedGraph> {
     // SAFETY: ends a capture begun on this stream.
     let graph = call("cuStreamEndCapture", unsafe {
         result::stream::end_capture(stream.0)
     })?;
-    if !instantiate {
-        // SAFETY: destroyed once.
-        let _ = unsafe { result::graph::destroy(graph) };
-        return Ok(None);
+    Ok(CapturedGraph(graph))
+}
+
+/// A graph [`end_capture`] gave, destroyed on drop unless instantiated.
+pub struct CapturedGraph(sys::CUgraph);
+
+impl CapturedGraph {
+    /// The graph, ready to launch.
+    pub fn instantiate(self) -> DriverResult<Graph> {
+        // SAFETY: the graph is complete.
+        let exec = call("cuGraphInstantiate", unsafe {
+            result::graph::instantiate(self.0, sys::CUgraphInstantiate_flags(0))
+        })?;
+        let graph = Graph {
+            graph: self.0,
+            exec,
+        };
+        std::mem::forget(self);
+        Ok(graph)
     }
-    // SAFETY: the graph is complete.
-    let exec = call("cuGraphInstantiate", unsafe {
-        result::graph::instantiate(graph, sys::CUgraphInstantiate_flags(0))
-    });
-    match exec {
-        Ok(exec) => Ok(Some(Graph { graph, exec })),
-        Err(e) => {
-            // SAFETY: destroyed once.
-            let _ = unsafe { result::graph::destroy(graph) };
-            Err(e)
+}
+
+impl Drop for CapturedGraph {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: a graph never instantiated, destroyed once.
+            let _ = unsafe { result::graph::destroy(self.0) };
         }
     }
 }

@@ -269,27 +269,39 @@ impl CudaMeshExecutable {
             failed = self.enqueue_steps(launches).err();
         }
         // Every capture begun is ended, also after an error: a stream left capturing refuses
-        // all later work.
-        let mut graphs = Vec::with_capacity(begun);
+        // all later work. Instantiated only once every capture has ended (see `end_capture`).
+        let mut captured = Vec::with_capacity(begun);
         for exe in &self.devices[..begun] {
-            let ended = exe.gpu().bind().and_then(|()| {
-                driver::end_capture(&exe.gpu().streams()[0], failed.is_none())
-            });
+            let ended = exe
+                .gpu()
+                .bind()
+                .and_then(|()| driver::end_capture(&exe.gpu().streams()[0]));
             match ended {
-                Ok(Some(graph)) => graphs.push(graph),
-                Ok(None) => {}
+                Ok(graph) => captured.push(graph),
                 Err(e) => {
                     failed.get_or_insert(exe.device_error(format!("capturing the run: {e}")));
                 }
             }
         }
-        match failed {
-            Some(e) => {
-                self.drop_captured(graphs);
-                Err(e)
+        if let Some(e) = failed {
+            for (exe, graph) in self.devices.iter().zip(captured) {
+                let _ = exe.gpu().bind();
+                drop(graph);
             }
-            None => Ok(graphs),
+            return Err(e);
         }
+        let mut graphs = Vec::with_capacity(begun);
+        for (exe, graph) in self.devices.iter().zip(captured) {
+            let made = exe.gpu().bind().and_then(|()| graph.instantiate());
+            match made {
+                Ok(graph) => graphs.push(graph),
+                Err(e) => {
+                    self.drop_captured(graphs);
+                    return Err(exe.device_error(format!("instantiating the run's graph: {e}")));
+                }
+            }
+        }
+        Ok(graphs)
     }
 
     /// Allocates, before a capture, every staging buffer `launches`' collectives need; the
