@@ -52,7 +52,7 @@ run)
         for cases in '*sharded*' 'op/all_*' 'op/reduce_scatter*'; do conform sync "$cases"; done
         conform graph '*sharded*'
     } 2>&1 | tee "$out/conform.log"
-    timeout "${BENCH_TIMEOUT:-330}" "$B/tir-bench" mesh --devices "$devices" --out "$out" \
+    timeout "${BENCH_TIMEOUT:-450}" "$B/tir-bench" mesh --devices "$devices" --out "$out" \
         2>&1 | tee "$out/mesh.log" || status=1
     PYTHONUNBUFFERED=1 timeout "${PEERS_TIMEOUT:-100}" python3 "$B/mesh_peers.py" \
         --devices "$devices" --out "$out/mesh_peers.json" 2>&1 | tail -20 || status=1

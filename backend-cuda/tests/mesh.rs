@@ -41,8 +41,10 @@ fn refusal(result: Result<impl Sized, BackendError>) -> String {
 fn a_mesh_in_graph_mode_is_refused_only_for_what_refuses_it_in_sync_mode() {
     // Graph mode captures each device's run (`runtime::mesh`): it adds no refusal of its own.
     for (program, world) in [(summed(DType::F32, 2), 3), (summed(DType::I16, 2), 2)] {
-        let graph = refusal(CudaBackend::with_mode(ExecMode::Graph).compile_cuda_mesh(&program, world));
-        let sync = refusal(CudaBackend::with_mode(ExecMode::Sync).compile_cuda_mesh(&program, world));
+        let graph =
+            refusal(CudaBackend::with_mode(ExecMode::Graph).compile_cuda_mesh(&program, world));
+        let sync =
+            refusal(CudaBackend::with_mode(ExecMode::Sync).compile_cuda_mesh(&program, world));
         assert_eq!(graph, sync);
         assert!(!graph.contains("sync mode only"), "{graph}");
     }

@@ -25,14 +25,25 @@ use std::rc::Rc;
 use tir_graph::collective::{ShardPlan, Sharding};
 use tir_graph::{DType, Graph, HostTensor, Op, ReduceOp, Shape, TensorType};
 use tir_lower::mesh::{compile_sharded, MeshSpec, ShardedCompiled};
-use tir_lower::{compile_graph, Backend, Executable, HostTensors, MeshExecutable, Program, TensorRef};
+use tir_lower::{
+    compile_graph, Backend, Executable, HostTensors, MeshExecutable, Program, TensorRef,
+};
 use tir_opt::Limits;
 
 /// The workloads compared, by name (`workloads.rs`).
-const WORKLOADS: &str = "decode_32_layers_h4096_ctx2048|mlp_2048x4096x16384|attention_b4_h32_s2048_d128_causal";
+const WORKLOADS: &str =
+    "decode_32_layers_h4096_ctx2048|mlp_2048x4096x16384|attention_b4_h32_s2048_d128_causal";
 
 /// The all-reduce's message sizes in bytes: 8 KB to 1 GiB by factors of 8.
-const ALL_REDUCE_BYTES: [u64; 7] = [8 << 10, 64 << 10, 512 << 10, 4 << 20, 32 << 20, 256 << 20, 1 << 30];
+const ALL_REDUCE_BYTES: [u64; 7] = [
+    8 << 10,
+    64 << 10,
+    512 << 10,
+    4 << 20,
+    32 << 20,
+    256 << 20,
+    1 << 30,
+];
 
 /// Decode steps compared between one GPU and the mesh, from an empty KV cache.
 const STEPS: u64 = 8;
@@ -92,7 +103,11 @@ fn sharded(w: &Workload, world: u32, backend: &CudaBackend) -> Result<ShardedCom
 }
 
 /// Compiles the kernels of a mesh program (collectives have none) into the cache.
-fn compile_mesh_program(backend: &CudaBackend, program: &Program, arch: &str) -> Result<(), String> {
+fn compile_mesh_program(
+    backend: &CudaBackend,
+    program: &Program,
+    arch: &str,
+) -> Result<(), String> {
     backend
         .compiler()
         .and_then(|c| c.compile_reporting(program, &[arch.to_string()], &Silent))
@@ -126,9 +141,13 @@ pub fn compile(world: u32, arch: &str) -> Result<(), String> {
     }
     let backend = CudaBackend::new();
     for bytes in ALL_REDUCE_BYTES {
-        let program = compile_graph(&all_reduce(bytes, world)?, &backend.target(), &Limits::default())
-            .map_err(|e| e.to_string())?
-            .program;
+        let program = compile_graph(
+            &all_reduce(bytes, world)?,
+            &backend.target(),
+            &Limits::default(),
+        )
+        .map_err(|e| e.to_string())?
+        .program;
         compile_mesh_program(&backend, &program, arch)?;
     }
     Ok(())
@@ -195,7 +214,8 @@ fn timed<T>(run: impl FnOnce() -> Result<(Vec<f64>, T), String>) -> (serde_json:
 
 /// The decoder's inputs at step `step`: a random token state and the position.
 fn decode_inputs(step: u64) -> Result<Vec<(String, HostTensor<'static>)>, String> {
-    let x = HostTensor::random(DType::F16, &[1, 1, 4096], 1000 + step, 1.0).map_err(|e| e.to_string())?;
+    let x = HostTensor::random(DType::F16, &[1, 1, 4096], 1000 + step, 1.0)
+        .map_err(|e| e.to_string())?;
     let pos = HostTensor::from_f64(&tir_graph::eval::F64Tensor {
         dtype: DType::I64,
         dims: vec![],
@@ -206,13 +226,20 @@ fn decode_inputs(step: u64) -> Result<Vec<(String, HostTensor<'static>)>, String
 }
 
 /// One workload on one GPU and on the mesh (see the module doc).
-fn run_workload(w: &Workload, world: u32, gpus: &[Rc<Gpu>], reps: usize) -> Result<serde_json::Value, String> {
+fn run_workload(
+    w: &Workload,
+    world: u32,
+    gpus: &[Rc<Gpu>],
+    reps: usize,
+) -> Result<serde_json::Value, String> {
     let decode = w.name.starts_with("decode");
     let before_one = used(gpus)?;
     let one_backend = backend(w, ExecMode::Graph)?;
     let compiled = compile_graph(&specialized(w)?, &one_backend.target(), &Limits::default())
         .map_err(|e| e.to_string())?;
-    let mut one = one_backend.compile_cuda(&compiled.program).map_err(|e| e.to_string())?;
+    let mut one = one_backend
+        .compile_cuda(&compiled.program)
+        .map_err(|e| e.to_string())?;
     let t = tensors(w, &one)?;
     t.set_parameters(&mut one)?;
     // The decoder's steps from an empty cache first, while the states are zeros.
@@ -220,7 +247,8 @@ fn run_workload(w: &Workload, world: u32, gpus: &[Rc<Gpu>], reps: usize) -> Resu
     if decode {
         for step in 0..STEPS {
             let inputs = decode_inputs(step)?;
-            let r: Vec<(&str, TensorRef)> = inputs.iter().map(|(n, t)| (n.as_str(), t.into())).collect();
+            let r: Vec<(&str, TensorRef)> =
+                inputs.iter().map(|(n, t)| (n.as_str(), t.into())).collect();
             one_steps.push(one.run(&r).map_err(|e| e.to_string())?);
         }
     }
@@ -283,9 +311,15 @@ fn run_workload(w: &Workload, world: u32, gpus: &[Rc<Gpu>], reps: usize) -> Resu
     mesh.set_mode(ExecMode::Sync);
     let per_device = shard_all(&sharded.plan, &t.inputs)?;
     let mesh_inputs = refs(&per_device);
-    let (tp_sync, _) = timed(|| mesh.time_runs(&mesh_inputs, 3, reps).map_err(|e| e.to_string()));
+    let (tp_sync, _) = timed(|| {
+        mesh.time_runs(&mesh_inputs, 3, reps)
+            .map_err(|e| e.to_string())
+    });
     mesh.set_mode(ExecMode::Graph);
-    let (tp_graph, tp_out) = timed(|| mesh.time_runs(&mesh_inputs, 3, reps).map_err(|e| e.to_string()));
+    let (tp_graph, tp_out) = timed(|| {
+        mesh.time_runs(&mesh_inputs, 3, reps)
+            .map_err(|e| e.to_string())
+    });
     let mesh_memory: Vec<i64> = used(gpus)?
         .iter()
         .zip(&before_mesh)
@@ -316,9 +350,13 @@ fn run_workload(w: &Workload, world: u32, gpus: &[Rc<Gpu>], reps: usize) -> Resu
 /// the two fp16 inputs, rounded to fp16, within one ulp).
 fn run_all_reduce(bytes: u64, world: u32, reps: usize) -> Result<serde_json::Value, String> {
     let backend = CudaBackend::with_mode(ExecMode::Sync);
-    let program = compile_graph(&all_reduce(bytes, world)?, &backend.target(), &Limits::default())
-        .map_err(|e| e.to_string())?
-        .program;
+    let program = compile_graph(
+        &all_reduce(bytes, world)?,
+        &backend.target(),
+        &Limits::default(),
+    )
+    .map_err(|e| e.to_string())?
+    .program;
     let mut mesh = backend
         .compile_cuda_mesh(&program, world)
         .map_err(|e| e.to_string())?;
@@ -336,8 +374,9 @@ fn run_all_reduce(bytes: u64, world: u32, reps: usize) -> Result<serde_json::Val
     let (graph, out) = timed(|| mesh.time_runs(&inputs, 5, reps).map_err(|e| e.to_string()));
     let correct = out.map(|outs| summed_right(&per_device, &outs[0]));
     let busbw = |ms: &serde_json::Value| {
-        ms.as_f64()
-            .map(|ms| 2.0 * f64::from(world - 1) / f64::from(world) * bytes as f64 / (ms * 1e-3) / 1e9)
+        ms.as_f64().map(|ms| {
+            2.0 * f64::from(world - 1) / f64::from(world) * bytes as f64 / (ms * 1e-3) / 1e9
+        })
     };
     Ok(serde_json::json!({
         "all_reduce_bytes": bytes,
@@ -391,5 +430,8 @@ pub fn run(world: u32, out: &Path) -> Result<(), String> {
         println!("{r}");
         results.push(r);
     }
-    write_json(&out.join("tir-mesh.json"), &serde_json::Value::Array(results))
+    write_json(
+        &out.join("tir-mesh.json"),
+        &serde_json::Value::Array(results),
+    )
 }

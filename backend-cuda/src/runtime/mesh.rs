@@ -521,7 +521,10 @@ impl CudaMeshExecutable {
                 // A collective whose peer never came: aborted, NCCL's kernels return, and the
                 // devices drain.
                 hung = true;
-                let late: Vec<String> = pending.iter().map(|(exe, _)| exe.device().to_string()).collect();
+                let late: Vec<String> = pending
+                    .iter()
+                    .map(|(exe, _)| exe.device().to_string())
+                    .collect();
                 first.get_or_insert(BackendError::Device {
                     device: pending[0].0.device(),
                     reason: format!(
