@@ -195,7 +195,8 @@ impl CudaBackend {
 
     /// [`Backend::compile_mesh`] with the concrete executable type: `program` (cut for one
     /// device, with collectives over `world` devices) on GPUs `0..world` of this machine, its
-    /// collectives through NCCL. Refused, with one line, in graph mode (not built yet), where a
+    /// collectives through NCCL; in graph mode each device's run is captured and replayed as a
+    /// CUDA graph (see `runtime::mesh`). Refused, with one line, where a
     /// collective's dtype or op is one NCCL lacks, where the machine has fewer GPUs, or where
     /// NCCL is missing.
     pub fn compile_cuda_mesh(
@@ -241,13 +242,6 @@ impl CudaBackend {
             backend: "cuda".into(),
             reason,
         };
-        if self.mode == ExecMode::Graph {
-            return Err(refuse(
-                "a mesh of GPUs runs in sync mode only: CUDA graphs of NCCL collectives are not \
-                 built yet"
-                    .into(),
-            ));
-        }
         check_collectives(program, world).map_err(refuse)?;
         let gpus = self.gpu_count();
         if world > gpus {

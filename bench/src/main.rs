@@ -11,6 +11,8 @@
 //!                                # loading them
 //! tir-bench soak --steps N       # on the GPU: the decode step N times (module `soak`)
 //! tir-bench plot RESULTS --out DIR  # anywhere: draw results.json as three SVG charts
+//! tir-bench mesh --devices N --out DIR  # on N GPUs: 1 GPU against tensor-parallel N, and the
+//!                                # all-reduce alone (module `mesh`; --compile-only here)
 //! ```
 //!
 //! `run` sets each workload's parameters once and makes its inputs (deterministic random
@@ -31,6 +33,7 @@
 //! beside it, which `plot` draws (`plot.rs`). Errors are one line on stderr and exit code 1.
 
 mod memory;
+mod mesh;
 mod plot;
 mod results;
 mod soak;
@@ -101,6 +104,18 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         bytecode: Option<PathBuf>,
     },
+    /// Time tir on one GPU against tir at tensor-parallel DEVICES on that many GPUs, and the
+    /// all-reduce alone (module `mesh`); with --compile-only, fill the kernel cache for it here.
+    Mesh {
+        #[arg(long, default_value_t = 2)]
+        devices: u32,
+        #[arg(long, value_name = "DIR", default_value = "tir-mesh")]
+        out: PathBuf,
+        #[arg(long)]
+        compile_only: bool,
+        #[arg(long, default_value = "sm_90")]
+        arch: String,
+    },
     /// Draw a run's results.json (from peers.py, or bench/results.json) as SVG charts in DIR:
     /// ratios to each peer, share of the roofline, launch overhead. Needs no GPU.
     Plot {
@@ -121,6 +136,13 @@ fn main() -> ExitCode {
         Command::Soak { steps } => soak::soak(steps),
         Command::Mlir { filter, bytecode } => print_mlir(&filter, bytecode.as_deref()),
         Command::Plot { results, out } => draw_plots(&results, &out),
+        Command::Mesh {
+            devices,
+            compile_only: true,
+            arch,
+            ..
+        } => mesh::compile(devices, &arch),
+        Command::Mesh { devices, out, .. } => mesh::run(devices, &out),
     };
     match done {
         Ok(()) => ExitCode::SUCCESS,

@@ -693,6 +693,58 @@ fn capture(
     Ok(graph)
 }
 
+/// Starts capturing what is enqueued on `stream` into a graph ([`end_capture`] ends it). Used
+/// where several GPUs' streams are captured at once from one thread (a mesh's run, whose NCCL
+/// group calls enqueue on every device's stream inside one call).
+pub fn begin_capture(stream: &Stream) -> DriverResult<()> {
+    // SAFETY: the stream is live; the caller ends the capture.
+    call("cuStreamBeginCapture", unsafe {
+        result::stream::begin_capture(
+            stream.0,
+            sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+        )
+    })
+}
+
+/// Ends the capture [`begin_capture`] started on `stream`: its graph, not instantiated yet
+/// (instantiating may allocate, which a thread may not do while any stream it captures is
+/// capturing: end every capture first).
+pub fn end_capture(stream: &Stream) -> DriverResult<CapturedGraph> {
+    // SAFETY: ends a capture begun on this stream.
+    let graph = call("cuStreamEndCapture", unsafe {
+        result::stream::end_capture(stream.0)
+    })?;
+    Ok(CapturedGraph(graph))
+}
+
+/// A graph [`end_capture`] gave, destroyed on drop unless instantiated.
+pub struct CapturedGraph(sys::CUgraph);
+
+impl CapturedGraph {
+    /// The graph, ready to launch.
+    pub fn instantiate(self) -> DriverResult<Graph> {
+        // SAFETY: the graph is complete.
+        let exec = call("cuGraphInstantiate", unsafe {
+            result::graph::instantiate(self.0, sys::CUgraphInstantiate_flags(0))
+        })?;
+        let graph = Graph {
+            graph: self.0,
+            exec,
+        };
+        std::mem::forget(self);
+        Ok(graph)
+    }
+}
+
+impl Drop for CapturedGraph {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: a graph never instantiated, destroyed once.
+            let _ = unsafe { result::graph::destroy(self.0) };
+        }
+    }
+}
+
 /// An instantiated CUDA graph.
 pub struct Graph {
     graph: sys::CUgraph,

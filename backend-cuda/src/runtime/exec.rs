@@ -1230,6 +1230,18 @@ impl CudaExecutable {
         builder.instantiate()
     }
 
+    /// Allocates what a stream capture of this executable's launches on stream 0 needs and may
+    /// not allocate itself: the libraries' workspaces of lane 0 (for a mesh's capture).
+    pub(super) fn reserve_capture(&mut self) -> Result<(), String> {
+        if let Some(blas) = self.blas.as_mut() {
+            blas.reserve_lanes(1)?;
+        }
+        if let Some(dnn) = self.dnn.as_mut() {
+            dnn.reserve_lanes(1)?;
+        }
+        Ok(())
+    }
+
     /// Fills the arena and every output buffer with all-ones bytes.
     pub(super) fn fill_scratch(&self, placed: &Placed, stream: &Stream) -> Result<(), String> {
         if let Some(arena) = &self.arena {

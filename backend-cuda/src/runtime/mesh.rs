@@ -9,32 +9,62 @@
 //! 2. enqueues each device's kernels on its stream 0 in schedule order, cut into segments at
 //!    the collectives: each device's segment, then the collective on every device inside one
 //!    NCCL group (staging copies before a scatter and after a gather, for an axis with dims
-//!    before it);
+//!    before it). In graph mode (`ExecMode::Graph`) step 2 is captured instead, into one CUDA
+//!    graph per device (every device's stream 0 captured at once, the NCCL group calls inside
+//!    the captures), and replayed: one `cuGraphLaunch` per device and run. The graphs are kept
+//!    by the addresses and dims of the run they were captured for (a few, like a single GPU's),
+//!    so a decode loop captures once;
 //! 3. enqueues the outputs' copies and waits for every device by polling, so that a device that
 //!    fails cannot leave another waiting in a collective for it: the communicators are aborted,
 //!    every device drains, and the error names the device (and the kernel, where a kernel
-//!    failed to enqueue).
+//!    failed to enqueue). A run that has not finished after [`hang_limit`] (a collective whose
+//!    peer never came) is aborted the same way and named as such, rather than waited for ever.
 //!
-//! Runs are synchronous (`ExecMode::Sync`, and `Async` waits like it); CUDA graphs of a mesh
-//! are not built, and the backend refuses a mesh in graph mode. A program whose launch checks
-//! read positions the run computes (they wait mid-run) is refused too. A run that fails after
-//! its kernels were enqueued may leave states partly updated.
+//! Runs are synchronous (`ExecMode::Sync`, and `Async` waits like it; graph mode waits too). A
+//! program whose launch checks read positions the run computes (they wait mid-run) is refused.
+//! A run that fails after its kernels were enqueued may leave states partly updated, in every
+//! mode.
 
-use super::driver::{self, DeviceMemory, Event, Rows, Stream};
+use super::driver::{self, DeviceMemory, Event, Graph, Rows, Stream};
 use super::exec::{CollectiveLaunch, CudaExecutable, Launch, Outputs, Placed};
 use super::nccl::{Call, Collective, Comms};
+use super::policy::ExecMode;
 use super::staging::Source;
+use super::timing::ColdTimer;
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tir_graph::HostTensor;
 use tir_lower::{
     BackendError, Device, DeviceTensor, Executable, HostTensors, MeshExecutable, Signature,
     TensorRef,
 };
 
+/// The CUDA graphs a mesh keeps, by the runs they were captured for.
+const GRAPHS: usize = 8;
+
+/// What a mesh's captured graphs are valid for: every device's buffer addresses, and the dims
+/// (which fix the grids).
+type GraphKey = (Vec<Vec<u64>>, BTreeMap<String, u64>);
+
+/// How long a run may take before the mesh gives up on it (see the module doc):
+/// `$TIR_MESH_TIMEOUT_S` seconds, 120 by default (a decode step takes milliseconds, an
+/// all-reduce of 1 GiB a few).
+pub fn hang_limit() -> Duration {
+    let seconds = std::env::var("TIR_MESH_TIMEOUT_S")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .unwrap_or(120.0);
+    Duration::from_secs_f64(seconds)
+}
+
 /// A program compiled for a mesh of this host's GPUs (see the module doc).
 pub struct CudaMeshExecutable {
-    /// First: destroyed while the executables (and their GPUs' contexts) are alive.
+    /// Graph mode's captured runs, one graph per device, most recently used last. First:
+    /// destroyed before the communicators (NCCL frees a captured collective's resources with
+    /// its graph) and the executables' libraries.
+    graphs: Vec<(GraphKey, Vec<Graph>)>,
+    /// Destroyed while the executables (and their GPUs' contexts) are alive.
     comms: Comms,
     /// Per device: the staging buffer of strided gathers and scatters (freed by `drop`, each
     /// in its GPU's context).
@@ -44,6 +74,7 @@ pub struct CudaMeshExecutable {
 
 impl Drop for CudaMeshExecutable {
     fn drop(&mut self) {
+        self.drop_graphs();
         for (exe, slot) in self.devices.iter().zip(&mut self.staging) {
             if exe.gpu().bind().is_ok() {
                 *slot = None;
@@ -57,10 +88,25 @@ impl CudaMeshExecutable {
     pub(crate) fn new(devices: Vec<CudaExecutable>, comms: Comms) -> CudaMeshExecutable {
         let staging = devices.iter().map(|_| None).collect();
         CudaMeshExecutable {
+            graphs: Vec::new(),
             comms,
             staging,
             devices,
         }
+    }
+
+    /// Sets how later runs execute on every device (sync, or graph: see the module doc); the
+    /// graphs captured so far are dropped.
+    pub fn set_mode(&mut self, mode: ExecMode) {
+        self.drop_graphs();
+        for exe in &mut self.devices {
+            exe.set_mode(mode);
+        }
+    }
+
+    /// How runs execute.
+    pub fn mode(&self) -> ExecMode {
+        self.devices[0].mode()
     }
 
     fn device_mut(&mut self, rank: usize) -> Result<&mut CudaExecutable, BackendError> {
@@ -110,32 +156,8 @@ impl CudaMeshExecutable {
         outputs: Outputs,
         finish: &impl Fn(&CudaExecutable, &Placed) -> Result<T, BackendError>,
     ) -> Result<Vec<T>, BackendError> {
-        let mut placed = Vec::with_capacity(self.devices.len());
-        for (exe, inputs) in self.devices.iter_mut().zip(inputs) {
-            placed.push(exe.prepare(inputs, outputs, Source::InPlace)?);
-        }
-        let mut launches = Vec::with_capacity(self.devices.len());
-        for (exe, placed) in self.devices.iter_mut().zip(&placed) {
-            exe.gpu().bind().map_err(|e| exe.device_error(e))?;
-            if exe.poisons() {
-                let gpu = exe.gpu().clone();
-                exe.fill_scratch(placed, &gpu.streams()[0])
-                    .map_err(|e| exe.device_error(e))?;
-            }
-            launches.push(exe.launches(&placed.addresses)?);
-        }
-        let order = self.devices[0].program.schedule.waves.concat();
-        let mut segment = Vec::new();
-        for k in order {
-            if !matches!(launches[0][k], Launch::Collective(_)) {
-                segment.push(k);
-                continue;
-            }
-            self.enqueue_segment(&segment, &launches)?;
-            segment.clear();
-            self.enqueue_collective(k, &launches)?;
-        }
-        self.enqueue_segment(&segment, &launches)?;
+        let placed = self.prepare_all(inputs, outputs)?;
+        self.enqueue_run(&placed)?;
         self.devices
             .iter()
             .zip(&placed)
@@ -144,6 +166,264 @@ impl CudaMeshExecutable {
                 finish(exe, placed)
             })
             .collect()
+    }
+
+    /// Step 1 on every device.
+    fn prepare_all(
+        &mut self,
+        inputs: &[Vec<(&str, TensorRef<'_>)>],
+        outputs: Outputs,
+    ) -> Result<Vec<Placed>, BackendError> {
+        let mut placed = Vec::with_capacity(self.devices.len());
+        for (exe, inputs) in self.devices.iter_mut().zip(inputs) {
+            placed.push(exe.prepare(inputs, outputs, Source::InPlace)?);
+        }
+        Ok(placed)
+    }
+
+    /// Step 2 on every device, for buffers at `placed`: the launches, or the replay of their
+    /// graphs in graph mode (captured on first use).
+    fn enqueue_run(&mut self, placed: &[Placed]) -> Result<(), BackendError> {
+        for (exe, placed) in self.devices.iter_mut().zip(placed) {
+            exe.gpu().bind().map_err(|e| exe.device_error(e))?;
+            if exe.poisons() {
+                let gpu = exe.gpu().clone();
+                exe.fill_scratch(placed, &gpu.streams()[0])
+                    .map_err(|e| exe.device_error(e))?;
+            }
+        }
+        if self.devices[0].mode() != ExecMode::Graph {
+            let launches = self.launches_all(placed)?;
+            return self.enqueue_steps(&launches);
+        }
+        let dims = self.devices[0]
+            .shaped
+            .as_ref()
+            .map(|s| s.dims.clone())
+            .unwrap_or_default();
+        let key: GraphKey = (placed.iter().map(|p| p.addresses.clone()).collect(), dims);
+        let graphs = match self.graphs.iter().position(|(k, _)| *k == key) {
+            Some(i) => self.graphs.remove(i).1,
+            None => {
+                let launches = self.launches_all(placed)?;
+                self.capture(&launches)?
+            }
+        };
+        let launched = self.launch_graphs(&graphs);
+        if self.graphs.len() == GRAPHS {
+            self.drop_oldest_graphs();
+        }
+        self.graphs.push((key, graphs));
+        launched
+    }
+
+    /// Every device's launches with its buffers at `placed`.
+    fn launches_all(&mut self, placed: &[Placed]) -> Result<Vec<Vec<Launch>>, BackendError> {
+        let mut launches = Vec::with_capacity(self.devices.len());
+        for (exe, placed) in self.devices.iter_mut().zip(placed) {
+            exe.gpu().bind().map_err(|e| exe.device_error(e))?;
+            launches.push(exe.launches(&placed.addresses)?);
+        }
+        Ok(launches)
+    }
+
+    /// Enqueues `launches` on every device's stream 0 (step 2 of the module doc).
+    fn enqueue_steps(&mut self, launches: &[Vec<Launch>]) -> Result<(), BackendError> {
+        let order = self.devices[0].program.schedule.waves.concat();
+        let mut segment = Vec::new();
+        for k in order {
+            if !matches!(launches[0][k], Launch::Collective(_)) {
+                segment.push(k);
+                continue;
+            }
+            self.enqueue_segment(&segment, launches)?;
+            segment.clear();
+            self.enqueue_collective(k, launches)?;
+        }
+        self.enqueue_segment(&segment, launches)
+    }
+
+    /// One graph per device of [`Self::enqueue_steps`]: every device's stream 0 captured at
+    /// once (the NCCL group calls enqueue on all of them). Whatever a capture may not do (an
+    /// allocation) is done first: the staging buffers, the libraries' workspaces.
+    fn capture(&mut self, launches: &[Vec<Launch>]) -> Result<Vec<Graph>, BackendError> {
+        self.reserve_staging(launches)?;
+        for exe in &mut self.devices {
+            exe.gpu().bind().map_err(|e| exe.device_error(e))?;
+            exe.reserve_capture().map_err(|e| exe.device_error(e))?;
+        }
+        let mut begun = 0;
+        let mut failed = None;
+        for exe in &self.devices {
+            let started = exe
+                .gpu()
+                .bind()
+                .and_then(|()| driver::begin_capture(&exe.gpu().streams()[0]));
+            if let Err(e) = started {
+                failed = Some(exe.device_error(format!("capturing the run: {e}")));
+                break;
+            }
+            begun += 1;
+        }
+        if failed.is_none() {
+            failed = self.enqueue_steps(launches).err();
+        }
+        // Every capture begun is ended, also after an error: a stream left capturing refuses
+        // all later work. Instantiated only once every capture has ended (see `end_capture`).
+        let mut captured = Vec::with_capacity(begun);
+        for exe in &self.devices[..begun] {
+            let ended = exe
+                .gpu()
+                .bind()
+                .and_then(|()| driver::end_capture(&exe.gpu().streams()[0]));
+            match ended {
+                Ok(graph) => captured.push(graph),
+                Err(e) => {
+                    failed.get_or_insert(exe.device_error(format!("capturing the run: {e}")));
+                }
+            }
+        }
+        if let Some(e) = failed {
+            for (exe, graph) in self.devices.iter().zip(captured) {
+                let _ = exe.gpu().bind();
+                drop(graph);
+            }
+            return Err(e);
+        }
+        let mut graphs = Vec::with_capacity(begun);
+        for (exe, graph) in self.devices.iter().zip(captured) {
+            let made = exe.gpu().bind().and_then(|()| graph.instantiate());
+            match made {
+                Ok(graph) => graphs.push(graph),
+                Err(e) => {
+                    self.drop_captured(graphs);
+                    return Err(exe.device_error(format!("instantiating the run's graph: {e}")));
+                }
+            }
+        }
+        Ok(graphs)
+    }
+
+    /// Allocates, before a capture, every staging buffer `launches`' collectives need; the
+    /// graphs captured on an old buffer go when one moves.
+    fn reserve_staging(&mut self, launches: &[Vec<Launch>]) -> Result<(), BackendError> {
+        let mut moved = false;
+        for (rank, launches) in launches.iter().enumerate() {
+            let exe = &self.devices[rank];
+            exe.gpu().bind().map_err(|e| exe.device_error(e))?;
+            for launch in launches {
+                let Launch::Collective(c) = launch else {
+                    continue;
+                };
+                let old = self.staging[rank].as_ref().map(|m| m.ptr);
+                if c.strided.is_some() && old.is_some() {
+                    let need = c.strided.map_or(0, |(rows, part)| c.world * rows * part);
+                    moved |= self.staging[rank].as_ref().is_some_and(|m| m.bytes < need);
+                }
+                staging_for(&mut self.staging[rank], c).map_err(|e| exe.device_error(e))?;
+            }
+        }
+        if moved {
+            self.drop_graphs();
+        }
+        Ok(())
+    }
+
+    /// Launches one graph per device, rank by rank; a launch that fails aborts the
+    /// communicators, so that no device launched before it waits for its peer.
+    fn launch_graphs(&mut self, graphs: &[Graph]) -> Result<(), BackendError> {
+        for (exe, graph) in self.devices.iter().zip(graphs) {
+            let launched = exe
+                .gpu()
+                .bind()
+                .and_then(|()| graph.launch(&exe.gpu().streams()[0]));
+            if let Err(e) = launched {
+                self.comms.abort();
+                return Err(exe.device_error(format!("replaying the run's CUDA graph: {e}")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Destroys graphs captured for the devices, rank by rank, each in its GPU's context.
+    fn drop_captured(&self, graphs: Vec<Graph>) {
+        for (exe, graph) in self.devices.iter().zip(graphs) {
+            let _ = exe.gpu().bind();
+            drop(graph);
+        }
+    }
+
+    fn drop_oldest_graphs(&mut self) {
+        if !self.graphs.is_empty() {
+            let (_, graphs) = self.graphs.remove(0);
+            self.drop_captured(graphs);
+        }
+    }
+
+    /// Destroys every kept graph (no run is in flight: runs are waited for).
+    fn drop_graphs(&mut self) {
+        while !self.graphs.is_empty() {
+            self.drop_oldest_graphs();
+        }
+    }
+
+    /// Times whole runs, for benchmarks: places and uploads each device's `inputs` once, then
+    /// enqueues the run `warmup + reps` times in the current mode (a replay of the graphs in
+    /// graph mode), each from a cold L2 on every device; a run's time is the longest of the
+    /// devices' times between events around it, in milliseconds. Returns the `reps` times and
+    /// every device's outputs of the last run.
+    pub fn time_runs(
+        &mut self,
+        inputs: &[Vec<(&str, TensorRef<'_>)>],
+        warmup: usize,
+        reps: usize,
+    ) -> Result<(Vec<f64>, Vec<HostTensors>), BackendError> {
+        let mut timers = Vec::with_capacity(self.devices.len());
+        for exe in &self.devices {
+            exe.gpu().bind().map_err(|e| exe.device_error(e))?;
+            timers.push(ColdTimer::new().map_err(|e| exe.device_error(e))?);
+        }
+        let placed = self.prepare_all(inputs, Outputs::Host)?;
+        let mut times = Vec::with_capacity(reps);
+        for rep in 0..warmup + reps {
+            for (exe, timer) in self.devices.iter().zip(&timers) {
+                exe.gpu()
+                    .bind()
+                    .and_then(|()| timer.start(rep, &exe.gpu().streams()[0]))
+                    .map_err(|e| exe.device_error(e))?;
+            }
+            let enqueued = self.enqueue_run(&placed).and_then(|()| {
+                for (exe, timer) in self.devices.iter().zip(&timers) {
+                    exe.gpu()
+                        .bind()
+                        .and_then(|()| timer.mark_end(&exe.gpu().streams()[0]))
+                        .map_err(|e| exe.device_error(e))?;
+                }
+                Ok(())
+            });
+            let waited = self.wait_all();
+            enqueued?;
+            waited?;
+            let mut longest = 0f32;
+            for (exe, timer) in self.devices.iter().zip(&timers) {
+                let ms = exe
+                    .gpu()
+                    .bind()
+                    .and_then(|()| timer.elapsed())
+                    .map_err(|e| exe.device_error(e))?;
+                longest = longest.max(ms);
+            }
+            if rep >= warmup {
+                times.push(f64::from(longest));
+            }
+        }
+        let mut outputs = Vec::with_capacity(self.devices.len());
+        for (exe, placed) in self.devices.iter().zip(&placed) {
+            exe.gpu().bind().map_err(|e| exe.device_error(e))?;
+            outputs.push(exe.download_outputs(placed)?.into_iter().collect());
+        }
+        self.wait_all()?;
+        Ok((times, outputs))
     }
 
     /// Kernels `segment` (none a collective) on every device's stream 0.
@@ -234,7 +514,28 @@ impl CudaMeshExecutable {
             self.comms.abort();
         }
         let mut sleep = Duration::from_micros(5);
+        let (started, limit) = (Instant::now(), hang_limit());
+        let mut hung = false;
         while !pending.is_empty() {
+            if !hung && started.elapsed() > limit {
+                // A collective whose peer never came: aborted, NCCL's kernels return, and the
+                // devices drain.
+                hung = true;
+                let late: Vec<String> = pending
+                    .iter()
+                    .map(|(exe, _)| exe.device().to_string())
+                    .collect();
+                first.get_or_insert(BackendError::Device {
+                    device: pending[0].0.device(),
+                    reason: format!(
+                        "the run had not finished on {} after {:.0} s (a collective waiting for \
+                         a peer?): the mesh's NCCL communicators were aborted",
+                        late.join(", "),
+                        limit.as_secs_f64()
+                    ),
+                });
+                self.comms.abort();
+            }
             let mut still = Vec::with_capacity(pending.len());
             for (exe, event) in pending {
                 match exe.gpu().bind().and_then(|()| event.done()) {

@@ -34,7 +34,18 @@ impl ColdTimer {
 
     /// Milliseconds since [`ColdTimer::start`], once the work enqueued since has finished.
     pub(super) fn stop(&self, stream: &Stream) -> Result<f32, String> {
-        self.end.record(stream)?;
+        self.mark_end(stream)?;
+        self.elapsed()
+    }
+
+    /// Ends the timing on `stream` without waiting ([`ColdTimer::elapsed`] reads it).
+    pub(super) fn mark_end(&self, stream: &Stream) -> Result<(), String> {
+        self.end.record(stream)
+    }
+
+    /// Milliseconds between [`ColdTimer::start`] and [`ColdTimer::mark_end`], once the work
+    /// between them has finished.
+    pub(super) fn elapsed(&self) -> Result<f32, String> {
         self.end.synchronize()?;
         self.start.elapsed_ms(&self.end)
     }
