@@ -28,10 +28,10 @@
 use super::blas::{Blas, MatmulOperands, MatmulShape};
 use super::dnn::{AttentionOperands, AttentionShape, Dnn};
 use super::driver::{
-    self, DeviceMemory, Event, Gpu, Graph, GraphBuilder, Kernel, Library, Node, PinnedMemory,
-    Stream,
+    self, DeviceMemory, Event, Graph, GraphBuilder, Kernel, Library, Node, PinnedMemory, Stream,
 };
 use super::future::{block_on, RunFuture};
+use super::gpu::Gpu;
 use super::memory::{pinned_tensor, Fill, TensorMemory};
 use super::nccl::{Call, Collective};
 use super::policy::{AttentionPath, AttentionPolicy, ExecMode, MatmulPath, MatmulPolicy};

@@ -7,15 +7,18 @@ mod dnn;
 mod driver;
 mod exec;
 mod future;
+mod gpu;
 mod memory;
 mod mesh;
 mod nccl;
 mod policy;
+mod pool;
 mod staging;
 mod timing;
 mod trace;
 
-pub use driver::{device_count, Gpu};
+pub use driver::device_count;
+pub use gpu::Gpu;
 pub use mesh::CudaMeshExecutable;
 pub(crate) use nccl::{present as nccl_present, Comms};
 
