@@ -112,9 +112,9 @@ impl Drop for RunFuture<'_> {
 }
 
 impl CudaExecutable {
-    /// Runs like [`tir_lower::Executable::run`] but returns at once: the future completes when the GPU
-    /// has finished, and waiting for it does not block the thread (a stream callback wakes it).
-    /// Host inputs are copied before this returns.
+    /// Runs like [`tir_lower::Executable::run`] but returns at once: the future completes when
+    /// the GPU has finished, and waiting for it does not block the thread (a stream callback
+    /// wakes it). Host inputs are copied before this returns.
     pub fn run_async<'a>(
         &'a mut self,
         inputs: &[(&str, TensorRef<'_>)],

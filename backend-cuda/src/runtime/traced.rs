@@ -14,8 +14,9 @@ use tir_lower::tile::{Access, Region};
 use tir_lower::{BackendError, HostTensors, TensorRef};
 
 impl CudaExecutable {
-    /// Runs once like [`tir_lower::Executable::run`], timing every copy and kernel (see the
-    /// module doc); returns the outputs and the trace.
+    /// Runs once like [`tir_lower::Executable::run`], timing every copy and kernel by a pair
+    /// of events around it on its stream, measured from one event recorded before the run's
+    /// first copy; returns the outputs and the trace.
     pub fn trace_run(
         &mut self,
         inputs: &[(&str, TensorRef<'_>)],

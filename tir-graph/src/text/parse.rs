@@ -419,7 +419,7 @@ impl Parser {
     }
 }
 
-/// Reads a graph from its text form (see the module doc), checking it as [`Graph::add_node`] and
+/// Reads a graph from its text form (see [`crate::text`]), checking it as [`Graph::add_node`] and
 /// [`Graph::add_output`] do; it must compute something (an output or a state update).
 pub fn parse(text: &str) -> std::result::Result<Graph, ParseError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);

@@ -91,7 +91,7 @@ pub(super) fn slice_range(r: &SliceRange) -> String {
     s
 }
 
-/// The op's attributes as `key = value` items, in the order the module doc lists them.
+/// The op's attributes as `key = value` items, in the order the text form's doc lists them.
 pub(super) fn attributes(op: &Op) -> Vec<String> {
     match op {
         Op::Cast { to } => vec![format!("to = {to}")],
