@@ -50,9 +50,9 @@
 //!   `true`/`false`; integers must fit the dtype; floats are rounded to the dtype (as
 //!   [`crate::GraphBuilder::constant`] does) and may be `inf`, `-inf`, `NaN`, or
 //!   `NaN(0x7ff8000000000001)` for a NaN with other bits (this is how [`print()`] writes them).
-//! - Other ops: `OP %a, %b {attr = value, ...} : TYPE`. The op name is [`Op::name`]; the
-//!   attribute block is left out when the op has none; the type is optional, and when present
-//!   must equal the type inference gives.
+//! - Other ops: `OP %a, %b {attr = value, ...} : TYPE`. The op name is
+//!   [`Op::name`](crate::Op::name); the attribute block is left out when the op has none; the
+//!   type is optional, and when present must equal the type inference gives.
 //! - A type is a dtype and a dim list: `f16[batch, 1024]`, `f32[]` (rank 0). A dim is a size, a
 //!   symbol, or an expression over symbols in quotes: `f32[batch, "seq - 1", "floor(h / 2) + 1"]`
 //!   (`+ - *`, `/` is floor division, `%` its remainder, `min(..)`, `max(..)`; written in the
