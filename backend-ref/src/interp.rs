@@ -15,6 +15,7 @@
 //! (an undefined value, a mismatched type, an index past a buffer) is an error, never a panic.
 
 use crate::prepare::{KernelPlan, NO_SLOT};
+use crate::stmt_text::describe;
 use crate::tile::{self, type_name};
 use crate::word::{Tile, Word};
 use std::collections::{BTreeMap, HashMap};
@@ -99,20 +100,6 @@ pub fn run_program(launch: &Launch, coords: &[i64]) -> Result<ProgramOutput, Str
     let mut p = Program::new(launch, Some(coords));
     p.block(&launch.kernel.body)?;
     Ok(p.out)
-}
-
-/// `%3, %4 = load`, naming a statement in messages.
-pub fn describe(stmt: &Stmt) -> String {
-    let defs: Vec<String> = stmt.defs.iter().map(|(id, _)| id.to_string()).collect();
-    if defs.is_empty() {
-        tir_lower::tile::print::op_name(&stmt.op).to_string()
-    } else {
-        format!(
-            "{} = {}",
-            defs.join(", "),
-            tir_lower::tile::print::op_name(&stmt.op)
-        )
-    }
 }
 
 fn type_text(ty: &Type) -> String {

@@ -27,6 +27,7 @@ mod exec;
 mod interp;
 mod mesh;
 mod prepare;
+mod stmt_text;
 mod tile;
 mod word;
 

@@ -2,6 +2,7 @@
 //! other (buffers, signature, certificates, schedule, memory plan), and each kernel's values are
 //! used only where they are defined (SSA scoping), so the interpreter can keep one slot per value.
 
+use crate::stmt_text::describe;
 use std::collections::BTreeSet;
 use tir_lower::legality::LaunchCheck;
 use tir_lower::tile::{Access, Block, Region, SliceStart, TileKernel, TileOp, ValueId};
@@ -393,7 +394,7 @@ impl Scope {
 
     fn block(&mut self, block: &Block) -> Result<(), String> {
         for stmt in &block.stmts {
-            let at = |e: String| format!("{}: {e}", crate::interp::describe(stmt));
+            let at = |e: String| format!("{}: {e}", describe(stmt));
             for id in uses(&stmt.op) {
                 self.check_use(id).map_err(at)?;
             }

@@ -26,39 +26,12 @@
 //! (each device writes its own copy), and [`check_program`] keeps every other kernel that
 //! touches those buffers ordered with it, as for any kernel.
 
-use crate::program::{Buffer, Program, Storage};
+use crate::buffer::{Buffer, Storage};
+pub use crate::certificate::{collective_text, Certificate, LaunchCheck};
+use crate::program::Program;
 use crate::tile::{Access, IndexOp, Region, SliceStart, Stmt, TileKernel, TileOp, Type, ValueId};
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use tir_graph::Dim;
-
-/// A check a backend makes before launching a kernel, for what only the run knows.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum LaunchCheck {
-    /// `0 <= offset` and `offset + len <= size` along an axis, where `offset` is element 0 of
-    /// buffer `offset_buffer` (a run-time position such as a KV-cache slot).
-    SliceInBounds {
-        /// The program buffer whose element 0 is the offset.
-        offset_buffer: usize,
-        /// The slice's length along the axis.
-        len: Dim,
-        /// The axis's size in the written buffer.
-        size: Dim,
-        /// What the offset is, for the error ("the write position of state `cache`").
-        what: String,
-    },
-}
-
-/// Why a kernel writes only what it owns, in plain words, and what must be checked at launch.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Certificate {
-    /// The kernel's name.
-    pub kernel: String,
-    /// The proven obligations, one sentence each.
-    pub facts: Vec<String>,
-    /// What a backend checks before each launch.
-    pub checks: Vec<LaunchCheck>,
-}
 
 /// A kernel or program that could not be proven legal: names the kernel(s), the programs and
 /// the region.
@@ -449,17 +422,6 @@ pub fn certify(kernel: &TileKernel, buffers: &[Buffer]) -> Result<Certificate, L
         facts,
         checks: Vec::new(),
     })
-}
-
-/// `all_reduce_sum over 2 devices`, `all_gather along axis 1 over 2 devices`.
-pub fn collective_text(op: &tir_graph::Op) -> String {
-    match op {
-        tir_graph::Op::AllReduce { world, .. } => format!("{op} over {world} devices"),
-        tir_graph::Op::AllGather { axis, world } | tir_graph::Op::ReduceScatter { axis, world } => {
-            format!("{op} along axis {axis} over {world} devices")
-        }
-        other => other.name().to_string(),
-    }
 }
 
 /// A collective reads its input buffer and writes all of a distinct output buffer, whose type

@@ -4,6 +4,8 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod buffer;
+pub mod certificate;
 pub mod legality;
 pub mod mesh;
 pub mod plan;

@@ -4,7 +4,7 @@
 //! even when that wave's kernels run concurrently. Offsets depend on the symbolic dims, so
 //! [`MemoryPlan::layout`] computes them for each binding; legality checks the result.
 
-use crate::program::{Buffer, Storage};
+use crate::buffer::{Buffer, Storage};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -26,12 +26,12 @@
 //! work joins back into the GPU's stream 0, which orders runs of every executable on the GPU.
 
 use super::blas::{Blas, MatmulOperands, MatmulShape};
+use super::block::block_on;
 use super::dnn::{AttentionOperands, AttentionShape, Dnn};
 use super::driver::{
-    self, DeviceMemory, Event, Gpu, Graph, GraphBuilder, Kernel, Library, Node, PinnedMemory,
-    Stream,
+    self, DeviceMemory, Event, Graph, GraphBuilder, Kernel, Library, Node, PinnedMemory, Stream,
 };
-use super::future::{block_on, RunFuture};
+use super::gpu::Gpu;
 use super::memory::{pinned_tensor, Fill, TensorMemory};
 use super::nccl::{Call, Collective};
 use super::policy::{AttentionPath, AttentionPolicy, ExecMode, MatmulPath, MatmulPolicy};
@@ -1370,20 +1370,6 @@ impl CudaExecutable {
         let outputs = ran?;
         waited?;
         Ok(outputs.into_iter().collect())
-    }
-
-    /// Runs like [`Executable::run`] but returns at once: the future completes when the GPU
-    /// has finished, and waiting for it does not block the thread (a stream callback wakes it).
-    /// Host inputs are copied before this returns.
-    pub fn run_async<'a>(
-        &'a mut self,
-        inputs: &[(&str, TensorRef<'_>)],
-    ) -> Result<RunFuture<'a>, BackendError> {
-        let placed = self.prepare(inputs, Outputs::Host, Source::Staged)?;
-        self.enqueue(&placed)?;
-        let outputs = self.download_outputs(&placed)?;
-        let gpu = self.gpu.clone();
-        RunFuture::new(self, outputs, &gpu.streams()[0])
     }
 }
 

@@ -3,13 +3,14 @@
 //! stream reaches it, wakes the task: no thread of ours is spawned or blocked per run.
 
 use super::driver::{self, DriverResult, Stream};
-use super::exec::CudaExecutable;
+use super::exec::{CudaExecutable, Outputs};
+use super::staging::Source;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use tir_graph::HostTensor;
-use tir_lower::{BackendError, HostTensors};
+use tir_lower::{BackendError, HostTensors, TensorRef};
 
 /// Whether the work before a point of a stream has finished, and the task to wake when it has.
 #[derive(Default)]
@@ -110,24 +111,18 @@ impl Drop for RunFuture<'_> {
     }
 }
 
-/// Wakes a parked thread.
-struct Unpark(std::thread::Thread);
-
-impl std::task::Wake for Unpark {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-}
-
-/// Runs `future` to completion on this thread, parking while it is pending.
-pub fn block_on<F: Future>(future: F) -> F::Output {
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut future = std::pin::pin!(future);
-    loop {
-        match future.as_mut().poll(&mut cx) {
-            Poll::Ready(v) => return v,
-            Poll::Pending => std::thread::park(),
-        }
+impl CudaExecutable {
+    /// Runs like [`tir_lower::Executable::run`] but returns at once: the future completes when
+    /// the GPU has finished, and waiting for it does not block the thread (a stream callback
+    /// wakes it). Host inputs are copied before this returns.
+    pub fn run_async<'a>(
+        &'a mut self,
+        inputs: &[(&str, TensorRef<'_>)],
+    ) -> Result<RunFuture<'a>, BackendError> {
+        let placed = self.prepare(inputs, Outputs::Host, Source::Staged)?;
+        self.enqueue(&placed)?;
+        let outputs = self.download_outputs(&placed)?;
+        let gpu = self.gpu.clone();
+        RunFuture::new(self, outputs, &gpu.streams()[0])
     }
 }

@@ -3,19 +3,25 @@
 //! GPU.
 
 mod blas;
+mod block;
 mod dnn;
 mod driver;
 mod exec;
 mod future;
+mod gpu;
 mod memory;
 mod mesh;
 mod nccl;
 mod policy;
+mod pool;
+mod profile;
 mod staging;
 mod timing;
 mod trace;
+mod traced;
 
-pub use driver::{device_count, Gpu};
+pub use driver::device_count;
+pub use gpu::Gpu;
 pub use mesh::CudaMeshExecutable;
 pub(crate) use nccl::{present as nccl_present, Comms};
 
@@ -23,11 +29,12 @@ pub(crate) use nccl::{present as nccl_present, Comms};
 pub(crate) fn collective_of(op: &tir_graph::Op, dtype: tir_graph::DType) -> Result<(), String> {
     nccl::Collective::of(op, dtype).map(|_| ())
 }
+pub use block::block_on;
 pub(crate) use exec::CudaExecutable as Loaded;
 pub use exec::CudaExecutable;
-pub use future::{block_on, RunFuture};
+pub use future::RunFuture;
 pub use policy::{AttentionPath, AttentionPolicy, ExecMode, MatmulPath, MatmulPolicy};
-pub use timing::KernelTimes;
+pub use profile::KernelTimes;
 
 /// The libraries' line of `tirc doctor`: which of cuBLASLt (plain matmuls) and cuDNN (fused
 /// attention) this process can load; without one, its kernels run as generated.

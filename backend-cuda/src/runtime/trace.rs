@@ -1,16 +1,15 @@
-//! Traced runs, for `tirc run --profile` and `--trace`: a run whose every copy and kernel is
-//! timed by a pair of events recorded around it on its stream, all measured from one event
-//! recorded on stream 0 before the run's first copy; and what each kernel moves and computes at
-//! the run's dims, to turn its time into bandwidth and FLOP/s.
+//! The trace of a run, for `tirc run --profile` and `--trace` ([`super::traced`]): its spans
+//! ([`Span`], [`RunTrace`]), what each kernel moves and computes ([`KernelWork`]), and the
+//! [`Tracer`] that records them while the run is in flight.
+//!
+//! Takes a pair of events recorded around each copy and kernel on its stream, all measured
+//! from one event recorded on stream 0 before the run's first copy. Guarantees: every span's
+//! times are relative to that event and read only once the GPU has run it.
 //!
 //! A traced run enqueues its launches on the streams even in graph mode: the nodes of a graph
 //! replay cannot be timed one by one, and the launches are the same.
 
 use super::driver::{Event, Stream};
-use super::exec::CudaExecutable;
-use super::policy::ExecMode;
-use tir_lower::tile::{Access, Region};
-use tir_lower::{BackendError, HostTensors, TensorRef};
 
 /// What a span of a traced run did.
 #[derive(Clone, Debug, PartialEq)]
@@ -82,7 +81,7 @@ pub(super) struct Tracer {
 
 impl Tracer {
     /// Starts a trace at the point `stream` (the GPU's stream 0) has reached.
-    fn new(stream: &Stream) -> Result<Tracer, String> {
+    pub(super) fn new(stream: &Stream) -> Result<Tracer, String> {
         let base = Event::timed()?;
         base.record(stream)?;
         Ok(Tracer {
@@ -92,7 +91,7 @@ impl Tracer {
     }
 
     /// The times of every span, once the GPU has run them.
-    fn finish(self) -> Result<RunTrace, String> {
+    pub(super) fn finish(self) -> Result<RunTrace, String> {
         let mut spans = Vec::with_capacity(self.spans.len());
         for open in self.spans {
             open.end.synchronize()?;
@@ -107,107 +106,25 @@ impl Tracer {
         }
         Ok(RunTrace { spans })
     }
-}
 
-/// The start of a span on a stream, when a trace is on.
-pub(super) struct SpanStart(Event);
-
-impl CudaExecutable {
-    /// Runs once like [`tir_lower::Executable::run`], timing every copy and kernel (see the
-    /// module doc); returns the outputs and the trace.
-    pub fn trace_run(
+    /// Adds the span between `start` and `end` (on stream number `stream`).
+    pub(super) fn push(
         &mut self,
-        inputs: &[(&str, TensorRef<'_>)],
-    ) -> Result<(HostTensors, RunTrace), BackendError> {
-        self.gpu.bind().map_err(|e| self.device_error(e))?;
-        let gpu = self.gpu.clone();
-        let tracer = Tracer::new(&gpu.streams()[0]).map_err(|e| self.device_error(e))?;
-        *self.tracer.borrow_mut() = Some(tracer);
-        let mode = self.mode();
-        if mode == ExecMode::Graph {
-            self.set_mode(ExecMode::Sync);
-        }
-        let ran = self.run_to_host(inputs);
-        self.set_mode(mode);
-        let tracer = self.tracer.borrow_mut().take();
-        let outputs = ran?;
-        let trace = match tracer {
-            Some(t) => t.finish().map_err(|e| self.device_error(e))?,
-            None => RunTrace::default(),
-        };
-        Ok((outputs, trace))
-    }
-
-    /// Starts a span on `stream` when a trace is on.
-    pub(super) fn span_start(&self, stream: &Stream) -> Result<Option<SpanStart>, String> {
-        if self.tracer.borrow().is_none() {
-            return Ok(None);
-        }
-        let start = Event::timed()?;
-        start.record(stream)?;
-        Ok(Some(SpanStart(start)))
-    }
-
-    /// Ends the span begun with `start` (on stream number `lane`, `stream`).
-    pub(super) fn span_end(
-        &self,
-        start: Option<SpanStart>,
         (name, kind, bytes): (&str, SpanKind, u64),
-        lane: usize,
-        stream: &Stream,
-    ) -> Result<(), String> {
-        let mut tracer = self.tracer.borrow_mut();
-        let (Some(SpanStart(start)), Some(tracer)) = (start, tracer.as_mut()) else {
-            return Ok(());
-        };
-        let end = Event::timed()?;
-        end.record(stream)?;
-        tracer.spans.push(OpenSpan {
+        stream: usize,
+        start: Event,
+        end: Event,
+    ) {
+        self.spans.push(OpenSpan {
             name: name.to_string(),
             kind,
-            stream: lane,
+            stream,
             bytes,
             start,
             end,
         });
-        Ok(())
-    }
-
-    /// What each kernel moves and computes at the dims of the last run, in program order.
-    pub fn kernel_work(&self) -> Result<Vec<KernelWork>, BackendError> {
-        let shaped = self
-            .shaped
-            .as_ref()
-            .ok_or_else(|| BackendError::BadInput("no run has bound the program's dims".into()))?;
-        let mut work = Vec::with_capacity(self.program.kernels.len());
-        for kernel in &self.program.kernels {
-            let flops = kernel
-                .flops
-                .eval(&shaped.dims)
-                .map_err(|e| BackendError::BadInput(format!("kernel {}: {e}", kernel.name)))?;
-            let mut buffers: Vec<(usize, f64)> = Vec::new();
-            for (p, param) in kernel.params.iter().enumerate() {
-                let whole = shaped.bytes[param.buffer] as f64;
-                let written = kernel.writes.iter().find(|w| w.param == p);
-                let bytes = match (param.access, written.map(|w| &w.region)) {
-                    (Access::Mutable, Some(Region::Slice { axis, len, .. })) => {
-                        let len = tir_lower::run::dim_value(len, &shaped.dims).unwrap_or(0);
-                        let size = shaped.shapes[param.buffer].get(*axis).copied().unwrap_or(1);
-                        whole * len as f64 / size.max(1) as f64
-                    }
-                    _ => whole,
-                };
-                match buffers.iter_mut().find(|(b, _)| *b == param.buffer) {
-                    Some((_, seen)) => *seen = seen.max(bytes),
-                    None => buffers.push((param.buffer, bytes)),
-                }
-            }
-            work.push(KernelWork {
-                name: kernel.name.clone(),
-                flops,
-                bytes: buffers.iter().map(|(_, b)| b).sum(),
-            });
-        }
-        Ok(work)
     }
 }
+
+/// The start of a span on a stream, when a trace is on.
+pub(super) struct SpanStart(pub(super) Event);

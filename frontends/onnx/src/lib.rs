@@ -10,12 +10,14 @@
 
 #![warn(missing_docs)]
 
+mod attrs;
 mod error;
 mod import;
 mod known;
 pub mod model;
 mod ops;
 pub mod proto;
+mod state;
 
 pub(crate) use error::{invalid, unsupported};
 pub use error::{NodeErrorKind, OnnxError, UnsupportedNode};

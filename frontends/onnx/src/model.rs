@@ -324,3 +324,11 @@ pub fn decode_tensor(bytes: &[u8]) -> Result<(String, HostTensor<'static>), Stri
     let tensor = read_tensor(&t, None)?;
     Ok((t.name().to_string(), tensor))
 }
+
+/// A node's name, or its first output's when it has none (names are optional in ONNX).
+pub(crate) fn node_name(n: &proto::NodeProto) -> String {
+    match (n.name(), n.output.first()) {
+        ("", Some(out)) => out.clone(),
+        (name, _) => name.to_string(),
+    }
+}

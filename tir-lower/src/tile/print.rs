@@ -191,7 +191,7 @@ fn write_kernel(out: &mut String, k: &TileKernel, indent: &str) {
             let _ = writeln!(
                 out,
                 "{inner}collective: param {output} = {} of param {input} over the mesh",
-                crate::legality::collective_text(op)
+                crate::certificate::collective_text(op)
             );
         }
         None => {}

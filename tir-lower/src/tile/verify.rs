@@ -220,7 +220,7 @@ pub fn verify_program(p: &Program) -> Result<(), TileError> {
             )));
         }
         for check in &c.checks {
-            let crate::legality::LaunchCheck::SliceInBounds { offset_buffer, .. } = check;
+            let crate::certificate::LaunchCheck::SliceInBounds { offset_buffer, .. } = check;
             if *offset_buffer >= nbuf {
                 return Err(program(format!(
                     "kernel {}: a launch check names buffer {offset_buffer}, but the program has {nbuf} buffers",
@@ -241,7 +241,7 @@ pub fn verify_program(p: &Program) -> Result<(), TileError> {
                 continue; // verify_kernel refuses these
             };
             let checked = c.checks.iter().any(|check| {
-                let crate::legality::LaunchCheck::SliceInBounds { offset_buffer, .. } = check;
+                let crate::certificate::LaunchCheck::SliceInBounds { offset_buffer, .. } = check;
                 *offset_buffer == at.buffer
             });
             if !checked {

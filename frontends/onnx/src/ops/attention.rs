@@ -9,8 +9,8 @@
 //! is padded with `-inf`, a bool one with `false`.
 
 use super::{cast_to, compute_dtype, static_dim, Cx, Res};
-use crate::import::Value;
 use crate::model::dtype_of;
+use crate::state::Value;
 use crate::{invalid, unsupported};
 use tir_graph::{DType, Dim, ReshapeDim, Shape, Tensor};
 

@@ -11,7 +11,7 @@
 //! refused (the `output` alone imports).
 
 use super::{cast_to, Cx, Res};
-use crate::import::Value;
+use crate::state::Value;
 use crate::{invalid, unsupported};
 use tir_graph::{DType, Tensor};
 

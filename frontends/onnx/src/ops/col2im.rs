@@ -9,7 +9,7 @@
 //! the block offsets: one read per (pixel, offset) pair, no scatter.
 
 use super::{Cx, Res};
-use crate::import::Value;
+use crate::state::Value;
 use crate::{invalid, unsupported};
 use tir_graph::op::{ConstData, MAX_CONSTANT_ELEMENTS};
 use tir_graph::{DType, Dim, ReshapeDim, Shape};

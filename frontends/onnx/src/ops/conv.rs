@@ -11,7 +11,7 @@
 //! there (it is padded with the neutral value and never counted in an average).
 
 use super::{float, Cx, Res};
-use crate::import::Value;
+use crate::state::Value;
 use crate::{invalid, unsupported};
 use tir_graph::{DType, Shape, Tensor};
 

@@ -18,7 +18,7 @@
 //! the node is refused.
 
 use super::{float, Cx, Res};
-use crate::import::Value;
+use crate::state::Value;
 use crate::{invalid, unsupported};
 use tir_graph::{DType, Dim, ReshapeDim, Shape, Tensor};
 

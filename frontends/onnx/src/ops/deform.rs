@@ -10,7 +10,7 @@
 //! grouped product with `W` as a matmul: `N·C·kH·kW·oH·oW` samples of 4 reads each.
 
 use super::{cast_to, compute_dtype, Cx, Res};
-use crate::import::Value;
+use crate::state::Value;
 use crate::{invalid, unsupported};
 use tir_graph::{DType, Shape, Tensor};
 

@@ -9,9 +9,9 @@
 //! there), or the node is left to the ordinary lowering, which refuses it with the reason.
 
 use super::Res;
-use crate::import::{State, Value};
 use crate::known::{Entry, Known};
 use crate::proto::NodeProto;
+use crate::state::{State, Value};
 use crate::{invalid, unsupported};
 use tir_graph::{DType, DimExpr, HostTensor};
 

@@ -2,8 +2,8 @@
 //! Clip and the activations, each as tir's elementwise ops.
 
 use super::{cast_to, Cx, Res};
-use crate::import::Value;
 use crate::model::dtype_of;
+use crate::state::Value;
 use crate::{invalid, unsupported};
 use tir_graph::{DType, Tensor, UnaryOp};
 

@@ -6,16 +6,17 @@
 //! operator's reference semantics: Q and K are each pre-scaled by `√scale` (taken in f32, then
 //! rounded to the inputs' dtype) before `Q Kᵀ`; the scores are cast to the softmax precision
 //! (f32, or f64 for f64 inputs, unless given); `score_mod` and `prob_mod` are inlined as the
-//! importer lowers any graph (their nodes become IR ops; see [`crate::import::inline_graph`]);
+//! importer lowers any graph (their nodes become IR ops; see [`super::subgraph::inline_graph`]);
 //! the probabilities multiply V cast to that precision, and the result is cast back. K/V heads
 //! are shared by contiguous groups of query heads. A modifier whose output is known at import
 //! (it ignores its input) is refused.
 
 use super::attention::share_heads;
+use super::subgraph::inline_graph;
 use super::{cast_to, static_dim, Cx, Res};
-use crate::import::{inline_graph, Value};
 use crate::model::dtype_of;
 use crate::proto::GraphProto;
+use crate::state::Value;
 use crate::{invalid, unsupported};
 use tir_graph::{DType, Tensor};
 

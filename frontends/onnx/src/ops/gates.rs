@@ -8,7 +8,7 @@
 //! 16-bit floats gated in f32 and rounded once.
 
 use super::{cast_to, compute_dtype, Cx, Res};
-use crate::import::Value;
+use crate::state::Value;
 use crate::{invalid, unsupported};
 use tir_graph::DType;
 

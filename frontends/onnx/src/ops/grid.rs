@@ -15,7 +15,7 @@
 
 use super::shape::take_along;
 use super::{cast_to, compute_dtype, float, Cx, Res};
-use crate::import::Value;
+use crate::state::Value;
 use crate::{invalid, unsupported};
 use tir_graph::{DType, Shape, Tensor};
 

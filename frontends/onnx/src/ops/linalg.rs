@@ -6,7 +6,7 @@
 //! pivoting of an LU factorization, which a fixed composite cannot choose well, and are refused.
 
 use super::{cast_to, compute_dtype, Cx, Res};
-use crate::import::Value;
+use crate::state::Value;
 use crate::{invalid, unsupported};
 use tir_graph::Tensor;
 

@@ -13,7 +13,7 @@
 //! [`MAX_STEPS`] the op is refused, naming the length.
 
 use super::{cast_to, static_dim, Cx, Res};
-use crate::import::Value;
+use crate::state::Value;
 use crate::{invalid, unsupported};
 use tir_graph::{DType, Dim, ReshapeDim, Shape, Tensor};
 

@@ -7,7 +7,7 @@
 
 use super::shape::take_along;
 use super::{Cx, Res};
-use crate::import::Value;
+use crate::state::Value;
 use crate::{invalid, unsupported};
 use tir_graph::{DType, Tensor};
 

@@ -32,15 +32,18 @@ mod scan;
 mod scatter;
 mod shape;
 mod spectral;
+mod subgraph;
 mod topk;
 mod trig;
 mod unpool;
 mod windows;
 
-use crate::import::{Attrs, State, Value};
+use crate::attrs::Attrs;
 use crate::known::Known;
+use crate::model::node_name;
 use crate::proto::NodeProto;
-use crate::{unsupported, NodeErrorKind};
+use crate::state::{State, Value};
+use crate::{unsupported, NodeErrorKind, OnnxError};
 use std::collections::HashMap;
 use tir_graph::{GraphBuilder, HostTensor, Tensor};
 
@@ -414,4 +417,38 @@ pub(crate) fn axes(list: &[i64], rank: usize) -> Res<Vec<usize>> {
         )));
     }
     Ok(out)
+}
+
+/// Lowers `node` into `st` and defines its outputs; refuses a node that reads an undefined
+/// name or defines a name twice.
+pub(crate) fn lower_node(st: &mut State, node: &NodeProto, opset: i64) -> Result<(), OnnxError> {
+    let fail = |kind| OnnxError::Node {
+        node: node_name(node),
+        op: node.op_type().to_string(),
+        opset,
+        kind: Box::new(kind),
+    };
+    for input in node.input.iter().filter(|i| !i.is_empty()) {
+        if st.value(input).is_none() {
+            return Err(OnnxError::Malformed(format!(
+                "node `{}` ({}) reads `{input}`, which no earlier node, input or initializer defines",
+                node_name(node),
+                node.op_type()
+            )));
+        }
+    }
+    let outputs = lower(st, node, opset).map_err(fail)?;
+    for (name, value) in node.output.iter().zip(outputs) {
+        if name.is_empty() {
+            continue;
+        }
+        if st.value(name).is_some() {
+            return Err(OnnxError::Malformed(format!(
+                "`{name}` is defined twice (again by node `{}`)",
+                node_name(node)
+            )));
+        }
+        st.define(name, value);
+    }
+    Ok(())
 }

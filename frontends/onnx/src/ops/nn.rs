@@ -1,7 +1,7 @@
 //! Products, normalizations, softmax and reductions.
 
 use super::{axes, axis, cast_to, float, Cx, Res};
-use crate::import::Value;
+use crate::state::Value;
 use crate::{invalid, unsupported};
 use tir_graph::{DType, Tensor};
 

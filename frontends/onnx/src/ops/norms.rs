@@ -9,7 +9,7 @@
 //! the zero-padded squares, so an infinity stays in its own windows.
 
 use super::{axes, cast_to, compute_dtype, Cx, Res};
-use crate::import::Value;
+use crate::state::Value;
 use crate::{invalid, unsupported};
 use tir_graph::{DType, Dim, Shape, Tensor};
 

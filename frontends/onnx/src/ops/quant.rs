@@ -25,8 +25,8 @@ use super::elementwise::cast_float8_or_plain;
 use super::nn::Matrices;
 use super::scan::round_half_even;
 use super::{cast_to, Cx, Res};
-use crate::import::Value;
 use crate::model::dtype_of;
+use crate::state::Value;
 use crate::{invalid, unsupported};
 use tir_graph::{DType, Shape, Tensor};
 

@@ -9,7 +9,7 @@
 //! values copied bit for bit, zeros where `CenterCropPad` pads.
 
 use super::{Cx, Res};
-use crate::import::Value;
+use crate::state::Value;
 use crate::{invalid, unsupported};
 use tir_graph::{Dim, Shape, Tensor};
 

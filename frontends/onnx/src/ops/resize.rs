@@ -14,7 +14,7 @@
 //! element) are refused.
 
 use super::{cast_to, compute_dtype, Cx, Res};
-use crate::import::Value;
+use crate::state::Value;
 use crate::{invalid, unsupported};
 use tir_graph::op::MAX_CONSTANT_ELEMENTS;
 use tir_graph::{DType, Shape};

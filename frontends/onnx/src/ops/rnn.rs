@@ -15,8 +15,8 @@
 
 use super::elementwise::{hard_sigmoid, softplus};
 use super::{cast_to, compute_dtype, float, Cx, Res};
-use crate::import::Value;
 use crate::proto::attribute_proto::AttributeType;
+use crate::state::Value;
 use crate::{invalid, unsupported};
 use tir_graph::{DType, Shape, Tensor};
 

@@ -11,7 +11,7 @@
 //! refused.
 
 use super::{cast_to, compute_dtype, Cx, Res};
-use crate::import::Value;
+use crate::state::Value;
 use crate::{invalid, unsupported};
 use tir_graph::{DType, Shape, Tensor};
 

@@ -9,7 +9,7 @@
 //! the head size, or a cache whose last dim is not half of it is refused as invalid.
 
 use super::{cast_to, compute_dtype, Cx, Res};
-use crate::import::Value;
+use crate::state::Value;
 use crate::{invalid, unsupported};
 use tir_graph::{DType, Dim, ReshapeDim, Tensor};
 

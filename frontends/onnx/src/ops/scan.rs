@@ -12,7 +12,7 @@
 //! lengths a composition needs static are refused, never approximated.
 
 use super::{axis, cast_to, compute_dtype, Cx, Res};
-use crate::import::Value;
+use crate::state::Value;
 use crate::{invalid, unsupported};
 use std::collections::{BTreeMap, HashSet};
 use tir_graph::{DType, Dim, Shape, SliceRange, Tensor, MAX_RANK};

@@ -21,7 +21,7 @@
 
 use super::shape::take_along;
 use super::{axis, compute_dtype, Cx, Res};
-use crate::import::Value;
+use crate::state::Value;
 use crate::{invalid, unsupported};
 use tir_graph::{DType, Shape, Tensor};
 

@@ -3,9 +3,9 @@
 //! compute are fixed at import.
 
 use super::{axes, axis, Cx, Res};
-use crate::import::Value;
 use crate::known::{Entry, Known};
 use crate::model::read_tensor;
+use crate::state::Value;
 use crate::{invalid, unsupported};
 use tir_graph::{
     ConstData, DType, Dim, DimExpr, HostTensor, ReshapeDim, Shape, SliceRange, Tensor,

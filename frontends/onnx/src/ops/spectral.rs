@@ -11,9 +11,9 @@
 //! [`MAX_CONSTANT_ELEMENTS`] entries is refused.
 
 use super::{axis, cast_to, compute_dtype, Cx, Res};
-use crate::import::Value;
 use crate::known::Known;
 use crate::model::dtype_of;
+use crate::state::Value;
 use crate::{invalid, unsupported};
 use std::f64::consts::PI;
 use tir_graph::op::{ConstData, MAX_CONSTANT_ELEMENTS};

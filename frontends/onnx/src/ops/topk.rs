@@ -10,7 +10,7 @@
 //! `sorted = 0` leaves the order open, so the sorted order is returned for it too.
 
 use super::{axis, Cx, Res};
-use crate::import::Value;
+use crate::state::Value;
 use crate::{invalid, unsupported};
 use tir_graph::{DType, Shape, Tensor};
 

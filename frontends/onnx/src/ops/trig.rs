@@ -10,7 +10,7 @@
 //! function has them. A signed zero in comes out as +0 for the odd functions.
 
 use super::{cast_to, compute_dtype, Cx, Res};
-use crate::import::Value;
+use crate::state::Value;
 use crate::unsupported;
 use std::f64::consts::{FRAC_PI_2, FRAC_PI_4, LN_2};
 use tir_graph::{DType, Tensor};

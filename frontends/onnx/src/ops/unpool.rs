@@ -10,7 +10,7 @@
 
 use super::scatter::{scatter_rows, Reduction};
 use super::{Cx, Res};
-use crate::import::Value;
+use crate::state::Value;
 use crate::{invalid, unsupported};
 use tir_graph::{DType, Shape};
 

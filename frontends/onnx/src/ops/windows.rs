@@ -8,9 +8,9 @@
 //! refused.
 
 use super::{Cx, Res};
-use crate::import::Value;
 use crate::known::Known;
 use crate::model::dtype_of;
+use crate::state::Value;
 use crate::{invalid, unsupported};
 use std::f64::consts::PI;
 use tir_graph::{op::MAX_CONSTANT_ELEMENTS, F64Tensor, HostTensor};
