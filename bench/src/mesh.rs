@@ -141,13 +141,7 @@ pub fn compile(world: u32, arch: &str) -> Result<(), String> {
     }
     let backend = CudaBackend::new();
     for bytes in ALL_REDUCE_BYTES {
-        let program = compile_graph(
-            &all_reduce(bytes, world)?,
-            &backend.target(),
-            &Limits::default(),
-        )
-        .map_err(|e| e.to_string())?
-        .program;
+        let program = all_reduce_program(&backend, bytes, world)?;
         compile_mesh_program(&backend, &program, arch)?;
     }
     Ok(())
@@ -345,18 +339,20 @@ fn run_workload(
     }))
 }
 
+/// The program each device runs for the all-reduce of `bytes` alone over `world` devices.
+fn all_reduce_program(backend: &CudaBackend, bytes: u64, world: u32) -> Result<Program, String> {
+    let graph = all_reduce(bytes, world)?;
+    compile_graph(&graph, &backend.target(), &Limits::default())
+        .map(|compiled| compiled.program)
+        .map_err(|e| e.to_string())
+}
+
 /// The all-reduce of `bytes` alone on the mesh, in sync and graph mode: median milliseconds,
 /// bus bandwidth, and whether device 0's sum is right (every element against the f64 sum of
 /// the two fp16 inputs, rounded to fp16, within one ulp).
 fn run_all_reduce(bytes: u64, world: u32, reps: usize) -> Result<serde_json::Value, String> {
     let backend = CudaBackend::with_mode(ExecMode::Sync);
-    let program = compile_graph(
-        &all_reduce(bytes, world)?,
-        &backend.target(),
-        &Limits::default(),
-    )
-    .map_err(|e| e.to_string())?
-    .program;
+    let program = all_reduce_program(&backend, bytes, world)?;
     let mut mesh = backend
         .compile_cuda_mesh(&program, world)
         .map_err(|e| e.to_string())?;
