@@ -523,18 +523,6 @@ impl std::fmt::Display for Cycle {
     }
 }
 
-/// Cycles that predate this check, each (crate root, its modules), to be opened and removed
-/// from here; the test fails when one of them changes or is gone, so the list stays exact.
-const KNOWN: &[(&str, &[&str])] = &[
-    // The oracle's tensors, collectives and test generator share `eval`'s helpers both ways.
-    (
-        "tir-graph/src/lib.rs",
-        &["collective", "eval", "tensor", "testing"],
-    ),
-    // `tile::print` and `tile::verify` take whole programs, whose kernels are tile IR.
-    ("tir-lower/src/lib.rs", &["program", "tile"]),
-];
-
 /// Every cycle among sibling subtrees of the crate rooted at `root`.
 fn crate_cycles(root: &Path, workspace: &Path) -> Vec<Cycle> {
     let krate = read_crate(root);
@@ -627,25 +615,8 @@ fn no_crate_has_an_import_cycle() {
         .flat_map(|m| roots(m))
         .flat_map(|r| crate_cycles(&r, &ws))
         .collect();
-    let is_known = |c: &Cycle| {
-        KNOWN
-            .iter()
-            .any(|(root, modules)| c.root == *root && c.modules.iter().eq(modules.iter()))
-    };
-    let new: Vec<String> = found
-        .iter()
-        .filter(|c| !is_known(c))
-        .map(Cycle::to_string)
-        .collect();
-    assert!(new.is_empty(), "import cycles:\n{}", new.join(""));
-    for (root, modules) in KNOWN {
-        assert!(
-            found
-                .iter()
-                .any(|c| c.root == *root && c.modules.iter().eq(modules.iter())),
-            "{root}: the known cycle of {modules:?} has changed or is gone: update KNOWN"
-        );
-    }
+    let cycles: Vec<String> = found.iter().map(Cycle::to_string).collect();
+    assert!(cycles.is_empty(), "import cycles:\n{}", cycles.join(""));
 }
 
 /// The check itself finds what it must: a cycle through a subtree, `super::` and a `use`

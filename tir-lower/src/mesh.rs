@@ -14,7 +14,8 @@ use crate::backend::{
 use crate::program::Signature;
 use crate::{compile_graph, Compiled, LowerError, Target};
 use std::collections::BTreeMap;
-use tir_graph::collective::{join_host, ShardPlan, Sharding};
+use tir_graph::collective::{ShardPlan, Sharding};
+use tir_graph::tensor::join_host;
 use tir_graph::{DType, Graph, HostTensor};
 use tir_opt::shard::{shard, ShardError, ShardOptions};
 use tir_opt::Limits;

@@ -301,7 +301,7 @@ fn overlapping_slice_writes_in_concurrent_kernels_are_refused() {
     p.kernels.push(second);
     p.certificates.push(certificate);
     p.schedule.deps.push(Vec::new());
-    tir_lower::tile::verify::verify_program(&p).unwrap();
+    tir_lower::program::verify_program(&p).unwrap();
     let e = check_program(&p).unwrap_err().to_string();
     assert_eq!(
         e,
@@ -320,7 +320,7 @@ fn a_run_time_write_position_without_its_launch_check_is_refused() {
     let tir_lower::legality::LaunchCheck::SliceInBounds { what, .. } = &checks[0];
     assert_eq!(what, "the write position of state `cache`");
     p.certificates[0].checks.clear();
-    let e = tir_lower::tile::verify::verify_program(&p)
+    let e = tir_lower::program::verify_program(&p)
         .unwrap_err()
         .to_string();
     assert!(

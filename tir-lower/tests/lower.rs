@@ -75,7 +75,7 @@ fn programs_round_trip_through_bincode_and_report_their_arena_peak() {
         ffn: 32,
     })
     .unwrap();
-    let text = tir_lower::tile::print::print_program(&lower(&decoder));
+    let text = tir_lower::program::print_program(&lower(&decoder));
     assert!(text.contains("arena peak: "), "{text}");
     let peak: u64 = text
         .split("arena peak: ")

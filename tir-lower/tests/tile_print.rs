@@ -3,9 +3,9 @@
 use tir_graph::{shape, BinaryOp, DType, ReduceOp, TensorType, UnaryOp};
 use tir_lower::legality::Certificate;
 use tir_lower::plan::{LiveRange, MemoryPlan};
+use tir_lower::program::{print_program, verify_program};
 use tir_lower::schedule::Schedule;
-use tir_lower::tile::print::{print_kernel, print_program};
-use tir_lower::tile::verify::verify_program;
+use tir_lower::tile::print::print_kernel;
 use tir_lower::tile::{
     Access, Block, CmpOp, IndexOp, Region, SliceStart, Stmt, TensorParam, TileKernel, TileOp, Type,
     ValueId, WriteRegion,

@@ -4,8 +4,9 @@
 use tir_graph::{shape, BinaryOp, DType, ReduceOp, TensorType, UnaryOp};
 use tir_lower::legality::Certificate;
 use tir_lower::plan::MemoryPlan;
+use tir_lower::program::verify_program;
 use tir_lower::schedule::Schedule;
-use tir_lower::tile::verify::{verify_kernel, verify_program, TileError};
+use tir_lower::tile::verify::{verify_kernel, TileError};
 use tir_lower::tile::{
     Access, Block, CmpOp, IndexOp, Region, Stmt, TensorParam, TileKernel, TileOp, Type, ValueId,
     WriteRegion,

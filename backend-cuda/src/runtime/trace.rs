@@ -10,6 +10,7 @@
 //! replay cannot be timed one by one, and the launches are the same.
 
 use super::driver::{Event, Stream};
+use std::cell::RefCell;
 
 /// What a span of a traced run did.
 #[derive(Clone, Debug, PartialEq)]
@@ -106,25 +107,60 @@ impl Tracer {
         }
         Ok(RunTrace { spans })
     }
+}
 
-    /// Adds the span between `start` and `end` (on stream number `stream`).
-    pub(super) fn push(
-        &mut self,
+/// The start of a span on a stream, when a trace is on.
+pub(super) struct SpanStart(Event);
+
+/// Where an executable keeps the trace of the run it is enqueueing, if that run is traced: the
+/// executor opens and closes a span around each copy and kernel, which records nothing when no
+/// trace is on.
+#[derive(Default)]
+pub(super) struct TraceSlot(RefCell<Option<Tracer>>);
+
+impl TraceSlot {
+    /// Traces the runs enqueued from now on into `tracer`.
+    pub(super) fn begin(&self, tracer: Tracer) {
+        *self.0.borrow_mut() = Some(tracer);
+    }
+
+    /// The trace begun with [`Self::begin`], which ends.
+    pub(super) fn take(&self) -> Option<Tracer> {
+        self.0.borrow_mut().take()
+    }
+
+    /// Starts a span on `stream` when a trace is on.
+    pub(super) fn start(&self, stream: &Stream) -> Result<Option<SpanStart>, String> {
+        if self.0.borrow().is_none() {
+            return Ok(None);
+        }
+        let start = Event::timed()?;
+        start.record(stream)?;
+        Ok(Some(SpanStart(start)))
+    }
+
+    /// Ends the span begun with `start` (on stream number `lane`, `stream`).
+    pub(super) fn end(
+        &self,
+        start: Option<SpanStart>,
         (name, kind, bytes): (&str, SpanKind, u64),
-        stream: usize,
-        start: Event,
-        end: Event,
-    ) {
-        self.spans.push(OpenSpan {
+        lane: usize,
+        stream: &Stream,
+    ) -> Result<(), String> {
+        let mut slot = self.0.borrow_mut();
+        let (Some(SpanStart(start)), Some(tracer)) = (start, slot.as_mut()) else {
+            return Ok(());
+        };
+        let end = Event::timed()?;
+        end.record(stream)?;
+        tracer.spans.push(OpenSpan {
             name: name.to_string(),
             kind,
-            stream,
+            stream: lane,
             bytes,
             start,
             end,
         });
+        Ok(())
     }
 }
-
-/// The start of a span on a stream, when a trace is on.
-pub(super) struct SpanStart(pub(super) Event);

@@ -6,10 +6,9 @@
 //! one does (in sync mode even in graph mode, see [`super::trace`]); with no trace on, opening
 //! and closing a span records nothing.
 
-use super::driver::{Event, Stream};
 use super::exec::CudaExecutable;
 use super::policy::ExecMode;
-use super::trace::{KernelWork, RunTrace, SpanKind, SpanStart, Tracer};
+use super::trace::{KernelWork, RunTrace, Tracer};
 use tir_lower::tile::{Access, Region};
 use tir_lower::{BackendError, HostTensors, TensorRef};
 
@@ -24,48 +23,20 @@ impl CudaExecutable {
         self.gpu.bind().map_err(|e| self.device_error(e))?;
         let gpu = self.gpu.clone();
         let tracer = Tracer::new(&gpu.streams()[0]).map_err(|e| self.device_error(e))?;
-        *self.tracer.borrow_mut() = Some(tracer);
+        self.trace.begin(tracer);
         let mode = self.mode();
         if mode == ExecMode::Graph {
             self.set_mode(ExecMode::Sync);
         }
         let ran = self.run_to_host(inputs);
         self.set_mode(mode);
-        let tracer = self.tracer.borrow_mut().take();
+        let tracer = self.trace.take();
         let outputs = ran?;
         let trace = match tracer {
             Some(t) => t.finish().map_err(|e| self.device_error(e))?,
             None => RunTrace::default(),
         };
         Ok((outputs, trace))
-    }
-
-    /// Starts a span on `stream` when a trace is on.
-    pub(super) fn span_start(&self, stream: &Stream) -> Result<Option<SpanStart>, String> {
-        if self.tracer.borrow().is_none() {
-            return Ok(None);
-        }
-        let start = Event::timed()?;
-        start.record(stream)?;
-        Ok(Some(SpanStart(start)))
-    }
-
-    /// Ends the span begun with `start` (on stream number `lane`, `stream`).
-    pub(super) fn span_end(
-        &self,
-        start: Option<SpanStart>,
-        span: (&str, SpanKind, u64),
-        lane: usize,
-        stream: &Stream,
-    ) -> Result<(), String> {
-        let mut tracer = self.tracer.borrow_mut();
-        let (Some(SpanStart(start)), Some(tracer)) = (start, tracer.as_mut()) else {
-            return Ok(());
-        };
-        let end = Event::timed()?;
-        end.record(stream)?;
-        tracer.push(span, lane, start, end);
-        Ok(())
     }
 
     /// What each kernel moves and computes at the dims of the last run, in program order.

@@ -583,7 +583,7 @@ fn explain_tile(path: &Path, graph: &Graph) -> Result<String, CliError> {
     let program = &compiled.program;
     let mut s = tir_opt::explain::to_text(&compiled.fused, &compiled.report);
     s.push_str("\ntile program (ref target):\n");
-    s.push_str(&tir_lower::tile::print::print_program(program));
+    s.push_str(&tir_lower::program::print_program(program));
     s.push_str("\ncertificates:\n");
     for c in &program.certificates {
         s.push_str(&format!("kernel {}:\n", c.kernel));

@@ -497,6 +497,7 @@ pub fn arb_numeric_graph() -> impl Strategy<Value = Graph> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::eval::{bind_dims, concrete_dims, evaluate, EvalError, F64Tensor};
     use crate::{file, text};
     use crate::{Shape, TensorType};
     use proptest::strategy::ValueTree;
@@ -724,5 +725,59 @@ mod tests {
         let unique: BTreeSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len());
         assert_eq!(names.len(), 4 + 20 + 1 + 21 + 1 + 7 + 11 + 2 + 1 + 1 + 5);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+        /// Whatever the graph, the oracle evaluating it on well-formed random sources never panics: it gives
+        /// values of the outputs' types, or an error caused by a run-time value or an unbound dim.
+        #[test]
+        fn evaluate_never_panics(graph in arb_graph(), seed in any::<u64>(), size in 0u64..4) {
+            let dims: BTreeMap<String, u64> = GraphConfig::full()
+                .symbols
+                .into_iter()
+                .enumerate()
+                .map(|(i, s)| (s, (size + i as u64) % 4))
+                .collect();
+            let mut sources = BTreeMap::new();
+            for (i, id) in graph.node_ids().enumerate() {
+                let node = graph.node(id);
+                let Some(name) = node.op.source_name() else { continue };
+                // Leave some states to start as zeros.
+                if matches!(node.op, Op::State { .. }) && (seed >> (i % 64)) & 1 == 0 {
+                    continue;
+                }
+                let d = concrete_dims(&node.ty.shape, &dims).unwrap();
+                let t = F64Tensor::random(node.ty.dtype, d, seed.wrapping_add(i as u64));
+                sources.insert(name.to_string(), t);
+            }
+            let result = evaluate(&graph, &sources);
+            if let Err(e) = &result {
+                // Only run-time values and unbound dims can fail a verified graph.
+                let expected = match e {
+                    EvalError::UnboundDim { .. } => true,
+                    EvalError::OpFailed { reason, .. } => [
+                        "is out of range for axis",
+                        "overruns axis",
+                        "reduces over an empty axis",
+                    ]
+                    .iter()
+                    .any(|r| reason.contains(r)),
+                    _ => false,
+                };
+                prop_assert!(expected, "{}", e);
+            }
+            if let Ok(run) = result {
+                let bound = bind_dims(&graph, &sources).unwrap();
+                for (name, id) in graph.outputs() {
+                    let (t, ty) = (&run.outputs[name], graph.ty(*id));
+                    prop_assert_eq!(t.dtype, ty.dtype);
+                    prop_assert_eq!(&t.dims, &concrete_dims(&ty.shape, &bound).unwrap());
+                    prop_assert_eq!(t.numel() as u64, t.dims.iter().product::<u64>());
+                }
+                prop_assert_eq!(run.states.len(), graph.states().len());
+            }
+        }
     }
 }

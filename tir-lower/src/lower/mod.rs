@@ -10,7 +10,7 @@
 //! gets a copy kernel. Kernels are then ordered by their data flow plus, for each state, "every
 //! read of its value at the start of the run before its update"; the schedule, the memory plan
 //! and a legality certificate per kernel ([`crate::legality`]) complete the program, which
-//! [`crate::tile::verify::verify_program`] and [`crate::legality::check_program`] check.
+//! [`crate::program::verify_program`] and [`crate::legality::check_program`] check.
 
 pub mod attention;
 pub mod builder;
@@ -143,7 +143,7 @@ pub fn lower(
         plan,
         schedule,
     };
-    crate::tile::verify::verify_program(&program)?;
+    crate::program::verify_program(&program)?;
     legality::check_program(&program)?;
     let origins = jobs
         .into_iter()

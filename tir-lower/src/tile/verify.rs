@@ -1,4 +1,4 @@
-//! The tile IR verifier: every invariant of [`super::ir`] and of a [`Program`], in one place.
+//! The tile IR verifier: every invariant of [`super::ir`], in one place.
 //!
 //! A kernel is valid when:
 //! - **SSA.** Each value is defined once in the whole kernel (grid and body together), and a
@@ -21,10 +21,8 @@
 //! - **Writes.** Each mutable parameter appears in `writes` exactly once, and every entry names
 //!   a mutable parameter.
 //!
-//! A program is valid when each kernel is, every buffer index is in range, each parameter's
-//! dtype is its buffer's, there is one certificate per kernel (naming it) with a launch check
-//! of every run-time write position of its kernel, and the schedule has one dependency list per
-//! kernel naming only earlier kernels.
+//! [`crate::program::verify_program`] checks a whole program's kernels with [`verify_kernel`],
+//! and the rules across them.
 //!
 //! Each error is one line naming the kernel, the statement (by its first value and op) and what
 //! is wrong.
@@ -34,7 +32,6 @@ use super::ir::{
     ValueId,
 };
 use super::print::{access_name, op_name, type_name};
-use crate::program::Program;
 use std::collections::{BTreeMap, BTreeSet};
 use tir_graph::{DType, ReduceOp};
 
@@ -166,111 +163,6 @@ pub fn verify_kernel(k: &TileKernel) -> Result<(), TileError> {
     v.in_grid = false;
     v.scopes.push(BTreeMap::new());
     v.block(&k.body)?;
-    Ok(())
-}
-
-/// Checks each kernel and the program-level rules of the module doc.
-pub fn verify_program(p: &Program) -> Result<(), TileError> {
-    let program = |reason: String| TileError::Program { reason };
-    let nbuf = p.buffers.len();
-    for k in &p.kernels {
-        for (i, param) in k.params.iter().enumerate() {
-            let Some(buffer) = p.buffers.get(param.buffer) else {
-                return Err(program(format!(
-                    "kernel {}: param {i} names buffer {}, but the program has {nbuf} buffers",
-                    k.name, param.buffer
-                )));
-            };
-            if buffer.ty.dtype != param.dtype {
-                return Err(program(format!(
-                    "kernel {}: param {i} is {} but its buffer {} {:?} is {}",
-                    k.name, param.dtype, param.buffer, buffer.name, buffer.ty
-                )));
-            }
-        }
-        verify_kernel(k)?;
-    }
-    for r in &p.plan.live {
-        if r.buffer >= nbuf {
-            return Err(program(format!(
-                "the memory plan names buffer {}, but the program has {nbuf} buffers",
-                r.buffer
-            )));
-        }
-    }
-    for (name, b) in &p.signature.outputs {
-        if *b >= nbuf {
-            return Err(program(format!(
-                "output {name:?} names buffer {b}, but the program has {nbuf} buffers"
-            )));
-        }
-    }
-    let nk = p.kernels.len();
-    if p.certificates.len() != nk {
-        return Err(program(format!(
-            "{} certificates for {nk} kernels",
-            p.certificates.len()
-        )));
-    }
-    for (k, c) in p.kernels.iter().zip(&p.certificates) {
-        if c.kernel != k.name {
-            return Err(program(format!(
-                "the certificate of kernel {} names kernel {}",
-                k.name, c.kernel
-            )));
-        }
-        for check in &c.checks {
-            let crate::certificate::LaunchCheck::SliceInBounds { offset_buffer, .. } = check;
-            if *offset_buffer >= nbuf {
-                return Err(program(format!(
-                    "kernel {}: a launch check names buffer {offset_buffer}, but the program has {nbuf} buffers",
-                    k.name
-                )));
-            }
-        }
-        // A write at a run-time position is only safe with the check of that position.
-        for w in &k.writes {
-            let Region::Slice {
-                start: SliceStart::Param(q),
-                ..
-            } = &w.region
-            else {
-                continue;
-            };
-            let (Some(at), Some(written)) = (k.params.get(*q), k.params.get(w.param)) else {
-                continue; // verify_kernel refuses these
-            };
-            let checked = c.checks.iter().any(|check| {
-                let crate::certificate::LaunchCheck::SliceInBounds { offset_buffer, .. } = check;
-                *offset_buffer == at.buffer
-            });
-            if !checked {
-                let name = p
-                    .buffers
-                    .get(written.buffer)
-                    .map_or("?", |b| b.name.as_str());
-                return Err(program(format!(
-                    "kernel {} writes {name} at the run-time position in parameter {q}, but its \
-                     certificate has no launch check of that position",
-                    k.name
-                )));
-            }
-        }
-    }
-    if p.schedule.deps.len() != nk {
-        return Err(program(format!(
-            "the schedule has {} dependency lists for {nk} kernels",
-            p.schedule.deps.len()
-        )));
-    }
-    for (k, deps) in p.schedule.deps.iter().enumerate() {
-        if let Some(d) = deps.iter().find(|&&d| d >= k) {
-            return Err(program(format!(
-                "the schedule makes kernel {k} ({}) wait for kernel {d}, which is not earlier",
-                p.kernels[k].name
-            )));
-        }
-    }
     Ok(())
 }
 

@@ -92,6 +92,8 @@
 //! reduction, or a tensor of more than [`MAX_EVAL_ELEMENTS`] elements gives an [`EvalError`]
 //! whose one-line message names the node (`%N`), the op and what is wrong.
 
+mod collective;
+
 use crate::infer::infer;
 use crate::op::ConstData;
 use crate::{
@@ -548,7 +550,7 @@ pub fn evaluate(
 /// Evaluates the graph on each device of a mesh, device `r` binding `sources[r]`, in lockstep:
 /// every op runs on each device's operands, and a collective (`all_reduce_*`, `all_gather`,
 /// `reduce_scatter`, whose `world` must be the number of devices) combines all devices' operands
-/// in rank order ([`crate::collective`]). One evaluation per device.
+/// in rank order (module `collective`). One evaluation per device.
 pub fn evaluate_mesh(
     graph: &Graph,
     sources: &[BTreeMap<String, F64Tensor>],
@@ -600,7 +602,7 @@ pub fn evaluate_mesh(
                 .map(|device| args(device).map(|mut a| a.remove(0)))
                 .collect::<Result<_, _>>()
                 .map_err(|e| e.at(id, op))?;
-            crate::collective::apply(&node.op, &xs).map_err(|reason| EvalError::OpFailed {
+            collective::apply(&node.op, &xs).map_err(|reason| EvalError::OpFailed {
                 node: Some(id),
                 op,
                 reason,
@@ -1620,8 +1622,6 @@ fn write_slice(state: &F64Tensor, value: &F64Tensor, axis: usize, offset: usize)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{arb_graph, GraphConfig};
-    use proptest::prelude::*;
 
     #[test]
     fn integer_pow_follows_the_rule() {
@@ -1641,59 +1641,5 @@ mod tests {
         assert!(maximum(0.0, -0.0).is_sign_positive());
         assert!(minimum(0.0, -0.0).is_sign_negative());
         assert!(minimum(-0.0, 0.0).is_sign_negative());
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
-
-        /// Whatever the graph, evaluating it on well-formed random sources never panics: it gives
-        /// values of the outputs' types, or an error caused by a run-time value or an unbound dim.
-        #[test]
-        fn evaluate_never_panics(graph in arb_graph(), seed in any::<u64>(), size in 0u64..4) {
-            let dims: BTreeMap<String, u64> = GraphConfig::full()
-                .symbols
-                .into_iter()
-                .enumerate()
-                .map(|(i, s)| (s, (size + i as u64) % 4))
-                .collect();
-            let mut sources = BTreeMap::new();
-            for (i, id) in graph.node_ids().enumerate() {
-                let node = graph.node(id);
-                let Some(name) = node.op.source_name() else { continue };
-                // Leave some states to start as zeros.
-                if matches!(node.op, Op::State { .. }) && (seed >> (i % 64)) & 1 == 0 {
-                    continue;
-                }
-                let d = concrete_dims(&node.ty.shape, &dims).unwrap();
-                let t = F64Tensor::random(node.ty.dtype, d, seed.wrapping_add(i as u64));
-                sources.insert(name.to_string(), t);
-            }
-            let result = evaluate(&graph, &sources);
-            if let Err(e) = &result {
-                // Only run-time values and unbound dims can fail a verified graph.
-                let expected = match e {
-                    EvalError::UnboundDim { .. } => true,
-                    EvalError::OpFailed { reason, .. } => [
-                        "is out of range for axis",
-                        "overruns axis",
-                        "reduces over an empty axis",
-                    ]
-                    .iter()
-                    .any(|r| reason.contains(r)),
-                    _ => false,
-                };
-                prop_assert!(expected, "{}", e);
-            }
-            if let Ok(run) = result {
-                let bound = bind_dims(&graph, &sources).unwrap();
-                for (name, id) in graph.outputs() {
-                    let (t, ty) = (&run.outputs[name], graph.ty(*id));
-                    prop_assert_eq!(t.dtype, ty.dtype);
-                    prop_assert_eq!(&t.dims, &concrete_dims(&ty.shape, &bound).unwrap());
-                    prop_assert_eq!(t.numel(), numel_of(&t.dims).unwrap());
-                }
-                prop_assert_eq!(run.states.len(), graph.states().len());
-            }
-        }
     }
 }

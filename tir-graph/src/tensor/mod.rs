@@ -11,6 +11,10 @@
 //! `bool`, and the byte newtypes [`F8E4M3`] and [`F8E5M2`]). `f64` values belong to the oracle ([`crate::eval::F64Tensor`]);
 //! [`HostTensor::to_f64`] and [`HostTensor::from_f64`] cross over, for comparisons and tests.
 
+mod shard;
+
+pub use shard::{join_host, shard_host};
+
 use crate::eval::F64Tensor;
 use crate::float8::{F8E4M3, F8E5M2};
 use crate::{ConstData, DType};

@@ -1,14 +1,20 @@
 //! `Program`: what lowering produces and what a backend compiles: tile kernels, the buffers they
 //! use, a memory plan, a schedule, the run-time signature and a legality certificate per kernel.
-//! It is plain serializable data (an AOT package stores it).
+//! It is plain serializable data (an AOT package stores it). [`verify_program`] checks one, and
+//! [`print_program`] lists it.
+
+mod print;
+mod verify;
 
 pub use crate::buffer::{Buffer, Storage};
 use crate::certificate::Certificate;
 use crate::plan::MemoryPlan;
 use crate::schedule::Schedule;
 use crate::tile::TileKernel;
+pub use print::print_program;
 use serde::{Deserialize, Serialize};
 use tir_graph::TensorType;
+pub use verify::verify_program;
 
 /// The names and types a run binds and returns.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
