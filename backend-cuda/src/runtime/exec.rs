@@ -27,14 +27,16 @@
 
 use super::blas::{Blas, MatmulOperands, MatmulShape};
 use super::block::block_on;
-use super::dnn::{AttentionOperands, AttentionShape, Dnn};
+use super::dnn::{self, AttentionOperands, AttentionShape, ConvOperands, ConvShape, Dnn};
 use super::driver::{
     self, DeviceMemory, Event, Graph, GraphBuilder, Kernel, Library, Node, PinnedMemory, Stream,
 };
 use super::gpu::Gpu;
 use super::memory::{pinned_tensor, Fill, TensorMemory};
 use super::nccl::{Call, Collective};
-use super::policy::{AttentionPath, AttentionPolicy, ExecMode, MatmulPath, MatmulPolicy};
+use super::policy::{
+    AttentionPath, AttentionPolicy, ConvPath, ConvPolicy, ExecMode, MatmulPath, MatmulPolicy,
+};
 use super::staging::{self, Source};
 use super::timing::ColdTimer;
 use super::trace::{SpanKind, Tracer};
@@ -76,6 +78,11 @@ pub(super) enum Launch {
         shape: AttentionShape,
         buffers: AttentionOperands,
     },
+    /// One cuDNN plan of a convolution with its bias and activation.
+    DnnConv {
+        shape: ConvShape,
+        buffers: ConvOperands,
+    },
     /// A collective through NCCL, which only a mesh runs ([`super::mesh`]).
     Collective(CollectiveLaunch),
 }
@@ -99,7 +106,7 @@ impl Launch {
         match self {
             Launch::Tiles { blocks, .. } => format!("tiles x{blocks}"),
             Launch::Blas { .. } => "cublaslt".to_string(),
-            Launch::Dnn { .. } => "cudnn".to_string(),
+            Launch::Dnn { .. } | Launch::DnnConv { .. } => "cudnn".to_string(),
             Launch::Collective(_) => "nccl".to_string(),
         }
     }
@@ -110,6 +117,7 @@ impl Launch {
 enum LibraryShape {
     Matmul(MatmulShape),
     Attention(AttentionShape),
+    Conv(ConvShape),
 }
 
 /// Whether a library call runs: never, always, or when it measures faster.
@@ -207,6 +215,7 @@ pub struct CudaExecutable {
     graphs: Vec<(Vec<u64>, Graph)>,
     matmul: MatmulPolicy,
     attention: AttentionPolicy,
+    conv: ConvPolicy,
     /// Fill the arena and outputs with all-ones bytes (NaN in floats) before each run, so that
     /// an element no kernel writes cannot pass a comparison.
     poison: bool,
@@ -284,6 +293,15 @@ fn library_launch(
                 k: address(&call.k.param)?,
                 v: address(&call.v.param)?,
                 o: address(&call.o.param)?,
+            },
+        }),
+        LibraryCall::Conv(call) => Some(Launch::DnnConv {
+            shape: dnn::conv_shape(call, run::dim_value(&call.batch, dims).ok()?)?,
+            buffers: ConvOperands {
+                x: address(&call.x)?,
+                w: address(&call.w)?,
+                bias: call.bias.as_ref().map_or(Some(0), address)?,
+                y: address(&call.y)?,
             },
         }),
     }
@@ -475,6 +493,7 @@ impl CudaExecutable {
             graphs: Vec::new(),
             matmul: MatmulPolicy::default(),
             attention: AttentionPolicy::default(),
+            conv: ConvPolicy::default(),
             poison: false,
             blas: None,
             dnn: None,
@@ -509,6 +528,13 @@ impl CudaExecutable {
     /// Sets the attention paths; the choices and graphs made under the old ones are forgotten.
     pub fn set_attention_policy(&mut self, policy: AttentionPolicy) {
         self.attention = policy;
+        self.chosen.clear();
+        self.graphs.clear();
+    }
+
+    /// Sets the convolution paths; the choices and graphs made under the old ones are forgotten.
+    pub fn set_conv_policy(&mut self, policy: ConvPolicy) {
+        self.conv = policy;
         self.chosen.clear();
         self.graphs.clear();
     }
@@ -979,6 +1005,18 @@ impl CudaExecutable {
                     },
                 },
             ),
+            // As attention's: cuDNN builds a plan per batch size.
+            Launch::DnnConv { shape, .. } => (
+                LibraryShape::Conv(*shape),
+                match self.conv.of(name) {
+                    ConvPath::Generated => LibraryUse::Never,
+                    ConvPath::Cudnn => LibraryUse::Always,
+                    ConvPath::Auto => match &self.program.kernels[k].library {
+                        Some(LibraryCall::Conv(call)) if call.is_static() => LibraryUse::Timed,
+                        _ => LibraryUse::Never,
+                    },
+                },
+            ),
         };
         match by_policy {
             LibraryUse::Never => Ok(false),
@@ -986,6 +1024,7 @@ impl CudaExecutable {
                 match shape {
                     LibraryShape::Matmul(s) => self.blas()?.prepare(s)?,
                     LibraryShape::Attention(s) => self.dnn()?.prepare(s)?,
+                    LibraryShape::Conv(s) => self.dnn()?.prepare_conv(s)?,
                 }
                 Ok(true)
             }
@@ -1061,6 +1100,9 @@ impl CudaExecutable {
             Launch::Dnn { shape, buffers } => self
                 .dnn()
                 .and_then(|dnn| dnn.attention(*shape, *buffers, stream, lane)),
+            Launch::DnnConv { shape, buffers } => self
+                .dnn()
+                .and_then(|dnn| dnn.conv(*shape, *buffers, stream, lane)),
             Launch::Collective(_) => {
                 Err("a collective runs only on a mesh of GPUs (CudaBackend::compile_mesh)".into())
             }
