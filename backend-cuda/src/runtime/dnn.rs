@@ -17,8 +17,7 @@
 //! engines match, so the whole epilogue runs in the convolution's kernel. Every tensor has its
 //! buffer's real strides (NCHW as the graph has them; the same code takes NHWC strides).
 //! Engines that reduce in reduced precision, and plans that need more workspace than a lane
-//! has, are passed over for the next of the heuristic's list. For a convolution the first
-//! eight plans that build are timed once, on scratch operands, and the fastest kept.
+//! has, are passed over for the next of the heuristic's list.
 //!
 //! A shape no engine runs fails at [`Dnn::prepare`] (or [`Dnn::prepare_conv`]) with cuDNN's
 //! reason: under the `auto` path the kernel then runs as generated, under `cudnn` the run fails
@@ -26,7 +25,7 @@
 //!
 //! [`LibraryCall::Conv`]: tir_lower::tile::LibraryCall::Conv
 
-use super::driver::{self, DeviceMemory, DriverResult, Event, LaneWorkspaces, Stream};
+use super::driver::{DriverResult, LaneWorkspaces, Stream};
 use cudarc::cudnn::sys;
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -711,19 +710,16 @@ fn workspace_size(plan: &Descriptor) -> DriverResult<usize> {
     Ok(usize::try_from(size).unwrap_or(usize::MAX))
 }
 
-/// Up to `max` plans for `graph` (a `what`) that build, from the engine configs of heuristic
-/// mode A, then of the fallback list, passing over engines that reduce in reduced precision and
-/// plans that need more than a lane's workspace; each with its workspace need, and the configs,
-/// which must outlive them. An error (no plan) gives cuDNN's last reason.
-fn plans(
+/// The first plan for `graph` (a `what`) that builds from the engine configs of heuristic mode
+/// A, then of the fallback list, passing over engines that reduce in reduced precision and
+/// plans that need more than a lane's workspace; with its workspace need and the configs,
+/// which must outlive it.
+fn first_plan(
     graph: &Descriptor,
     handle: sys::cudnnHandle_t,
     what: &str,
-    max: usize,
-) -> DriverResult<(Vec<(Descriptor, usize)>, Vec<Descriptor>)> {
+) -> DriverResult<(Descriptor, usize, Vec<Descriptor>)> {
     let mut last = format!("cuDNN found no engine for this {what}");
-    let mut found = Vec::new();
-    let mut kept = Vec::new();
     let modes = [
         sys::cudnnBackendHeurMode_t::CUDNN_HEUR_MODE_A,
         sys::cudnnBackendHeurMode_t::CUDNN_HEUR_MODE_FALLBACK,
@@ -737,59 +733,37 @@ fn plans(
             }
         };
         for config in &configs {
-            if found.len() == max {
-                break;
-            }
             // The compute type already asks for `f32`; a query cuDNN refuses is no reason to
             // drop an engine.
             if reduces_in_low_precision(config).unwrap_or(false) {
                 last = format!("cuDNN's engines for this {what} reduce in reduced precision");
                 continue;
             }
-            match plan_of(config, handle, what) {
-                Ok(plan) => found.push(plan),
-                Err(e) => last = e,
+            let plan = Descriptor::new(Kind::CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR)?;
+            plan.set(
+                Attr::CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
+                AttrType::CUDNN_TYPE_HANDLE,
+                &[handle],
+            )?;
+            plan.descriptors(Attr::CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, &[config])?;
+            let plan = match plan.finalized("execution plan") {
+                Ok(plan) => plan,
+                Err(e) => {
+                    last = e;
+                    continue;
+                }
+            };
+            let workspace = workspace_size(&plan)?;
+            if workspace > WORKSPACE {
+                last = format!(
+                    "cuDNN's {what} plan needs {workspace} bytes of workspace, more than {WORKSPACE}"
+                );
+                continue;
             }
+            return Ok((plan, workspace, configs));
         }
-        kept.extend(configs);
     }
-    if found.is_empty() {
-        return Err(last);
-    }
-    Ok((found, kept))
-}
-
-/// The execution plan of `config`, with its workspace need, unless it needs more than a lane's.
-fn plan_of(
-    config: &Descriptor,
-    handle: sys::cudnnHandle_t,
-    what: &str,
-) -> DriverResult<(Descriptor, usize)> {
-    let plan = Descriptor::new(Kind::CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR)?;
-    plan.set(
-        Attr::CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
-        AttrType::CUDNN_TYPE_HANDLE,
-        &[handle],
-    )?;
-    plan.descriptors(Attr::CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, &[config])?;
-    let plan = plan.finalized("execution plan")?;
-    let workspace = workspace_size(&plan)?;
-    if workspace > WORKSPACE {
-        return Err(format!(
-            "cuDNN's {what} plan needs {workspace} bytes of workspace, more than {WORKSPACE}"
-        ));
-    }
-    Ok((plan, workspace))
-}
-
-/// The bytes a strided view of `dims` and `strides` (elements of 2 bytes) spans.
-fn span_bytes(dims: &[u64], strides: &[u64]) -> usize {
-    let last: u64 = dims
-        .iter()
-        .zip(strides)
-        .map(|(d, s)| d.saturating_sub(1).saturating_mul(*s))
-        .fold(0u64, u64::saturating_add);
-    usize::try_from(last.saturating_add(1).saturating_mul(2)).unwrap_or(usize::MAX)
+    Err(last)
 }
 
 /// The version of the cuDNN this process loads (`91400` for 9.14.0), or why it has none that
@@ -869,22 +843,7 @@ impl Dnn {
                 (graph, built, "convolution")
             }
         };
-        // A convolution's heuristic ranks NCHW engines poorly (its first choice took 0.51 ms
-        // where another of its list runs the product PyTorch runs in 0.078, H200), so its
-        // first few plans are timed once and the fastest kept; attention's first is its best.
-        let max = if matches!(key, PlanKey::Conv(_)) {
-            8
-        } else {
-            1
-        };
-        let (candidates, configs) = plans(&graph, self.handle, what, max)?;
-        let (plan, workspace) = match key {
-            PlanKey::Conv(s) if candidates.len() > 1 => self.fastest(&s, candidates)?,
-            _ => candidates
-                .into_iter()
-                .next()
-                .ok_or_else(|| format!("cuDNN found no engine for this {what}"))?,
-        };
+        let (plan, workspace, configs) = first_plan(&graph, self.handle, what)?;
         // Destroyed in the reverse order of their making: what refers to a descriptor first.
         let mut keep = built.keep;
         keep.extend(built.ops);
@@ -900,98 +859,6 @@ impl Dnn {
             },
         );
         Ok(())
-    }
-
-    /// The fastest of `candidates`, plans of convolution `s`, each run on scratch operands (the
-    /// best of three timed runs after one untimed); a plan whose run fails is passed over.
-    fn fastest(
-        &mut self,
-        s: &ConvShape,
-        candidates: Vec<(Descriptor, usize)>,
-    ) -> DriverResult<(Descriptor, usize)> {
-        let rank = 2 + s.spatial;
-        let [xs, ws, ys] = &s.strides;
-        let scratch = |dims: &[u64], strides: &[u64]| -> DriverResult<DeviceMemory> {
-            DeviceMemory::alloc(span_bytes(&dims[..rank], &strides[..rank]))
-        };
-        let x = scratch(&s.x, xs)?;
-        let w = scratch(&s.w, ws)?;
-        let y = scratch(&s.y, ys)?;
-        let bias = DeviceMemory::alloc(2 * s.y[1] as usize)?;
-        let stream = Stream::new()?;
-        // Small finite halves (0x1111 is about 6e-4): the engines' speed does not depend on
-        // the values, but NaNs may.
-        for m in [&x, &w, &bias] {
-            driver::fill_async(m.ptr, 0x11, m.bytes, &stream)?;
-        }
-        let workspace = self.workspaces.get(0)?;
-        let (start, end) = (Event::timed()?, Event::timed()?);
-        let mut uids = vec![CONV_X, CONV_W, CONV_Y];
-        let mut pointers = vec![x.ptr as *const c_void, w.ptr as _, y.ptr as _];
-        if s.bias {
-            uids.push(CONV_BIAS);
-            pointers.push(bias.ptr as _);
-        }
-        let mut best: Option<(f32, (Descriptor, usize))> = None;
-        for (plan, need) in candidates {
-            let run = |rep: usize| -> DriverResult<f32> {
-                start.record(&stream)?;
-                let ws = if need > 0 { workspace } else { 0 };
-                self.run_plan(&plan, (&uids, &pointers), ws, &stream)?;
-                end.record(&stream)?;
-                end.synchronize()?;
-                Ok(if rep == 0 {
-                    f32::INFINITY
-                } else {
-                    start.elapsed_ms(&end)?
-                })
-            };
-            let ms = (0..4)
-                .map(run)
-                .try_fold(f32::INFINITY, |b, t| t.map(|t| b.min(t)));
-            if let Ok(ms) = ms {
-                if best.as_ref().is_none_or(|(b, _)| ms < *b) {
-                    best = Some((ms, (plan, need)));
-                }
-            }
-        }
-        best.map(|(_, p)| p)
-            .ok_or_else(|| "no cuDNN plan of this convolution ran".to_string())
-    }
-
-    /// Enqueues `plan` on the tensors `uids` at `pointers` with `workspace` (0: none) on `stream`.
-    fn run_plan(
-        &self,
-        plan: &Descriptor,
-        (uids, pointers): (&[i64], &[*const c_void]),
-        workspace: u64,
-        stream: &Stream,
-    ) -> DriverResult<()> {
-        let pack = Descriptor::new(Kind::CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR)?;
-        pack.ints(Attr::CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, uids)?;
-        pack.set(
-            Attr::CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
-            AttrType::CUDNN_TYPE_VOID_PTR,
-            pointers,
-        )?;
-        pack.set(
-            Attr::CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
-            AttrType::CUDNN_TYPE_VOID_PTR,
-            &[workspace as *const c_void],
-        )?;
-        let pack = pack.finalized("variant pack")?;
-        // SAFETY: the pointers are device buffers of the views the plan was built for, or
-        // host scalars that live through this call.
-        unsafe {
-            check(
-                "set stream",
-                sys::cudnnSetStream(self.handle, stream.0 as sys::cudaStream_t),
-            )?;
-            check(
-                "execute",
-                sys::cudnnBackendExecute(self.handle, plan.0, pack.0),
-            )
-        }
     }
 
     /// Makes the workspaces of lanes `0..lanes` now (a graph capture may not allocate).
@@ -1055,11 +922,36 @@ impl Dnn {
     ) -> DriverResult<()> {
         self.prepare_key(key)?;
         let workspace = self.workspaces.get(lane)?;
+        let handle = self.handle;
         let plan = self
             .plans
             .get(&key)
             .ok_or_else(|| "cuDNN plan missing".to_string())?;
+        let pack = Descriptor::new(Kind::CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR)?;
+        pack.ints(Attr::CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, uids)?;
+        pack.set(
+            Attr::CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
+            AttrType::CUDNN_TYPE_VOID_PTR,
+            pointers,
+        )?;
         let workspace = if plan.workspace > 0 { workspace } else { 0 };
-        self.run_plan(&plan.plan, (uids, pointers), workspace, stream)
+        pack.set(
+            Attr::CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
+            AttrType::CUDNN_TYPE_VOID_PTR,
+            &[workspace as *const c_void],
+        )?;
+        let pack = pack.finalized("variant pack")?;
+        // SAFETY: the pointers are device buffers of the views the plan was built for, or
+        // host scalars that live through this call.
+        unsafe {
+            check(
+                "set stream",
+                sys::cudnnSetStream(handle, stream.0 as sys::cudaStream_t),
+            )?;
+            check(
+                "execute",
+                sys::cudnnBackendExecute(handle, plan.plan.0, pack.0),
+            )
+        }
     }
 }
