@@ -955,3 +955,63 @@ impl Dnn {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tir_graph::Dim;
+
+    fn call(input: Vec<u64>, kernel: Vec<u64>, output: Vec<u64>) -> LibraryConv {
+        let spatial = input.len();
+        let contiguous = |dims: Vec<u64>| {
+            let mut s = vec![1u64; dims.len()];
+            for i in (0..dims.len() - 1).rev() {
+                s[i] = s[i + 1] * dims[i + 1];
+            }
+            s
+        };
+        let with = |lead: [u64; 2], rest: &[u64]| [lead.to_vec(), rest.to_vec()].concat();
+        LibraryConv {
+            x: 0,
+            w: 1,
+            bias: Some(2),
+            y: 3,
+            dtype: DType::F16,
+            batch: Dim::from("n"),
+            channels: 6,
+            out_channels: 4,
+            groups: 2,
+            layout: [
+                contiguous(with([2, 6], &input)),
+                contiguous(with([4, 3], &kernel)),
+                contiguous(with([2, 4], &output)),
+            ],
+            input,
+            kernel,
+            output,
+            strides: vec![2; spatial],
+            dilations: vec![3; spatial],
+            pads: vec![(1, 0); spatial],
+            activation: Some(ConvActivation::Relu),
+        }
+    }
+
+    #[test]
+    fn a_conv_shape_has_the_batch_groups_and_strides_and_a_1d_conv_a_unit_axis() {
+        let shape = conv_shape(&call(vec![9, 7], vec![3, 2], vec![4, 3]), 5).unwrap();
+        assert_eq!((shape.spatial, shape.bias), (2, true));
+        assert_eq!(shape.x, [5, 6, 9, 7, 1]);
+        assert_eq!(shape.w, [4, 3, 3, 2, 1], "C / groups input channels per filter");
+        assert_eq!(shape.strides[0][..4], [378, 63, 7, 1]);
+        assert_eq!(shape.strides[2][..4], [48, 12, 3, 1]);
+        assert_eq!((shape.steps, shape.pads_before), ([2, 2, 1], [1, 1, 0]));
+        let one = conv_shape(&call(vec![9], vec![3], vec![4]), 5).unwrap();
+        assert_eq!(one.spatial, 2);
+        assert_eq!((one.x, one.y), ([5, 6, 1, 9, 1], [5, 4, 1, 4, 1]));
+        assert_eq!(one.strides[0][..4], [54, 9, 9, 1]);
+        assert_eq!((one.steps, one.dilations), ([1, 2, 1], [1, 3, 1]));
+        assert_eq!((one.pads_before, one.pads_after), ([0, 1, 0], [0, 0, 0]));
+        assert!(conv_shape(&call(vec![9], vec![3], vec![4]), 0).is_none());
+        assert!(conv_shape(&call(vec![2; 4], vec![1; 4], vec![2; 4]), 1).is_none());
+    }
+}
