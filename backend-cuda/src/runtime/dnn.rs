@@ -1001,7 +1001,11 @@ mod tests {
         let shape = conv_shape(&call(vec![9, 7], vec![3, 2], vec![4, 3]), 5).unwrap();
         assert_eq!((shape.spatial, shape.bias), (2, true));
         assert_eq!(shape.x, [5, 6, 9, 7, 1]);
-        assert_eq!(shape.w, [4, 3, 3, 2, 1], "C / groups input channels per filter");
+        assert_eq!(
+            shape.w,
+            [4, 3, 3, 2, 1],
+            "C / groups input channels per filter"
+        );
         assert_eq!(shape.strides[0][..4], [378, 63, 7, 1]);
         assert_eq!(shape.strides[2][..4], [48, 12, 3, 1]);
         assert_eq!((shape.steps, shape.pads_before), ([2, 2, 1], [1, 1, 0]));
