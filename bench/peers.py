@@ -15,6 +15,7 @@ import datetime
 import json
 import math
 import os
+import re
 import statistics
 
 import numpy as np
@@ -129,6 +130,11 @@ def decoder(params, heads=32, context=2048, eps=1e-5):
     return f
 
 
+# A convolution workload's name: `[dw]conv{k}x{k}[s{stride}]_n.._c..`, as bench/src/workloads.rs
+# makes it (dw: depthwise, a group per channel).
+CONV = re.compile(r"(?P<dw>dw)?conv(?P<k>\d+)x\d+(?:s(?P<stride>\d+))?_")
+
+
 def peer_fn(name):
     """The eager function of a workload, and the tir output's name."""
     if name.startswith("add"):
@@ -144,8 +150,13 @@ def peer_fn(name):
         return (lambda x: torch.softmax(x, dim=1)), ["x"], "y"
     if name.startswith("gemm"):
         return (lambda a, b: a @ b), ["a", "b"], "c"
-    if name.startswith("conv3x3"):
-        return (lambda x, w, b: F.relu(F.conv2d(x, w, b, padding=1))), ["x", "w", "b"], "y"
+    conv = CONV.match(name)
+    if conv:
+        k, stride, depthwise = int(conv["k"]), int(conv["stride"] or 1), bool(conv["dw"])
+        def f(x, w, b):
+            groups = x.shape[1] if depthwise else 1
+            return F.relu(F.conv2d(x, w, b, stride=stride, padding=k // 2, groups=groups))
+        return f, ["x", "w", "b"], "y"
     if name.startswith("mlp"):
         return (lambda x, w1, w2: F.gelu(x @ w1) @ w2), ["x", "w1", "w2"], "y"
     if name.startswith("attention"):
@@ -210,6 +221,14 @@ def run_peer(entry, folder):
             compiled = torch.compile(fn)
             compiled(*args)
             row["compile_ms"] = timed(lambda: compiled(*args), reps)
+        if CONV.match(name):
+            # torch.compile with the input and weights channels-last, as a CNN runs it when
+            # its model and inputs are converted (the conversion is not timed).
+            last = [a.contiguous(memory_format=torch.channels_last) if a.dim() == 4 else a
+                    for a in args]
+            compiled = torch.compile(fn)
+            row["compile_cl_error"] = check(compiled(*last), ref)
+            row["compile_cl_ms"] = timed(lambda: compiled(*last), reps)
     return row
 
 
@@ -266,7 +285,8 @@ def results_json(rows, bandwidth, commit):
         else:
             kind, roofline_ms = "compute", 1e3 * bound["compute"]["flops"] / (PEAK_TFLOPS * 1e12)
         err = r.get("error")
-        peers = {"eager": r.get("eager_ms"), "torch.compile": r.get("compile_ms")}
+        peers = {"eager": r.get("eager_ms"), "torch.compile": r.get("compile_ms"),
+                 "torch.compile channels_last": r.get("compile_cl_ms")}
         if r["name"].endswith("_generated"):
             peers["cuBLASLt"] = tir_ms.get(r["name"][:-len("_generated")])
         w = {"name": r["name"], "mode": r["mode"], "tir_ms": r["median_ms"], "kernels": r["kernels"],
@@ -384,6 +404,14 @@ def report(rows, bandwidth, commit, compile_times, weights=None):
             ratio = lambda ms: "-" if ms is None else f"{ms / r['median_ms']:.2f}x"
             e, c = r.get("eager_ms"), r.get("compile_ms")
             lines.append(f"| {r['name']} | {per(r['median_ms'])} | {per(e)} | {per(c)} | {ratio(e)} | {ratio(c)} |")
+    convs = [r for r in rows if r.get("compile_cl_ms") is not None and "median_ms" in r]
+    if convs:
+        lines += ["", "Convolutions against torch.compile with channels_last input and weights:", "",
+                  "| workload | tir ms | compile channels_last ms | tir/compile channels_last |",
+                  "| --- | --- | --- | --- |"]
+        for r in convs:
+            cl = r["compile_cl_ms"]
+            lines.append(f"| {r['name']} | {fmt(r['median_ms'])} | {fmt(cl)} | {cl / r['median_ms']:.2f}x |")
     lines += api_table(rows)
     if weights:
         lines += weights_lines(weights)

@@ -11,8 +11,9 @@
 #                                            # (tensors on the device, --io device) or
 #                                            # cublaslt:MODE (every plain matmul on cuBLASLt,
 #                                            # --matmul) or cudnn:MODE (every fused
-#                                            # attention on cuDNN, --attention) or
-#                                            # generated:MODE (both on the generated kernel) or
+#                                            # attention and every convolution with a
+#                                            # cuDNN call on cuDNN, --attention, --conv) or
+#                                            # generated:MODE (all on the generated kernel) or
 #                                            # sessions:MODE (--sessions) or onnx:MODE
 #                                            # (ONNX's node tests and the test models that
 #                                            # import, --onnx-node) or profile (`tirc run
@@ -95,8 +96,8 @@ run)
         onnx:*) args=(--mode "${run#onnx:}" --onnx-node .device/conform/onnx) ;;
         *:device) args=(--mode "${run%:device}" --io device) ;;
         cublaslt:*) args=(--mode "${run#*:}" --matmul cublaslt) ;;
-        cudnn:*) args=(--mode "${run#*:}" --attention cudnn) ;;
-        generated:*) args=(--mode "${run#*:}" --matmul generated --attention generated) ;;
+        cudnn:*) args=(--mode "${run#*:}" --attention cudnn --conv cudnn) ;;
+        generated:*) args=(--mode "${run#*:}" --matmul generated --attention generated --conv generated) ;;
         *) args=(--mode "$run") ;;
         esac
         echo "== tir-conform --backend cuda ${args[*]}"

@@ -15,8 +15,9 @@ pub mod tuning;
 
 pub use compile::{CacheUse, CompileProgress, CompiledKernels, KernelCompiler};
 pub use runtime::{
-    block_on, AttentionPath, AttentionPolicy, CudaExecutable, CudaMeshExecutable, ExecMode, Gpu,
-    KernelWork, MatmulPath, MatmulPolicy, RunFuture, RunTrace, Span, SpanKind,
+    block_on, AttentionPath, AttentionPolicy, ConvPath, ConvPolicy, CudaExecutable,
+    CudaMeshExecutable, ExecMode, Gpu, KernelWork, MatmulPath, MatmulPolicy, RunFuture, RunTrace,
+    Span, SpanKind,
 };
 pub use toolchain::{Toolchain, ToolchainError};
 
@@ -48,7 +49,8 @@ pub fn gpu_target(tuning: &Tuning, matmul: &MatmulPolicy) -> Target {
 /// ([`CudaBackend::compile_cuda_mesh`], collectives through NCCL).
 ///
 /// Its settings are read once, when it is made: the tuning (`$TIR_TUNE` over the defaults), the
-/// matmul paths (`$TIR_MATMUL`) and the attention paths (`$TIR_ATTENTION`); a setting that cannot be read is reported by `compile`,
+/// matmul paths (`$TIR_MATMUL`), the attention paths (`$TIR_ATTENTION`) and the convolution
+/// paths (`$TIR_CONV`); a setting that cannot be read is reported by `compile`,
 /// and lowering meanwhile aims at the defaults. The GPU and the toolchain are looked for on
 /// first use, so making the backend never fails; a missing driver, GPU or toolchain makes
 /// `compile` report the backend unavailable, with the reason.
@@ -58,6 +60,7 @@ pub struct CudaBackend {
     tuning: Result<Tuning, String>,
     matmul: Result<MatmulPolicy, String>,
     attention: Result<AttentionPolicy, String>,
+    conv: Result<ConvPolicy, String>,
     poison: bool,
     gpu: OnceCell<Result<Rc<Gpu>, String>>,
     /// How many GPUs the driver sees, counted on first use.
@@ -74,6 +77,7 @@ impl Default for CudaBackend {
             tuning: Tuning::from_env(),
             matmul: MatmulPolicy::from_env(),
             attention: AttentionPolicy::from_env(),
+            conv: ConvPolicy::from_env(),
             poison: false,
             gpu: OnceCell::new(),
             gpus: OnceCell::new(),
@@ -130,6 +134,12 @@ impl CudaBackend {
         self
     }
 
+    /// A backend whose executables run convolutions by `policy`.
+    pub fn with_conv(mut self, policy: ConvPolicy) -> CudaBackend {
+        self.conv = Ok(policy);
+        self
+    }
+
     /// A backend that lowers and compiles with `tuning`.
     pub fn with_tuning(mut self, tuning: Tuning) -> CudaBackend {
         self.tuning = Ok(tuning);
@@ -161,6 +171,13 @@ impl CudaBackend {
     /// The attention paths: those set with `with_attention`, else the environment's.
     pub fn attention_policy(&self) -> Result<&AttentionPolicy, BackendError> {
         self.attention
+            .as_ref()
+            .map_err(|e| BackendError::BadInput(e.clone()))
+    }
+
+    /// The convolution paths: those set with `with_conv`, else the environment's.
+    pub fn conv_policy(&self) -> Result<&ConvPolicy, BackendError> {
+        self.conv
             .as_ref()
             .map_err(|e| BackendError::BadInput(e.clone()))
     }
@@ -207,6 +224,7 @@ impl CudaBackend {
         self.check_mesh(program, world)?;
         self.matmul_policy()?;
         self.attention_policy()?;
+        self.conv_policy()?;
         let arch = Gpu::open(0).map_err(unavailable)?.arch.clone();
         let (compiled, _) = self.compiler()?.compile_reporting(
             program,
@@ -342,6 +360,7 @@ impl CudaBackend {
         exe.set_mode(self.mode);
         exe.set_matmul_policy(self.matmul_policy()?.clone());
         exe.set_attention_policy(self.attention_policy()?.clone());
+        exe.set_conv_policy(self.conv_policy()?.clone());
         exe.set_poison(self.poison);
         Ok(exe)
     }
@@ -376,6 +395,7 @@ impl Backend for CudaBackend {
     fn compile(&self, program: &Program) -> Result<Box<dyn Executable>, BackendError> {
         self.matmul_policy()?;
         self.attention_policy()?;
+        self.conv_policy()?;
         Ok(Box::new(self.compile_cuda(program)?))
     }
 

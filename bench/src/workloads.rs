@@ -131,16 +131,78 @@ fn gemm(m: u64, k: u64, n: u64) -> Result<Graph> {
     g.finish()
 }
 
-/// A 3x3 convolution (stride 1, padding 1) with its bias and ReLU, as in a ResNet block.
-fn conv3x3(batch: u64, channels: u64, size: u64) -> Result<Graph> {
-    let g = GraphBuilder::new();
-    let x = g.input("x", DType::F16, shape![batch, channels, size, size])?;
-    let w = g.input("w", DType::F16, shape![channels, channels, 3, 3])?;
-    let b = g.input("b", DType::F16, shape![channels])?;
-    let y = x.conv(&w, &[1, 1], &[1, 1], &[(1, 1), (1, 1)], 1)?;
-    let bias = b.reshape(&[channels.into(), 1.into(), 1.into()])?;
-    g.output("y", &(&y + &bias)?.relu()?)?;
-    g.finish()
+/// A square convolution of fp16 NCHW tensors, `size`x`size` images of `channels` into `out`
+/// channels, with its bias and ReLU: a kernel of `k`x`k` taps with "same" padding, a stride,
+/// and `groups` channel groups.
+#[derive(Clone, Copy)]
+struct Conv {
+    batch: u64,
+    channels: u64,
+    out: u64,
+    size: u64,
+    k: u64,
+    stride: u64,
+    groups: u64,
+}
+
+impl Conv {
+    /// The name `tir-bench --filter conv` and the peers script know it by (the peers read the
+    /// taps, stride and depthwise-ness from it).
+    fn name(&self) -> String {
+        let Conv {
+            batch,
+            channels,
+            out,
+            size,
+            k,
+            stride,
+            groups,
+        } = *self;
+        let dw = if groups > 1 { "dw" } else { "" };
+        let s = if stride > 1 {
+            format!("s{stride}")
+        } else {
+            String::new()
+        };
+        let o = if out != channels {
+            format!("_k{out}")
+        } else {
+            String::new()
+        };
+        format!("{dw}conv{k}x{k}{s}_n{batch}_c{channels}{o}_{size}x{size}")
+    }
+
+    fn output_size(&self) -> u64 {
+        (self.size + 2 * (self.k / 2) - self.k) / self.stride + 1
+    }
+
+    /// Multiply-adds times two.
+    fn flops(&self) -> f64 {
+        let q = self.output_size();
+        let taps = self.k * self.k * self.channels / self.groups;
+        2.0 * (self.batch * self.out * q * q * taps) as f64
+    }
+
+    fn graph(&self) -> Result<Graph> {
+        let Conv {
+            batch,
+            channels,
+            out,
+            size,
+            k,
+            stride,
+            groups,
+        } = *self;
+        let g = GraphBuilder::new();
+        let x = g.input("x", DType::F16, shape![batch, channels, size, size])?;
+        let w = g.input("w", DType::F16, shape![out, channels / groups, k, k])?;
+        let b = g.input("b", DType::F16, shape![out])?;
+        let p = k / 2;
+        let y = x.conv(&w, &[stride, stride], &[1, 1], &[(p, p), (p, p)], groups)?;
+        let bias = b.reshape(&[out.into(), 1.into(), 1.into()])?;
+        g.output("y", &(&y + &bias)?.relu()?)?;
+        g.finish()
+    }
 }
 
 fn mlp(tokens: u64, hidden: u64, ffn: u64) -> Result<Graph> {
@@ -231,15 +293,26 @@ pub fn all() -> Result<Vec<Workload>> {
         generated.matmul = "generated";
         out.push(generated);
     }
-    for (batch, channels, size) in [(32u64, 64u64, 56u64), (32, 256, 14)] {
-        let taps = 9 * channels;
-        out.push(workload(
-            &format!("conv3x3_n{batch}_c{channels}_{size}x{size}"),
-            conv3x3(batch, channels, size)?,
-            Bound::Compute {
-                flops: 2.0 * (batch * channels * size * size * taps) as f64,
-            },
-        ));
+    // ResNet's 3x3 convolutions, a bottleneck's 1x1, a downsampling strided 3x3 and
+    // MobileNet's depthwise 3x3.
+    let conv = |channels, out, size, k, stride, groups| Conv {
+        batch: 32,
+        channels,
+        out,
+        size,
+        k,
+        stride,
+        groups,
+    };
+    for c in [
+        conv(64, 64, 56, 3, 1, 1),
+        conv(256, 256, 14, 3, 1, 1),
+        conv(256, 64, 56, 1, 1, 1),
+        conv(128, 128, 28, 3, 2, 1),
+        conv(256, 256, 28, 3, 1, 256),
+    ] {
+        let flops = c.flops();
+        out.push(workload(&c.name(), c.graph()?, Bound::Compute { flops }));
     }
     let mut mlp = workload(
         "mlp_2048x4096x16384",

@@ -717,3 +717,76 @@ fn attention_in_f32_or_with_a_mask_tensor_carries_no_library_call() {
     let program = lower(&g.finish().unwrap());
     assert!(attention_kernel(&program).library.is_none());
 }
+
+/// A 3x3 conv of `dtype` over `x: [n, 8, 10, 10]` (stride 2, padding 1), with `epilogue` applied.
+fn conv_graph(
+    dtype: tir_graph::DType,
+    epilogue: fn(
+        &tir_graph::GraphBuilder,
+        tir_graph::Tensor,
+    ) -> Result<tir_graph::Tensor, tir_graph::GraphError>,
+) -> Graph {
+    use tir_graph::{shape, GraphBuilder};
+    let g = GraphBuilder::new();
+    let x = g.input("x", dtype, shape!["n", 8, 10, 10]).unwrap();
+    let w = g.parameter("w", dtype, shape![16, 8, 3, 3]).unwrap();
+    let y = x.conv(&w, &[2, 2], &[1, 1], &[(1, 1), (1, 0)], 1).unwrap();
+    g.output("y", &epilogue(&g, y).unwrap()).unwrap();
+    g.finish().unwrap()
+}
+
+#[test]
+fn a_conv_with_a_channel_bias_and_an_activation_carries_a_library_call() {
+    use tir_graph::{shape, DType, Dim};
+    use tir_lower::tile::{ConvActivation, LibraryCall};
+    let program = lower(&conv_graph(DType::F16, |g, y| {
+        let b = g.parameter("b", DType::F16, shape![16])?;
+        let b = b.reshape(&[16.into(), 1.into(), 1.into()])?;
+        (&b + &y)?.sigmoid()
+    }));
+    assert_eq!(program.kernels.len(), 1);
+    let kernel = &program.kernels[0];
+    let Some(LibraryCall::Conv(call)) = &kernel.library else {
+        panic!("no library call: {:?}", kernel.library)
+    };
+    let name = |p: usize| program.buffers[kernel.params[p].buffer].name.as_str();
+    assert_eq!((name(call.x), name(call.w)), ("x", "w"));
+    assert_eq!(call.bias.map(name), Some("b"));
+    assert_eq!(call.activation, Some(ConvActivation::Sigmoid));
+    assert_eq!(call.batch, Dim::from("n"));
+    assert!(!call.is_static());
+    assert_eq!((call.channels, call.out_channels, call.groups), (8, 16, 1));
+    assert_eq!(call.output, vec![5, 5]);
+    assert_eq!(call.pads, vec![(1, 1), (1, 0)]);
+    assert_eq!(call.layout[0], vec![800, 100, 10, 1]);
+    assert_eq!(call.layout[2], vec![400, 25, 5, 1]);
+    let text = tir_lower::program::print_program(&program);
+    assert!(text.contains("library conv: param"), "{text}");
+}
+
+#[test]
+fn a_conv_whose_epilogue_the_library_lacks_carries_no_library_call() {
+    use tir_graph::{shape, DType};
+    use tir_lower::tile::LibraryCall;
+    let library = |graph: &Graph| {
+        let program = lower(graph);
+        program
+            .kernels
+            .iter()
+            .any(|k| matches!(&k.library, Some(LibraryCall::Conv(_))))
+    };
+    // A plain conv and one with its ReLU have a call; f32, a bias over every element, a
+    // scale, or a bias broadcast along the wrong axis have none.
+    assert!(library(&conv_graph(DType::BF16, |_, y| Ok(y))));
+    assert!(library(&conv_graph(DType::F16, |_, y| y.relu())));
+    assert!(!library(&conv_graph(DType::F32, |_, y| y.relu())));
+    assert!(!library(&conv_graph(DType::F16, |g, y| {
+        let r = g.input("r", DType::F16, shape!["n", 16, 5, 5])?;
+        &y + &r
+    })));
+    assert!(!library(&conv_graph(DType::F16, |_, y| (&y * &y)?.relu())));
+    assert!(!library(&conv_graph(DType::F16, |g, y| {
+        let b = g.parameter("b", DType::F16, shape![5])?;
+        &y + &b
+    })));
+}

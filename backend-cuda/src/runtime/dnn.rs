@@ -1,6 +1,7 @@
-//! cuDNN, for attention kernels that are a fused attention ([`LibraryCall::Attention`]): one
-//! handle, a workspace per lane (as for cuBLASLt, see [`super::blas`]), and an execution plan
-//! per shape, built through cuDNN's backend graph API.
+//! cuDNN, for attention kernels that are a fused attention ([`LibraryCall::Attention`]) and
+//! convolution kernels that are a convolution with its bias and activation
+//! ([`LibraryCall::Conv`]): one handle, a workspace per lane (as for cuBLASLt, see
+//! [`super::blas`]), and an execution plan per shape, built through cuDNN's backend graph API.
 //!
 //! The plan's operation graph is the one cuDNN's fused flash-attention engines recognise:
 //! `S = Q @ Kᵀ` (`K` read transposed through its strides), `S · scale` (a host scalar passed
@@ -10,8 +11,19 @@
 //! and `exp / sum` in the inputs' dtype, and `O = P @ V`. Every intermediate is virtual: the
 //! engine never writes the scores. Scores and softmax are `f32`, as in the kernel's body.
 //!
-//! A shape no engine runs fails at [`Dnn::prepare`] with cuDNN's reason: under the `auto` path
-//! the kernel then runs as generated, under `cudnn` the run fails with that reason.
+//! A convolution's graph is `conv_fprop` (compute type `f32`), then `+ bias` (a `[1, O, 1..]`
+//! tensor broadcast over the rest) and the activation as pointwise ops in `f32`, the
+//! intermediates virtual: the shape of cuDNN's conv-bias-activation fusion, which its fused
+//! engines match, so the whole epilogue runs in the convolution's kernel. Every tensor has its
+//! buffer's real strides (NCHW as the graph has them; the same code takes NHWC strides).
+//! Engines that reduce in reduced precision, and plans that need more workspace than a lane
+//! has, are passed over for the next of the heuristic's list.
+//!
+//! A shape no engine runs fails at [`Dnn::prepare`] (or [`Dnn::prepare_conv`]) with cuDNN's
+//! reason: under the `auto` path the kernel then runs as generated, under `cudnn` the run fails
+//! with that reason.
+//!
+//! [`LibraryCall::Conv`]: tir_lower::tile::LibraryCall::Conv
 
 use super::driver::{DriverResult, LaneWorkspaces, Stream};
 use cudarc::cudnn::sys;
@@ -23,6 +35,7 @@ use sys::cudnnBackendDescriptorType_t as Kind;
 use sys::cudnnDataType_t as Data;
 use sys::cudnnPointwiseMode_t as Pointwise;
 use tir_graph::DType;
+use tir_lower::tile::{ConvActivation, LibraryConv};
 
 /// The workspace a plan may use, per lane (the engines ask for 256 bytes for a prefill and
 /// about 128 KiB for one query over 4096 keys at 32 heads); a plan that needs more is refused.
@@ -170,6 +183,28 @@ impl GraphBuilder {
         Ok(Tensor(self.keep.len() - 1))
     }
 
+    /// A tensor of any rank (a convolution's); `is_virtual` for an intermediate.
+    fn tensor_nd(
+        &mut self,
+        ty: Data,
+        (dims, strides): (&[u64], &[u64]),
+        uid: i64,
+        is_virtual: bool,
+    ) -> DriverResult<Tensor> {
+        let t = Descriptor::new(Kind::CUDNN_BACKEND_TENSOR_DESCRIPTOR)?;
+        t.data_type(Attr::CUDNN_ATTR_TENSOR_DATA_TYPE, ty)?;
+        let ints = |v: &[u64]| v.iter().map(|&d| d as i64).collect::<Vec<_>>();
+        t.ints(Attr::CUDNN_ATTR_TENSOR_DIMENSIONS, &ints(dims))?;
+        t.ints(Attr::CUDNN_ATTR_TENSOR_STRIDES, &ints(strides))?;
+        t.ints(Attr::CUDNN_ATTR_TENSOR_UNIQUE_ID, &[uid])?;
+        t.ints(Attr::CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, &[16])?;
+        if is_virtual {
+            t.flag(Attr::CUDNN_ATTR_TENSOR_IS_VIRTUAL)?;
+        }
+        self.keep.push(t.finalized("tensor")?);
+        Ok(Tensor(self.keep.len() - 1))
+    }
+
     /// A virtual tensor of `dims`, row-major.
     fn virtual_tensor(&mut self, ty: Data, dims: [u64; 4]) -> DriverResult<Tensor> {
         self.next_uid += 1;
@@ -255,6 +290,223 @@ impl GraphBuilder {
         self.keep.push(m);
         self.op(o, "matmul")
     }
+
+    /// `y = x ⋆ w`, cross-correlation accumulated in `f32`, as the shape `s` describes.
+    fn conv_fprop(&mut self, s: &ConvShape, x: Tensor, w: Tensor, y: Tensor) -> DriverResult<()> {
+        let n = s.spatial;
+        let ints = |v: &[u64]| v[..n].iter().map(|&d| d as i64).collect::<Vec<_>>();
+        let c = Descriptor::new(Kind::CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR)?;
+        c.data_type(
+            Attr::CUDNN_ATTR_CONVOLUTION_COMP_TYPE,
+            Data::CUDNN_DATA_FLOAT,
+        )?;
+        c.set(
+            Attr::CUDNN_ATTR_CONVOLUTION_CONV_MODE,
+            AttrType::CUDNN_TYPE_CONVOLUTION_MODE,
+            &[sys::cudnnConvolutionMode_t::CUDNN_CROSS_CORRELATION],
+        )?;
+        c.ints(Attr::CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, &[n as i64])?;
+        c.ints(Attr::CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, &ints(&s.steps))?;
+        c.ints(Attr::CUDNN_ATTR_CONVOLUTION_DILATIONS, &ints(&s.dilations))?;
+        c.ints(
+            Attr::CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS,
+            &ints(&s.pads_before),
+        )?;
+        c.ints(
+            Attr::CUDNN_ATTR_CONVOLUTION_POST_PADDINGS,
+            &ints(&s.pads_after),
+        )?;
+        let c = c.finalized("convolution")?;
+        let o = Descriptor::new(Kind::CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR)?;
+        o.descriptors(
+            Attr::CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+            &[self.get(x)],
+        )?;
+        o.descriptors(
+            Attr::CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+            &[self.get(w)],
+        )?;
+        o.descriptors(
+            Attr::CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+            &[self.get(y)],
+        )?;
+        o.descriptors(
+            Attr::CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+            &[&c],
+        )?;
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        o.set(
+            Attr::CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+            AttrType::CUDNN_TYPE_FLOAT,
+            &[alpha],
+        )?;
+        o.set(
+            Attr::CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+            AttrType::CUDNN_TYPE_FLOAT,
+            &[beta],
+        )?;
+        self.keep.push(c);
+        self.op(o, "convolution forward")
+    }
+}
+
+/// One shape of a convolution with its bias and activation, as cuDNN runs it: `x: [N, C, S..]`,
+/// `w: [O, C / groups, K..]`, `y: [N, O, Q..]` (the first `2 + spatial` entries of each array
+/// used; a 1-D convolution is given as a 2-D one over a unit axis), with their strides in
+/// elements, and the convolution's steps, dilations and paddings per spatial axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ConvShape {
+    pub dtype: DType,
+    pub spatial: usize,
+    pub x: [u64; 5],
+    pub w: [u64; 5],
+    pub y: [u64; 5],
+    pub strides: [[u64; 5]; 3],
+    pub steps: [u64; 3],
+    pub dilations: [u64; 3],
+    pub pads_before: [u64; 3],
+    pub pads_after: [u64; 3],
+    pub bias: bool,
+    pub activation: Option<ConvActivation>,
+}
+
+/// The device addresses of a convolution's buffers (`bias` 0 where it has none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvOperands {
+    pub x: u64,
+    pub w: u64,
+    pub bias: u64,
+    pub y: u64,
+}
+
+/// The unique ids of a convolution graph's tensors that the variant pack binds.
+const CONV_X: i64 = 1;
+const CONV_W: i64 = 2;
+const CONV_BIAS: i64 = 3;
+const CONV_Y: i64 = 4;
+
+/// The shape of library convolution `call` with batch `n`; `None` where an extent is 0 (the
+/// generated kernel then runs: cuDNN takes no empty tensor) or the call has more than 3 spatial
+/// axes (cuDNN's limit).
+pub fn conv_shape(call: &LibraryConv, n: u64) -> Option<ConvShape> {
+    let spatial = call.input.len();
+    if !(1..=3).contains(&spatial) || n == 0 {
+        return None;
+    }
+    // A 1-D convolution becomes a 2-D one whose first spatial axis has extent 1.
+    let unit = usize::from(spatial == 1);
+    let dims = |lead: [u64; 2], rest: &[u64]| -> [u64; 5] {
+        let mut d = [1u64; 5];
+        d[..2].copy_from_slice(&lead);
+        d[2 + unit..2 + unit + rest.len()].copy_from_slice(rest);
+        d
+    };
+    let strides = |s: &[u64], d: &[u64; 5]| -> Option<[u64; 5]> {
+        let mut out = [1u64; 5];
+        out[..2].copy_from_slice(s.get(..2)?);
+        out[2 + unit..2 + unit + spatial].copy_from_slice(s.get(2..)?);
+        if unit == 1 {
+            out[2] = out[3] * d[3];
+        }
+        Some(out)
+    };
+    let per_axis = |v: &[u64], default: u64| -> [u64; 3] {
+        let mut a = [default; 3];
+        a[unit..unit + v.len()].copy_from_slice(v);
+        a
+    };
+    let x = dims([n, call.channels], &call.input);
+    let w = dims(
+        [call.out_channels, call.channels / call.groups.max(1)],
+        &call.kernel,
+    );
+    let y = dims([n, call.out_channels], &call.output);
+    if x.iter().chain(&w).chain(&y).any(|&d| d == 0) {
+        return None;
+    }
+    let [xs, ws, ys] = &call.layout;
+    let before: Vec<u64> = call.pads.iter().map(|p| p.0).collect();
+    let after: Vec<u64> = call.pads.iter().map(|p| p.1).collect();
+    Some(ConvShape {
+        dtype: call.dtype,
+        spatial: spatial + unit,
+        strides: [strides(xs, &x)?, strides(ws, &w)?, strides(ys, &y)?],
+        x,
+        w,
+        y,
+        steps: per_axis(&call.strides, 1),
+        dilations: per_axis(&call.dilations, 1),
+        pads_before: per_axis(&before, 0),
+        pads_after: per_axis(&after, 0),
+        bias: call.bias.is_some(),
+        activation: call.activation,
+    })
+}
+
+fn activation_mode(a: ConvActivation) -> Pointwise {
+    match a {
+        ConvActivation::Relu => Pointwise::CUDNN_POINTWISE_RELU_FWD,
+        ConvActivation::Sigmoid => Pointwise::CUDNN_POINTWISE_SIGMOID_FWD,
+        ConvActivation::Tanh => Pointwise::CUDNN_POINTWISE_TANH_FWD,
+        ConvActivation::GeluErf => Pointwise::CUDNN_POINTWISE_GELU_FWD,
+        ConvActivation::GeluTanh => Pointwise::CUDNN_POINTWISE_GELU_APPROX_TANH_FWD,
+    }
+}
+
+/// The operation graph of convolution `s` (see the module doc).
+fn conv_graph(
+    s: &ConvShape,
+    handle: sys::cudnnHandle_t,
+) -> DriverResult<(Descriptor, GraphBuilder)> {
+    let io = data_type(s.dtype)
+        .ok_or_else(|| format!("cuDNN convolution of {} is not supported", s.dtype))?;
+    let rank = 2 + s.spatial;
+    let mut g = GraphBuilder {
+        keep: Vec::new(),
+        ops: Vec::new(),
+        next_uid: 100,
+    };
+    let [xs, ws, ys] = &s.strides;
+    let x = g.tensor_nd(io, (&s.x[..rank], &xs[..rank]), CONV_X, false)?;
+    let w = g.tensor_nd(io, (&s.w[..rank], &ws[..rank]), CONV_W, false)?;
+    let y = g.tensor_nd(io, (&s.y[..rank], &ys[..rank]), CONV_Y, false)?;
+    let float = Data::CUDNN_DATA_FLOAT;
+    let steps = usize::from(s.bias) + usize::from(s.activation.is_some());
+    // The convolution, then each epilogue step, into a virtual `f32` tensor of `y`'s layout
+    // until the last, which writes `y`.
+    let intermediate = |g: &mut GraphBuilder, left: usize| -> DriverResult<Tensor> {
+        if left == 0 {
+            return Ok(y);
+        }
+        g.next_uid += 1;
+        g.tensor_nd(float, (&s.y[..rank], &ys[..rank]), g.next_uid, true)
+    };
+    let mut value = intermediate(&mut g, steps)?;
+    g.conv_fprop(s, x, w, value)?;
+    let mut left = steps;
+    if s.bias {
+        let mut dims = [1u64; 5];
+        dims[1] = s.y[1];
+        let mut strides = [1u64; 5];
+        strides[0] = s.y[1];
+        let b = g.tensor_nd(io, (&dims[..rank], &strides[..rank]), CONV_BIAS, false)?;
+        left -= 1;
+        let sum = intermediate(&mut g, left)?;
+        g.binary(Pointwise::CUDNN_POINTWISE_ADD, value, b, sum)?;
+        value = sum;
+    }
+    if let Some(a) = s.activation {
+        g.pointwise(activation_mode(a), float, (value, None, None), y, None)?;
+    }
+    let graph = Descriptor::new(Kind::CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR)?;
+    let ops: Vec<&Descriptor> = g.ops.iter().collect();
+    graph.descriptors(Attr::CUDNN_ATTR_OPERATIONGRAPH_OPS, &ops)?;
+    graph.set(
+        Attr::CUDNN_ATTR_OPERATIONGRAPH_HANDLE,
+        AttrType::CUDNN_TYPE_HANDLE,
+        &[handle],
+    )?;
+    Ok((graph.finalized("operation graph")?, g))
 }
 
 /// An execution plan with every descriptor it was built from, and its workspace need.
@@ -367,17 +619,17 @@ fn attention_graph(
     Ok((graph.finalized("operation graph")?, g))
 }
 
-/// The first plan of the heuristic's engine configs for `graph` that builds.
-fn first_plan(
+/// The engine configs cuDNN's heuristic (`mode`) lists for `graph`, best first.
+fn engine_configs(
     graph: &Descriptor,
-    handle: sys::cudnnHandle_t,
-) -> DriverResult<(Descriptor, Vec<Descriptor>)> {
+    mode: sys::cudnnBackendHeurMode_t,
+) -> DriverResult<Vec<Descriptor>> {
     let heur = Descriptor::new(Kind::CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR)?;
     heur.descriptors(Attr::CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, &[graph])?;
     heur.set(
         Attr::CUDNN_ATTR_ENGINEHEUR_MODE,
         AttrType::CUDNN_TYPE_HEUR_MODE,
-        &[sys::cudnnBackendHeurMode_t::CUDNN_HEUR_MODE_A],
+        &[mode],
     )?;
     let heur = heur.finalized("engine heuristics")?;
     let results = |count: i64, out: *mut c_void| {
@@ -396,24 +648,119 @@ fn first_plan(
         .map(|()| n)
     };
     let count = results(0, std::ptr::null_mut())?;
-    let configs = (0..count)
+    let mut configs = (0..count)
         .map(|_| Descriptor::new(Kind::CUDNN_BACKEND_ENGINECFG_DESCRIPTOR))
         .collect::<DriverResult<Vec<_>>>()?;
     let mut raw: Vec<_> = configs.iter().map(|c| c.0).collect();
     let count = results(count, raw.as_mut_ptr().cast())?;
-    let mut last = "cuDNN found no engine for this attention".to_string();
-    let built = usize::try_from(count).map_or(0, |n| n.min(configs.len()));
-    for config in &configs[..built] {
-        let plan = Descriptor::new(Kind::CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR)?;
-        plan.set(
-            Attr::CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
-            AttrType::CUDNN_TYPE_HANDLE,
-            &[handle],
-        )?;
-        plan.descriptors(Attr::CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, &[config])?;
-        match plan.finalized("execution plan") {
-            Ok(plan) => return Ok((plan, configs)),
-            Err(e) => last = e,
+    configs.truncate(usize::try_from(count).unwrap_or(0));
+    Ok(configs)
+}
+
+/// Whether `config`'s engine reduces in a precision below `f32` (its numerical notes say so).
+fn reduces_in_low_precision(config: &Descriptor) -> DriverResult<bool> {
+    let engine = Descriptor::new(Kind::CUDNN_BACKEND_ENGINE_DESCRIPTOR)?;
+    let mut n = 0i64;
+    // SAFETY: one descriptor, made above, receives the config's engine.
+    check("engine of config", unsafe {
+        sys::cudnnBackendGetAttribute(
+            config.0,
+            Attr::CUDNN_ATTR_ENGINECFG_ENGINE,
+            AttrType::CUDNN_TYPE_BACKEND_DESCRIPTOR,
+            1,
+            &mut n,
+            (&engine.0 as *const sys::cudnnBackendDescriptor_t)
+                .cast_mut()
+                .cast(),
+        )
+    })?;
+    let mut notes = [u32::MAX; 16];
+    // SAFETY: room for 16 notes, each a C enum (`u32`).
+    check("engine numerical notes", unsafe {
+        sys::cudnnBackendGetAttribute(
+            engine.0,
+            Attr::CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
+            AttrType::CUDNN_TYPE_NUMERICAL_NOTE,
+            notes.len() as i64,
+            &mut n,
+            notes.as_mut_ptr().cast(),
+        )
+    })?;
+    let reduced =
+        sys::cudnnBackendNumericalNote_t::CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION as u32;
+    let n = usize::try_from(n).unwrap_or(0).min(notes.len());
+    Ok(notes[..n].contains(&reduced))
+}
+
+/// A finalized plan's workspace need in bytes.
+fn workspace_size(plan: &Descriptor) -> DriverResult<usize> {
+    let mut size = 0i64;
+    let mut count = 0i64;
+    // SAFETY: one INT64 into `size`.
+    check("workspace size", unsafe {
+        sys::cudnnBackendGetAttribute(
+            plan.0,
+            Attr::CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+            AttrType::CUDNN_TYPE_INT64,
+            1,
+            &mut count,
+            (&mut size as *mut i64).cast(),
+        )
+    })?;
+    Ok(usize::try_from(size).unwrap_or(usize::MAX))
+}
+
+/// The first plan for `graph` (a `what`) that builds from the engine configs of heuristic mode
+/// A, then of the fallback list, passing over engines that reduce in reduced precision and
+/// plans that need more than a lane's workspace; with its workspace need and the configs,
+/// which must outlive it.
+fn first_plan(
+    graph: &Descriptor,
+    handle: sys::cudnnHandle_t,
+    what: &str,
+) -> DriverResult<(Descriptor, usize, Vec<Descriptor>)> {
+    let mut last = format!("cuDNN found no engine for this {what}");
+    let modes = [
+        sys::cudnnBackendHeurMode_t::CUDNN_HEUR_MODE_A,
+        sys::cudnnBackendHeurMode_t::CUDNN_HEUR_MODE_FALLBACK,
+    ];
+    for mode in modes {
+        let configs = match engine_configs(graph, mode) {
+            Ok(configs) => configs,
+            Err(e) => {
+                last = e;
+                continue;
+            }
+        };
+        for config in &configs {
+            // The compute type already asks for `f32`; a query cuDNN refuses is no reason to
+            // drop an engine.
+            if reduces_in_low_precision(config).unwrap_or(false) {
+                last = format!("cuDNN's engines for this {what} reduce in reduced precision");
+                continue;
+            }
+            let plan = Descriptor::new(Kind::CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR)?;
+            plan.set(
+                Attr::CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
+                AttrType::CUDNN_TYPE_HANDLE,
+                &[handle],
+            )?;
+            plan.descriptors(Attr::CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, &[config])?;
+            let plan = match plan.finalized("execution plan") {
+                Ok(plan) => plan,
+                Err(e) => {
+                    last = e;
+                    continue;
+                }
+            };
+            let workspace = workspace_size(&plan)?;
+            if workspace > WORKSPACE {
+                last = format!(
+                    "cuDNN's {what} plan needs {workspace} bytes of workspace, more than {WORKSPACE}"
+                );
+                continue;
+            }
+            return Ok((plan, workspace, configs));
         }
     }
     Err(last)
@@ -440,7 +787,14 @@ pub fn version() -> DriverResult<usize> {
 pub struct Dnn {
     handle: sys::cudnnHandle_t,
     workspaces: LaneWorkspaces,
-    plans: HashMap<AttentionShape, Plan>,
+    plans: HashMap<PlanKey, Plan>,
+}
+
+/// What a plan was built for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum PlanKey {
+    Attention(AttentionShape),
+    Conv(ConvShape),
 }
 
 impl Drop for Dnn {
@@ -464,33 +818,32 @@ impl Dnn {
         })
     }
 
-    /// Makes the plan of shape `s` now (before a graph capture, which must not allocate); an
-    /// error says why cuDNN cannot run it.
+    /// Makes the plan of attention shape `s` now (before a graph capture, which must not
+    /// allocate); an error says why cuDNN cannot run it.
     pub fn prepare(&mut self, s: AttentionShape) -> DriverResult<()> {
-        if self.plans.contains_key(&s) {
+        self.prepare_key(PlanKey::Attention(s))
+    }
+
+    /// Makes the plan of convolution shape `s` now, as [`Dnn::prepare`] does.
+    pub fn prepare_conv(&mut self, s: ConvShape) -> DriverResult<()> {
+        self.prepare_key(PlanKey::Conv(s))
+    }
+
+    fn prepare_key(&mut self, key: PlanKey) -> DriverResult<()> {
+        if self.plans.contains_key(&key) {
             return Ok(());
         }
-        let (graph, built) = attention_graph(&s, self.handle)?;
-        let (plan, configs) = first_plan(&graph, self.handle)?;
-        let mut size = 0i64;
-        let mut count = 0i64;
-        // SAFETY: one INT64 into `size`.
-        check("workspace size", unsafe {
-            sys::cudnnBackendGetAttribute(
-                plan.0,
-                Attr::CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                AttrType::CUDNN_TYPE_INT64,
-                1,
-                &mut count,
-                (&mut size as *mut i64).cast(),
-            )
-        })?;
-        let workspace = usize::try_from(size).unwrap_or(usize::MAX);
-        if workspace > WORKSPACE {
-            return Err(format!(
-                "cuDNN's attention plan needs {workspace} bytes of workspace, more than {WORKSPACE}"
-            ));
-        }
+        let (graph, built, what) = match &key {
+            PlanKey::Attention(s) => {
+                let (graph, built) = attention_graph(s, self.handle)?;
+                (graph, built, "attention")
+            }
+            PlanKey::Conv(s) => {
+                let (graph, built) = conv_graph(s, self.handle)?;
+                (graph, built, "convolution")
+            }
+        };
+        let (plan, workspace, configs) = first_plan(&graph, self.handle, what)?;
         // Destroyed in the reverse order of their making: what refers to a descriptor first.
         let mut keep = built.keep;
         keep.extend(built.ops);
@@ -498,7 +851,7 @@ impl Dnn {
         keep.extend(configs);
         keep.reverse();
         self.plans.insert(
-            s,
+            key,
             Plan {
                 plan,
                 workspace,
@@ -521,13 +874,6 @@ impl Dnn {
         stream: &Stream,
         lane: usize,
     ) -> DriverResult<()> {
-        self.prepare(s)?;
-        let workspace = self.workspaces.get(lane)?;
-        let handle = self.handle;
-        let plan = self
-            .plans
-            .get(&s)
-            .ok_or_else(|| "cuDNN plan missing".to_string())?;
         let scale = f32::from_bits(s.scale);
         let neg_inf = f32::NEG_INFINITY;
         let AttentionOperands { q, k, v, o } = buffers;
@@ -543,12 +889,50 @@ impl Dnn {
             uids.push(NEG_INF);
             pointers.push(&neg_inf as *const f32 as *const c_void);
         }
+        // The scalars live through the call, which reads them while it enqueues.
+        self.execute(PlanKey::Attention(s), (&uids, &pointers), stream, lane)
+    }
+
+    /// Enqueues convolution `s` on `stream` with the workspace of `lane`.
+    pub fn conv(
+        &mut self,
+        s: ConvShape,
+        buffers: ConvOperands,
+        stream: &Stream,
+        lane: usize,
+    ) -> DriverResult<()> {
+        let ConvOperands { x, w, bias, y } = buffers;
+        let mut uids = vec![CONV_X, CONV_W, CONV_Y];
+        let mut pointers = vec![x as *const c_void, w as *const c_void, y as *const c_void];
+        if s.bias {
+            uids.push(CONV_BIAS);
+            pointers.push(bias as *const c_void);
+        }
+        self.execute(PlanKey::Conv(s), (&uids, &pointers), stream, lane)
+    }
+
+    /// Enqueues the plan of `key` (made now if it is not yet) on the tensors `uids` at
+    /// `pointers`.
+    fn execute(
+        &mut self,
+        key: PlanKey,
+        (uids, pointers): (&[i64], &[*const c_void]),
+        stream: &Stream,
+        lane: usize,
+    ) -> DriverResult<()> {
+        self.prepare_key(key)?;
+        let workspace = self.workspaces.get(lane)?;
+        let handle = self.handle;
+        let plan = self
+            .plans
+            .get(&key)
+            .ok_or_else(|| "cuDNN plan missing".to_string())?;
         let pack = Descriptor::new(Kind::CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR)?;
-        pack.ints(Attr::CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, &uids)?;
+        pack.ints(Attr::CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, uids)?;
         pack.set(
             Attr::CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
             AttrType::CUDNN_TYPE_VOID_PTR,
-            &pointers,
+            pointers,
         )?;
         let workspace = if plan.workspace > 0 { workspace } else { 0 };
         pack.set(
@@ -557,8 +941,8 @@ impl Dnn {
             &[workspace as *const c_void],
         )?;
         let pack = pack.finalized("variant pack")?;
-        // SAFETY: the addresses are device buffers of the views in `s`; the scalars live
-        // through the call, which reads them while it enqueues.
+        // SAFETY: the pointers are device buffers of the views the plan was built for, or
+        // host scalars that live through this call.
         unsafe {
             check(
                 "set stream",
@@ -569,5 +953,69 @@ impl Dnn {
                 sys::cudnnBackendExecute(handle, plan.plan.0, pack.0),
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tir_graph::Dim;
+
+    fn call(input: Vec<u64>, kernel: Vec<u64>, output: Vec<u64>) -> LibraryConv {
+        let spatial = input.len();
+        let contiguous = |dims: Vec<u64>| {
+            let mut s = vec![1u64; dims.len()];
+            for i in (0..dims.len() - 1).rev() {
+                s[i] = s[i + 1] * dims[i + 1];
+            }
+            s
+        };
+        let with = |lead: [u64; 2], rest: &[u64]| [lead.to_vec(), rest.to_vec()].concat();
+        LibraryConv {
+            x: 0,
+            w: 1,
+            bias: Some(2),
+            y: 3,
+            dtype: DType::F16,
+            batch: Dim::from("n"),
+            channels: 6,
+            out_channels: 4,
+            groups: 2,
+            layout: [
+                contiguous(with([2, 6], &input)),
+                contiguous(with([4, 3], &kernel)),
+                contiguous(with([2, 4], &output)),
+            ],
+            input,
+            kernel,
+            output,
+            strides: vec![2; spatial],
+            dilations: vec![3; spatial],
+            pads: vec![(1, 0); spatial],
+            activation: Some(ConvActivation::Relu),
+        }
+    }
+
+    #[test]
+    fn a_conv_shape_has_the_batch_groups_and_strides_and_a_1d_conv_a_unit_axis() {
+        let shape = conv_shape(&call(vec![9, 7], vec![3, 2], vec![4, 3]), 5).unwrap();
+        assert_eq!((shape.spatial, shape.bias), (2, true));
+        assert_eq!(shape.x, [5, 6, 9, 7, 1]);
+        assert_eq!(
+            shape.w,
+            [4, 3, 3, 2, 1],
+            "C / groups input channels per filter"
+        );
+        assert_eq!(shape.strides[0][..4], [378, 63, 7, 1]);
+        assert_eq!(shape.strides[2][..4], [48, 12, 3, 1]);
+        assert_eq!((shape.steps, shape.pads_before), ([2, 2, 1], [1, 1, 0]));
+        let one = conv_shape(&call(vec![9], vec![3], vec![4]), 5).unwrap();
+        assert_eq!(one.spatial, 2);
+        assert_eq!((one.x, one.y), ([5, 6, 1, 9, 1], [5, 4, 1, 4, 1]));
+        assert_eq!(one.strides[0][..4], [54, 9, 9, 1]);
+        assert_eq!((one.steps, one.dilations), ([1, 2, 1], [1, 3, 1]));
+        assert_eq!((one.pads_before, one.pads_after), ([0, 1, 0], [0, 0, 0]));
+        assert!(conv_shape(&call(vec![9], vec![3], vec![4]), 0).is_none());
+        assert!(conv_shape(&call(vec![2; 4], vec![1; 4], vec![2; 4]), 1).is_none());
     }
 }

@@ -33,11 +33,13 @@ pub use block::block_on;
 pub(crate) use exec::CudaExecutable as Loaded;
 pub use exec::CudaExecutable;
 pub use future::RunFuture;
-pub use policy::{AttentionPath, AttentionPolicy, ExecMode, MatmulPath, MatmulPolicy};
+pub use policy::{
+    AttentionPath, AttentionPolicy, ConvPath, ConvPolicy, ExecMode, MatmulPath, MatmulPolicy,
+};
 pub use profile::KernelTimes;
 
 /// The libraries' line of `tirc doctor`: which of cuBLASLt (plain matmuls) and cuDNN (fused
-/// attention) this process can load; without one, its kernels run as generated.
+/// attention, convolutions) this process can load; without one, its kernels run as generated.
 pub fn libraries() -> String {
     let blas = match blas::present() {
         Ok(()) => "cuBLASLt found".to_string(),
@@ -45,7 +47,7 @@ pub fn libraries() -> String {
     };
     let dnn = match dnn::version() {
         Ok(v) => format!("cuDNN {}.{}.{} found", v / 10000, v / 100 % 100, v % 100),
-        Err(e) => format!("{e} (attention runs as generated kernels)"),
+        Err(e) => format!("{e} (attention and convolutions run as generated kernels)"),
     };
     format!("libraries: {blas}; {dnn}")
 }

@@ -1,5 +1,5 @@
 //! How an executable runs: the execution mode, and which path each kernel that a library can
-//! run takes (plain matmuls: cuBLASLt; fused attention: cuDNN).
+//! run takes (plain matmuls: cuBLASLt; fused attention and convolutions: cuDNN).
 
 use std::collections::BTreeMap;
 
@@ -49,6 +49,23 @@ pub enum AttentionPath {
     Auto,
 }
 
+/// How a kernel that is a convolution with its bias and activation ([`LibraryCall::Conv`])
+/// runs.
+///
+/// [`LibraryCall::Conv`]: tir_lower::tile::LibraryCall::Conv
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ConvPath {
+    /// The generated Tile IR kernel.
+    Generated,
+    /// One cuDNN execution plan (convolution, bias, activation).
+    Cudnn,
+    /// Whichever measures faster, timed on the GPU at the first run, for a kernel whose batch
+    /// is static (cuDNN builds a plan per shape); the generated kernel for the others, and
+    /// where cuDNN is missing or has no engine.
+    #[default]
+    Auto,
+}
+
 /// The paths one library can take: the words that name them and the variable that sets them.
 pub trait LibraryPath: Copy + Default + 'static {
     /// The environment variable read by [`Policy::from_env`].
@@ -75,6 +92,15 @@ impl LibraryPath for AttentionPath {
     ];
 }
 
+impl LibraryPath for ConvPath {
+    const VARIABLE: &'static str = "TIR_CONV";
+    const WORDS: &'static [(&'static str, Self)] = &[
+        ("auto", ConvPath::Auto),
+        ("generated", ConvPath::Generated),
+        ("cudnn", ConvPath::Cudnn),
+    ];
+}
+
 /// The path of every kernel, and of named kernels (`k3_matmul`, as `tirc explain --tile`
 /// names them).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -88,6 +114,9 @@ pub type MatmulPolicy = Policy<MatmulPath>;
 
 /// The paths of fused attentions (`$TIR_ATTENTION`).
 pub type AttentionPolicy = Policy<AttentionPath>;
+
+/// The paths of convolutions (`$TIR_CONV`).
+pub type ConvPolicy = Policy<ConvPath>;
 
 impl<P: LibraryPath> Policy<P> {
     /// A path's word (`auto`, `generated` or the library's), then optionally `KERNEL=PATH`
@@ -150,5 +179,14 @@ mod tests {
         assert_eq!(p.of("k2_attention"), AttentionPath::Generated);
         let e = AttentionPolicy::parse("cublaslt").unwrap_err();
         assert!(e.contains("expected auto, generated, cudnn"), "{e}");
+        let p = ConvPolicy::parse("generated,k1_conv=cudnn").unwrap();
+        assert_eq!(p.of("k0_conv"), ConvPath::Generated);
+        assert_eq!(p.of("k1_conv"), ConvPath::Cudnn);
+        assert_eq!(ConvPolicy::parse("").unwrap().default, ConvPath::Auto);
+        let e = ConvPolicy::parse("fast").unwrap_err();
+        assert!(
+            e.contains("`fast`") && e.contains("expected auto, generated, cudnn"),
+            "{e}"
+        );
     }
 }

@@ -74,6 +74,10 @@ struct Cli {
     /// (default: $TIR_ATTENTION, else auto).
     #[arg(long, value_name = "POLICY")]
     attention: Option<String>,
+    /// The cuda backend's convolution paths: auto, generated or cudnn, then KERNEL=PATH items
+    /// (default: $TIR_CONV, else auto).
+    #[arg(long, value_name = "POLICY")]
+    conv: Option<String>,
     /// Where the tensors of a run are: host (host tensors in and out) or device (parameters and
     /// inputs copied to the device first, outputs left there).
     #[arg(long, value_name = "WHERE", value_parser = ["host", "device"], default_value = "host")]
@@ -192,11 +196,12 @@ fn run(cli: &Cli) -> Result<bool, String> {
 
     let backend = backend.ok_or("--backend NAME is required")?;
     let (cuda, configured);
-    let backend = if cli.mode.is_none() && cli.matmul.is_none() && cli.attention.is_none() {
+    let cuda_only = [&cli.mode, &cli.matmul, &cli.attention, &cli.conv];
+    let backend = if cuda_only.iter().all(|o| o.is_none()) {
         backend
     } else if backend.name() != "cuda" {
         return Err(format!(
-            "--mode, --matmul and --attention apply to the cuda backend, not `{}`",
+            "--mode, --matmul, --attention and --conv apply to the cuda backend, not `{}`",
             backend.name()
         ));
     } else {
@@ -406,6 +411,10 @@ fn cuda_backend(cli: &Cli) -> Result<backend_cuda::CudaBackend, String> {
         let policy =
             backend_cuda::AttentionPolicy::parse(text).map_err(|e| format!("--attention: {e}"))?;
         backend = backend.with_attention(policy);
+    }
+    if let Some(text) = &cli.conv {
+        let policy = backend_cuda::ConvPolicy::parse(text).map_err(|e| format!("--conv: {e}"))?;
+        backend = backend.with_conv(policy);
     }
     Ok(backend)
 }

@@ -665,10 +665,11 @@ fn matmuls(c: &mut Corpus) -> Result<()> {
 
 /// Convolutions (implicit-GEMM kernels): 1 to 3 spatial axes, strides, dilations, uneven
 /// padding, groups (depthwise too), K not a multiple of the tile, a symbolic batch with a bias
-/// and activation fused, and enough channels for several K steps.
+/// and activation fused, a `[1, O, 1, 1]` bias with a sigmoid, and enough channels for several
+/// K steps.
 fn convs(c: &mut Corpus) -> Result<()> {
     type Build = fn(&GraphBuilder, DType) -> Result<Tensor>;
-    let cases: [(&str, u64, Build); 7] = [
+    let cases: [(&str, u64, Build); 8] = [
         ("1d_k3_pad1", 9, |g, d| {
             let w = g.input("w", d, shape![4, 3, 3])?;
             g.input("x", d, shape![2, 3, 17])?
@@ -711,6 +712,19 @@ fn convs(c: &mut Corpus) -> Result<()> {
                 1,
             )?;
             (&y + &bias)?.relu()
+        }),
+        // A bias of shape [1, O, 1, 1] and a sigmoid: the library route's other epilogue.
+        ("2d_bias_sigmoid", 72, |g, d| {
+            let w = g.input("w", d, shape![16, 8, 3, 3])?;
+            let bias = g.input("bias", d, shape![1, 16, 1, 1])?;
+            let y = g.input("x", d, shape![2, 8, 9, 9])?.conv(
+                &w,
+                &[2, 2],
+                &[1, 1],
+                &[(1, 1), (1, 1)],
+                1,
+            )?;
+            (&y + &bias)?.sigmoid()
         }),
         ("2d_64x128_channels", 576, |g, d| {
             let w = g.input("w", d, shape![128, 64, 3, 3])?;

@@ -22,8 +22,10 @@ use super::emit::KernelLowering;
 use super::kernels::{accumulator, tile_for};
 use super::LowerError;
 use crate::target::TileShapes;
-use crate::tile::{Access, IndexOp, TileOp, Type, ValueId};
-use tir_graph::{DType, Dim, NodeId, Op};
+use crate::tile::{
+    Access, ConvActivation, IndexOp, LibraryCall, LibraryConv, TileOp, Type, ValueId,
+};
+use tir_graph::{BinaryOp, DType, Dim, NodeId, Op, UnaryOp};
 
 type Res<T> = Result<T, LowerError>;
 
@@ -113,7 +115,124 @@ impl KernelLowering<'_> {
         let value = self.value(root, &canonical, out_space)?;
         let view = self.row_major(&self.buffers[out].ty.shape, spatial + 2);
         self.store_whole(out, out_space, value, view);
+        self.b.library = self.library_conv(conv, root, out, &geometry);
         Ok(())
+    }
+
+    /// The library call equal to this kernel ([`LibraryCall::Conv`]), when it is one: 16-bit
+    /// floats, and an epilogue that is nothing, a bias add, an activation cuDNN computes as the
+    /// graph does ([`ConvActivation`]), or a bias add then such an activation. The bias is the
+    /// other operand of an add with the conv, `O` contiguous elements of a buffer, perhaps
+    /// reshaped (or (un)squeezed) to broadcast along the channels only.
+    fn library_conv(
+        &self,
+        conv: NodeId,
+        root: NodeId,
+        out: usize,
+        geometry: &ConvShape,
+    ) -> Option<LibraryCall> {
+        let g = self.g;
+        let ty = g.ty(conv);
+        if !matches!(ty.dtype, DType::F16 | DType::BF16) {
+            return None;
+        }
+        let (activation, top) = match &g.node(root).op {
+            Op::Unary(op) => (Some(conv_activation(*op)?), g.operands(root)[0]),
+            _ => (None, root),
+        };
+        let (bias, chain) = if top == conv {
+            (None, Vec::new())
+        } else {
+            let (param, chain) = self.conv_bias(conv, top)?;
+            (Some(param), chain)
+        };
+        let epilogue = usize::from(top != conv) + usize::from(activation.is_some());
+        if self.members.len() != 1 + epilogue + chain.len() {
+            return None;
+        }
+        let param = |buffer: usize| self.b.params.iter().position(|tp| tp.buffer == buffer);
+        let (x, w) = (g.operands(conv)[0], g.operands(conv)[1]);
+        let dims = ty.shape.dims();
+        let output = dims[2..]
+            .iter()
+            .map(Dim::as_static)
+            .collect::<Option<Vec<u64>>>()?;
+        let contiguous = |shape: &tir_graph::Shape| -> Option<Vec<u64>> {
+            let strides = tir_opt::layout::StridedView::contiguous(shape)?.static_strides()?;
+            strides.into_iter().map(|s| u64::try_from(s).ok()).collect()
+        };
+        Some(LibraryCall::Conv(Box::new(LibraryConv {
+            x: param(*self.buffer_of.get(&x)?)?,
+            w: param(*self.buffer_of.get(&w)?)?,
+            bias,
+            y: param(out)?,
+            dtype: ty.dtype,
+            batch: dims[0].clone(),
+            channels: geometry.channels,
+            out_channels: geometry.out_channels,
+            groups: geometry.groups,
+            input: geometry.input.clone(),
+            kernel: geometry.kernel.clone(),
+            output,
+            strides: geometry.strides.clone(),
+            dilations: geometry.dilations.clone(),
+            pads: self.conv_pads(conv)?,
+            layout: [
+                contiguous(&g.ty(x).shape)?,
+                contiguous(&g.ty(w).shape)?,
+                contiguous(&self.buffers[out].ty.shape)?,
+            ],
+            activation,
+        })))
+    }
+
+    /// The bias parameter of `add = conv + bias` (either order) and the member layout ops
+    /// between the add and the bias's buffer: each only reinterprets contiguous elements, the
+    /// buffer holds `O` of them, and the bias broadcasts along the channel axis alone.
+    fn conv_bias(&self, conv: NodeId, add: NodeId) -> Option<(usize, Vec<NodeId>)> {
+        let g = self.g;
+        if !matches!(g.node(add).op, Op::Binary(BinaryOp::Add)) {
+            return None;
+        }
+        let bias = match g.operands(add)[..] {
+            [a, b] if a == conv => b,
+            [a, b] if b == conv => a,
+            _ => return None,
+        };
+        let out = g.ty(conv).shape.dims();
+        let shape = g.ty(bias).shape.dims();
+        let lead = out.len().checked_sub(shape.len())?;
+        let channel_only = shape.iter().enumerate().all(|(i, d)| {
+            let expected = if i + lead == 1 {
+                &out[1]
+            } else {
+                &Dim::Static(1)
+            };
+            d == expected || (i + lead != 1 && *d == Dim::Static(1))
+        });
+        if !channel_only || lead > 1 {
+            return None;
+        }
+        let mut chain = Vec::new();
+        let mut source = bias;
+        while self.members.contains(&source) {
+            match &g.node(source).op {
+                Op::Reshape { .. } | Op::Squeeze { .. } | Op::Unsqueeze { .. } => {}
+                _ => return None,
+            }
+            chain.push(source);
+            source = g.operands(source)[0];
+        }
+        let buffer = *self.buffer_of.get(&source)?;
+        let param = self.b.params.iter().position(|tp| tp.buffer == buffer)?;
+        (g.ty(source).shape.static_numel()? == out[1].as_static()?).then_some((param, chain))
+    }
+
+    fn conv_pads(&self, conv: NodeId) -> Option<Vec<(u64, u64)>> {
+        match &self.g.node(conv).op {
+            Op::Conv { pads, .. } => Some(pads.clone()),
+            _ => None,
+        }
     }
 
     fn conv_shape(&self, conv: NodeId) -> Res<ConvShape> {
@@ -312,4 +431,16 @@ impl KernelLowering<'_> {
             Type::tile(dtype, &[tk, count]),
         )
     }
+}
+
+/// The library activation that computes `op` as the graph defines it, if there is one.
+fn conv_activation(op: UnaryOp) -> Option<ConvActivation> {
+    Some(match op {
+        UnaryOp::Relu => ConvActivation::Relu,
+        UnaryOp::Sigmoid => ConvActivation::Sigmoid,
+        UnaryOp::Tanh => ConvActivation::Tanh,
+        UnaryOp::GeluErf => ConvActivation::GeluErf,
+        UnaryOp::GeluTanh => ConvActivation::GeluTanh,
+        _ => return None,
+    })
 }

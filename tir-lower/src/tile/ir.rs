@@ -437,6 +437,75 @@ pub enum LibraryCall {
         /// The parameter each device writes whole.
         output: usize,
     },
+    /// A convolution with its bias and activation ([`LibraryConv`]).
+    Conv(Box<LibraryConv>),
+}
+
+/// The activation a library convolution applies after its bias: each is the graph's unary op
+/// of the same name, computed on the `f32` sum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ConvActivation {
+    /// `max(x, 0)`.
+    Relu,
+    /// `1 / (1 + e^-x)`.
+    Sigmoid,
+    /// `tanh(x)`.
+    Tanh,
+    /// `x · Φ(x)`, the erf form.
+    GeluErf,
+    /// The tanh approximation of gelu.
+    GeluTanh,
+}
+
+/// `y = act(conv(x, w) + bias)` of 16-bit floats, the convolution accumulated in `f32` and the
+/// bias and activation applied to the `f32` sum before the one rounding to `y`'s dtype (the
+/// kernel's body rounds the convolution first; the two may differ by one rounding). `x`, `w`
+/// and `y` are strided views of their parameters, `[N, C, S..]`, `[O, C / groups, K..]` and
+/// `[N, O, Q..]`, with strides in elements as the buffers hold them (every dim but the batch is
+/// static, so every stride is); `bias`, when there is one, holds `O` contiguous elements.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LibraryConv {
+    /// The parameter of the input.
+    pub x: usize,
+    /// The parameter of the weights.
+    pub w: usize,
+    /// The parameter of the bias, if any.
+    pub bias: Option<usize>,
+    /// The parameter written (whole).
+    pub y: usize,
+    /// The element type of every operand.
+    pub dtype: DType,
+    /// The batch dim `N` (static or symbolic).
+    pub batch: tir_graph::Dim,
+    /// Input channels `C`, output channels `O` and groups.
+    pub channels: u64,
+    /// Output channels.
+    pub out_channels: u64,
+    /// Channel groups (dividing `C` and `O`).
+    pub groups: u64,
+    /// Spatial extents of the input, of the kernel and of the output.
+    pub input: Vec<u64>,
+    /// Spatial extents of the kernel.
+    pub kernel: Vec<u64>,
+    /// Spatial extents of the output.
+    pub output: Vec<u64>,
+    /// Step per spatial axis.
+    pub strides: Vec<u64>,
+    /// Tap spacing per spatial axis.
+    pub dilations: Vec<u64>,
+    /// Zero padding `(before, after)` per spatial axis.
+    pub pads: Vec<(u64, u64)>,
+    /// Strides in elements of `x`, `w` and `y`, every axis.
+    pub layout: [Vec<u64>; 3],
+    /// Applied after the bias, if any.
+    pub activation: Option<ConvActivation>,
+}
+
+impl LibraryConv {
+    /// Whether the batch dim is static: the call has one shape.
+    pub fn is_static(&self) -> bool {
+        self.batch.as_static().is_some()
+    }
 }
 
 /// Fused attention `o = softmax(scale · q @ kᵀ) @ v` of 16-bit floats, under the causal mask

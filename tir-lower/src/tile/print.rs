@@ -186,6 +186,18 @@ pub(crate) fn write_kernel(out: &mut String, k: &TileKernel, indent: &str) {
                 a.o.param, a.scale.0, a.q.param, a.k.param, a.v.param
             );
         }
+        Some(LibraryCall::Conv(c)) => {
+            let bias = c.bias.map_or(String::new(), |b| format!(" + param {b}"));
+            let (open, close) = match c.activation {
+                Some(a) => (format!("{a:?}(").to_lowercase(), ")"),
+                None => (String::new(), ""),
+            };
+            let _ = writeln!(
+                out,
+                "{inner}library conv: param {} = {open}conv(param {}, param {}){bias}{close}",
+                c.y, c.x, c.w
+            );
+        }
         Some(LibraryCall::Collective { op, input, output }) => {
             let _ = writeln!(
                 out,

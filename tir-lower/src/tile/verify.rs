@@ -200,7 +200,8 @@ impl<'k> Verifier<'k> {
     }
 
     /// A library call names existing parameters of its dtype: its operands (`a`, `b` and a
-    /// residual; `q`, `k`, `v`) shared, its result (`c`; `o`) the whole of a mutable one.
+    /// residual; `q`, `k`, `v`; `x`, `w` and a bias) shared, its result (`c`; `o`; `y`) the
+    /// whole of a mutable one.
     fn check_library(&self) -> Result<(), TileError> {
         let (what, operands, result, dtype) = match &self.kernel.library {
             None => return Ok(()),
@@ -219,6 +220,11 @@ impl<'k> Verifier<'k> {
             Some(LibraryCall::Attention(a)) => {
                 let operands = vec![("q", a.q.param), ("k", a.k.param), ("v", a.v.param)];
                 ("attention", operands, ("o", a.o.param), &a.dtype)
+            }
+            Some(LibraryCall::Conv(c)) => {
+                let mut operands = vec![("x", c.x), ("w", c.w)];
+                operands.extend(c.bias.map(|b| ("bias", b)));
+                ("conv", operands, ("y", c.y), &c.dtype)
             }
             Some(LibraryCall::Collective { op, input, output }) => {
                 self.check_collective(op)?;

@@ -60,6 +60,9 @@ impl CudaExecutable {
             Launch::Dnn { shape, buffers } => self
                 .dnn()
                 .and_then(|dnn| dnn.attention(*shape, *buffers, stream, lane)),
+            Launch::DnnConv { shape, buffers } => self
+                .dnn()
+                .and_then(|dnn| dnn.conv(*shape, *buffers, stream, lane)),
             Launch::Collective(_) => {
                 Err("a collective runs only on a mesh of GPUs (CudaBackend::compile_mesh)".into())
             }

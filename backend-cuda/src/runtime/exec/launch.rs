@@ -9,10 +9,10 @@
 use super::{kernel_error, CudaExecutable, Shaped};
 use crate::codegen::PARAM_ALIGN;
 use crate::runtime::blas::{MatmulOperands, MatmulShape};
-use crate::runtime::dnn::{AttentionOperands, AttentionShape};
+use crate::runtime::dnn::{self, AttentionOperands, AttentionShape, ConvOperands, ConvShape};
 use crate::runtime::driver::Kernel;
 use crate::runtime::nccl::{Call, Collective};
-use crate::runtime::policy::{AttentionPath, MatmulPath};
+use crate::runtime::policy::{AttentionPath, ConvPath, MatmulPath};
 use crate::runtime::timing::ColdTimer;
 use std::collections::BTreeMap;
 use tir_graph::Op;
@@ -41,6 +41,11 @@ pub(in crate::runtime) enum Launch {
         shape: AttentionShape,
         buffers: AttentionOperands,
     },
+    /// One cuDNN plan of a convolution with its bias and activation.
+    DnnConv {
+        shape: ConvShape,
+        buffers: ConvOperands,
+    },
     /// A collective through NCCL, which only a mesh runs ([`super::mesh`]).
     Collective(CollectiveLaunch),
 }
@@ -64,7 +69,7 @@ impl Launch {
         match self {
             Launch::Tiles { blocks, .. } => format!("tiles x{blocks}"),
             Launch::Blas { .. } => "cublaslt".to_string(),
-            Launch::Dnn { .. } => "cudnn".to_string(),
+            Launch::Dnn { .. } | Launch::DnnConv { .. } => "cudnn".to_string(),
             Launch::Collective(_) => "nccl".to_string(),
         }
     }
@@ -75,6 +80,7 @@ impl Launch {
 pub(super) enum LibraryShape {
     Matmul(MatmulShape),
     Attention(AttentionShape),
+    Conv(ConvShape),
 }
 
 /// Whether a library call runs: never, always, or when it measures faster.
@@ -141,6 +147,15 @@ fn library_launch(
                 k: address(&call.k.param)?,
                 v: address(&call.v.param)?,
                 o: address(&call.o.param)?,
+            },
+        }),
+        LibraryCall::Conv(call) => Some(Launch::DnnConv {
+            shape: dnn::conv_shape(call, run::dim_value(&call.batch, dims).ok()?)?,
+            buffers: ConvOperands {
+                x: address(&call.x)?,
+                w: address(&call.w)?,
+                bias: call.bias.as_ref().map_or(Some(0), address)?,
+                y: address(&call.y)?,
             },
         }),
     }
@@ -332,6 +347,18 @@ impl CudaExecutable {
                     },
                 },
             ),
+            // As attention's: cuDNN builds a plan per batch size.
+            Launch::DnnConv { shape, .. } => (
+                LibraryShape::Conv(*shape),
+                match self.conv.of(name) {
+                    ConvPath::Generated => LibraryUse::Never,
+                    ConvPath::Cudnn => LibraryUse::Always,
+                    ConvPath::Auto => match &self.program.kernels[k].library {
+                        Some(LibraryCall::Conv(call)) if call.is_static() => LibraryUse::Timed,
+                        _ => LibraryUse::Never,
+                    },
+                },
+            ),
         };
         match by_policy {
             LibraryUse::Never => Ok(false),
@@ -339,6 +366,7 @@ impl CudaExecutable {
                 match shape {
                     LibraryShape::Matmul(s) => self.blas()?.prepare(s)?,
                     LibraryShape::Attention(s) => self.dnn()?.prepare(s)?,
+                    LibraryShape::Conv(s) => self.dnn()?.prepare_conv(s)?,
                 }
                 Ok(true)
             }

@@ -43,7 +43,7 @@ use super::dnn::Dnn;
 use super::driver::{self, DeviceMemory, Event, Graph, Kernel, Library, PinnedMemory};
 use super::gpu::Gpu;
 use super::memory::{pinned_tensor, Fill, TensorMemory};
-use super::policy::{AttentionPolicy, ExecMode, MatmulPolicy};
+use super::policy::{AttentionPolicy, ConvPolicy, ExecMode, MatmulPolicy};
 use super::staging::Source;
 use super::trace::TraceSlot;
 use crate::codegen::KernelAbi;
@@ -149,6 +149,7 @@ pub struct CudaExecutable {
     graphs: Vec<(Vec<u64>, Graph)>,
     matmul: MatmulPolicy,
     attention: AttentionPolicy,
+    conv: ConvPolicy,
     /// Fill the arena and outputs with all-ones bytes (NaN in floats) before each run, so that
     /// an element no kernel writes cannot pass a comparison.
     poison: bool,
@@ -238,6 +239,7 @@ impl CudaExecutable {
             graphs: Vec::new(),
             matmul: MatmulPolicy::default(),
             attention: AttentionPolicy::default(),
+            conv: ConvPolicy::default(),
             poison: false,
             blas: None,
             dnn: None,
@@ -272,6 +274,13 @@ impl CudaExecutable {
     /// Sets the attention paths; the choices and graphs made under the old ones are forgotten.
     pub fn set_attention_policy(&mut self, policy: AttentionPolicy) {
         self.attention = policy;
+        self.chosen.clear();
+        self.graphs.clear();
+    }
+
+    /// Sets the convolution paths; the choices and graphs made under the old ones are forgotten.
+    pub fn set_conv_policy(&mut self, policy: ConvPolicy) {
+        self.conv = policy;
         self.chosen.clear();
         self.graphs.clear();
     }
