@@ -769,9 +769,9 @@ impl KernelLowering<'_> {
         let mut data_ix: Vec<Ix> = ix[..axis].to_vec();
         data_ix.push(Ix::Dyn(index));
         data_ix.extend_from_slice(&ix[axis + index_rank..]);
-        if self.members.contains(&data) {
-            return Err(self.unsupported("gathered data computed in the same kernel".into()));
-        }
+        // Data computed in the kernel (a product's prologue: GPTQ's unpacked zeros) is
+        // computed at the gathered positions, which fusion admits only for elementwise and
+        // layout ops (`tir_opt::fusion::kinds`).
         let _ = node;
         self.value(data, &data_ix, space)
     }
