@@ -468,6 +468,12 @@ fn run_one(out: &Path, w: &Workload) -> Result<serde_json::Value, String> {
     } else {
         None
     };
+    // What the decode loops' programs hold on the device, by kind (weights as stored).
+    let needed = if w.name.starts_with("decode_") {
+        Some(memory::needed(&exe)?)
+    } else {
+        None
+    };
     let dir = out.join(&w.name);
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     if w.peer {
@@ -492,6 +498,7 @@ fn run_one(out: &Path, w: &Workload) -> Result<serde_json::Value, String> {
         "api_vec_ms": api_vec,
         "transfer_ms": transfer,
         "device_memory": memory,
+        "device_needed_bytes": needed,
         "reps": times.len(),
         "items": w.items,
         "bound": w.bound,

@@ -82,7 +82,7 @@ fn used(exe: &CudaExecutable) -> Result<u64, String> {
 
 /// The bytes a run of `exe` needs on the device by the program: its parameters, the arena of
 /// the memory plan, its states, and the staging of its inputs and outputs.
-fn needed(exe: &CudaExecutable) -> Result<BTreeMap<&'static str, u64>, String> {
+pub fn needed(exe: &CudaExecutable) -> Result<BTreeMap<&'static str, u64>, String> {
     let program = exe.program();
     let dims = BTreeMap::new();
     let mut needed = BTreeMap::from([

@@ -3,9 +3,19 @@
 
 use std::collections::BTreeMap;
 use tir_graph::models::{self, DecoderConfig};
+use tir_graph::quant::{Fp8Scale, QuantError, WeightFormat};
 use tir_graph::{shape, DType, Graph, GraphBuilder, GraphError};
 
-type Result<T> = std::result::Result<T, GraphError>;
+/// A workload's graph failed to build: a graph error, or a quantized layout refused.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+    #[error(transparent)]
+    Quant(#[from] QuantError),
+}
+
+type Result<T> = std::result::Result<T, WorkloadError>;
 
 /// What limits a workload.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
@@ -105,7 +115,7 @@ fn add(n: u64) -> Result<Graph> {
     let x = g.input("x", DType::F16, shape![n])?;
     let y = g.input("y", DType::F16, shape![n])?;
     g.output("z", &(&x + &y)?)?;
-    g.finish()
+    Ok(g.finish()?)
 }
 
 fn rms_norm(rows: u64, cols: u64) -> Result<Graph> {
@@ -113,14 +123,14 @@ fn rms_norm(rows: u64, cols: u64) -> Result<Graph> {
     let x = g.input("x", DType::F16, shape![rows, cols])?;
     let w = g.parameter("w", DType::F16, shape![cols])?;
     g.output("y", &x.rms_norm(&w, 1e-6)?)?;
-    g.finish()
+    Ok(g.finish()?)
 }
 
 fn softmax(rows: u64, cols: u64) -> Result<Graph> {
     let g = GraphBuilder::new();
     let x = g.input("x", DType::F16, shape![rows, cols])?;
     g.output("y", &x.softmax(1)?)?;
-    g.finish()
+    Ok(g.finish()?)
 }
 
 fn gemm(m: u64, k: u64, n: u64) -> Result<Graph> {
@@ -128,7 +138,7 @@ fn gemm(m: u64, k: u64, n: u64) -> Result<Graph> {
     let a = g.input("a", DType::F16, shape![m, k])?;
     let b = g.input("b", DType::F16, shape![k, n])?;
     g.output("c", &a.matmul(&b)?)?;
-    g.finish()
+    Ok(g.finish()?)
 }
 
 /// A square convolution of fp16 NCHW tensors, `size`x`size` images of `channels` into `out`
@@ -201,7 +211,7 @@ impl Conv {
         let y = x.conv(&w, &[stride, stride], &[1, 1], &[(p, p), (p, p)], groups)?;
         let bias = b.reshape(&[out.into(), 1.into(), 1.into()])?;
         g.output("y", &(&y + &bias)?.relu()?)?;
-        g.finish()
+        Ok(g.finish()?)
     }
 }
 
@@ -211,7 +221,7 @@ fn mlp(tokens: u64, hidden: u64, ffn: u64) -> Result<Graph> {
     let w1 = g.parameter("w1", DType::F16, shape![hidden, ffn])?;
     let w2 = g.parameter("w2", DType::F16, shape![ffn, hidden])?;
     g.output("y", &x.matmul(&w1)?.gelu()?.matmul(&w2)?)?;
-    g.finish()
+    Ok(g.finish()?)
 }
 
 fn attention(batch: u64, heads: u64, seq: u64, head_dim: u64, causal: bool) -> Result<Graph> {
@@ -219,7 +229,7 @@ fn attention(batch: u64, heads: u64, seq: u64, head_dim: u64, causal: bool) -> R
     let qkv = |n: &str| g.input(n, DType::F16, shape![batch, heads, seq, head_dim]);
     let (q, k, v) = (qkv("q")?, qkv("k")?, qkv("v")?);
     g.output("o", &q.attention(&k, &v, causal)?)?;
-    g.finish()
+    Ok(g.finish()?)
 }
 
 /// `n` dependent 16x16 matmuls: `n` kernels that cannot fuse, each of a few hundred flops.
@@ -231,7 +241,7 @@ fn chain(n: usize) -> Result<Graph> {
         x = x.matmul(&w)?;
     }
     g.output("y", &x)?;
-    g.finish()
+    Ok(g.finish()?)
 }
 
 /// Every workload of `bench/README.md`.
@@ -377,6 +387,7 @@ pub fn all() -> Result<Vec<Workload>> {
     decode.graph_replay = true;
     decode.items = 1;
     out.push(decode);
+    quantized(&mut out, &cfg)?;
     for n in [1usize, 10, 100, 1000] {
         for replay in [false, true] {
             let mode = if replay { "graph" } else { "stream" };
@@ -394,4 +405,76 @@ pub fn all() -> Result<Vec<Workload>> {
         }
     }
     Ok(out)
+}
+
+/// The weight formats of the quantized workloads, with their names: fp16 first, the baseline.
+pub const QUANT_FORMATS: [(&str, WeightFormat); 4] = [
+    ("f16", WeightFormat::F16),
+    ("int8", WeightFormat::Int8),
+    ("fp8row", WeightFormat::Fp8(Fp8Scale::Row)),
+    ("awq128", WeightFormat::Awq { group: 128 }),
+];
+
+/// The bytes a `[k, n]` weight takes in `format` (its stored tensors: packed values, scales,
+/// zeros).
+fn stored_bytes(format: WeightFormat, k: u64, n: u64) -> Result<f64> {
+    Ok(format
+        .tensors("w", k, n)?
+        .iter()
+        .map(|t| t.dims.iter().product::<u64>() as f64 * t.dtype.size_bytes() as f64)
+        .sum())
+}
+
+/// `x: f16[m, k]` times a `[k, n]` weight stored in `format`.
+fn quantized_gemv(m: u64, k: u64, n: u64, format: WeightFormat) -> Result<Graph> {
+    let g = GraphBuilder::new();
+    let x = g.input("x", DType::F16, shape![m, k])?;
+    let w = format.declare(&g, "w", k, n)?;
+    g.output("y", &x.matmul(&w)?)?;
+    Ok(g.finish()?)
+}
+
+/// The quantized products alone (the bytes read: the stored weight, `x` and `y`) per format
+/// next to fp16, and the 32-layer decode loop per quantized format (fp16's is `decode_32_…`).
+fn quantized(out: &mut Vec<Workload>, cfg: &DecoderConfig) -> Result<()> {
+    for (k, n) in [(4096u64, 4096u64), (4096, 14336)] {
+        for m in [1u64, 16] {
+            for (name, format) in QUANT_FORMATS {
+                let weight = stored_bytes(format, k, n)?;
+                let mut w = workload(
+                    &format!("qgemv_{name}_m{m}_{k}x{n}"),
+                    quantized_gemv(m, k, n, format)?,
+                    Bound::Memory {
+                        bytes: weight + (m * (k + n)) as f64 * F16,
+                    },
+                );
+                w.scale = 0.05;
+                w.graph_replay = true;
+                w.peer = false;
+                out.push(w);
+            }
+        }
+    }
+    let layers = 32;
+    let kv = 2.0 * (cfg.context * cfg.hidden) as f64 * F16;
+    for (name, format) in &QUANT_FORMATS[1..] {
+        let (h, f) = (cfg.hidden, cfg.ffn);
+        let weights = 4.0 * stored_bytes(*format, h, h)?
+            + 2.0 * stored_bytes(*format, h, f)?
+            + stored_bytes(*format, f, h)?;
+        let graph = models::quantized_decoder(cfg, layers, *format)?;
+        let mut decode = workload(
+            &format!("decode_{layers}_layers_h4096_ctx2048_{name}"),
+            graph,
+            Bound::Memory {
+                bytes: layers as f64 * (weights + kv),
+            },
+        );
+        decode.scale = 0.02;
+        decode.graph_replay = true;
+        decode.items = 1;
+        decode.peer = false;
+        out.push(decode);
+    }
+    Ok(())
 }

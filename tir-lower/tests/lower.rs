@@ -790,3 +790,60 @@ fn a_conv_whose_epilogue_the_library_lacks_carries_no_library_call() {
         &y + &b
     })));
 }
+
+/// A quantized decoder layer lowers with its dequantizations inside the products: certified
+/// kernels, no buffer holding an f16 weight (the memory plan has no dequantized copy), and
+/// AWQ's packed words read through views (a block of words per tile, reshaped after the
+/// unpacking), not gathered per element; split-K still applies at one row.
+#[test]
+fn quantized_products_read_their_packed_weights() {
+    use tir_graph::quant::{Fp8Scale, WeightFormat};
+    let cfg = DecoderConfig {
+        hidden: 256,
+        heads: 4,
+        context: 16,
+        ffn: 384,
+    };
+    let mut target = Target::default();
+    target.tiles.split_programs = 64;
+    target.tiles.matvec_k = 32;
+    for format in [
+        WeightFormat::Int8,
+        WeightFormat::Fp8(Fp8Scale::Row),
+        WeightFormat::Awq { group: 32 },
+        WeightFormat::Gptq { group: 128 },
+    ] {
+        let graph = models::quantized_decoder(&cfg, 1, format).unwrap();
+        let program = lower_for(&graph, &target);
+        assert_eq!(program.kernels.len(), program.certificates.len());
+        for b in &program.buffers {
+            let weight_sized = b.ty.dtype == tir_graph::DType::F16
+                && b.ty.rank() == 2
+                && b.ty
+                    .shape
+                    .dims()
+                    .iter()
+                    .all(|d| d.as_static().is_some_and(|n| n >= 256));
+            assert!(!weight_sized, "{format:?}: buffer {} is {}", b.name, b.ty);
+        }
+        let splits = program
+            .kernels
+            .iter()
+            .filter(|k| k.name.ends_with("_splitsum"))
+            .count();
+        assert!(splits > 0, "{format:?}: no split-K product");
+        if format == (WeightFormat::Awq { group: 32 }) {
+            for kernel in program
+                .kernels
+                .iter()
+                .filter(|k| k.name.ends_with("_matmul"))
+            {
+                let mut indexed = 0;
+                kernel.walk(&mut |stmt| {
+                    indexed += usize::from(matches!(stmt.op, TileOp::LoadIndexed { .. }));
+                });
+                assert_eq!(indexed, 0, "{}: an indexed load", kernel.name);
+            }
+        }
+    }
+}

@@ -445,3 +445,84 @@ fn on_a_library_target_the_attention_kernel_stores_the_head_merge() {
         );
     }
 }
+
+/// Each format's dequantization fuses into the product that reads it, on a library target and
+/// on one that fuses epilogues: the layer has as many kernels as the f16 layer, every product
+/// reads the format's packed tensors, and no kernel writes a weight-sized f16 value.
+#[test]
+fn a_dequantized_weight_is_read_inside_its_product() {
+    use tir_graph::quant::{Fp8Scale, WeightFormat};
+    let cfg = DecoderConfig {
+        hidden: 256,
+        heads: 4,
+        context: 16,
+        ffn: 384,
+    };
+    for options in [OptOptions::default(), without_epilogue_fusion()] {
+        let f16 = fuse_with(&models::decoder(&cfg, 1).unwrap(), &options);
+        for format in [
+            WeightFormat::Int8,
+            WeightFormat::Fp8(Fp8Scale::Row),
+            WeightFormat::Fp8(Fp8Scale::Block),
+            WeightFormat::Awq { group: 128 },
+            WeightFormat::Gptq { group: 64 },
+        ] {
+            let graph = models::quantized_decoder(&cfg, 1, format).unwrap();
+            let fused = fuse_with(&graph, &options);
+            let g = &fused.graph;
+            assert_eq!(
+                fused.kernels.len(),
+                f16.kernels.len(),
+                "{format:?}: {:?}",
+                kinds(&fused)
+            );
+            let mut packed_reads = 0;
+            for k in &fused.kernels {
+                let weight_sized = g.ty(k.root).rank() == 2 && g.ty(k.root).dtype == DType::F16;
+                assert!(
+                    !weight_sized,
+                    "{format:?}: a kernel writes {}",
+                    g.ty(k.root)
+                );
+                if k.kind == KernelKind::MatMul {
+                    let members = k.members.iter().copied().collect();
+                    let mm = *k
+                        .members
+                        .iter()
+                        .find(|&&m| g.node(m).op == tir_graph::Op::MatMul)
+                        .unwrap();
+                    let library =
+                        tir_opt::fusion::kinds::is_library_matmul(g, &members, k.root, mm);
+                    let reads_params = k
+                        .inputs
+                        .iter()
+                        .any(|&i| matches!(g.node(i).op, tir_graph::Op::Parameter { .. }));
+                    assert!(!(reads_params && library), "{format:?}: a library product");
+                    packed_reads += usize::from(reads_params);
+                }
+            }
+            assert_eq!(packed_reads, 7, "{format:?}: {:?}", kinds(&fused));
+        }
+    }
+}
+
+/// A prologue that would recompute costly work per output tile stays its own kernel: the
+/// product of `silu(a) * b` with a weight reads the gated value from memory.
+#[test]
+fn a_costly_operand_prologue_does_not_fuse() {
+    let g = GraphBuilder::new();
+    let a = g.input("a", DType::F16, shape![32, 64]).unwrap();
+    let b = g.input("b", DType::F16, shape![32, 64]).unwrap();
+    let w = g.parameter("w", DType::F16, shape![64, 48]).unwrap();
+    let gated = a.silu().unwrap().mul(&b).unwrap();
+    g.output("y", &gated.matmul(&w).unwrap()).unwrap();
+    let fused = fuse(&g.finish().unwrap());
+    assert_eq!(
+        kinds(&fused),
+        [KernelKind::Elementwise, KernelKind::MatMul],
+        "{:?}",
+        (0..fused.kernels.len())
+            .map(|k| ops(&fused, k))
+            .collect::<Vec<_>>()
+    );
+}

@@ -1,7 +1,7 @@
 //! Quantized weights: `x.matmul(w)` with `w` dequantized by `tir_graph::quant` from each
 //! on-disk layout (int8 per channel, FP8 per tensor, row and 128×128 block, AWQ and GPTQ int4
 //! at groups of 32, 64 and 128, GPTQ with act-order `g_idx`), at shapes that are no power of
-//! two and at decode (one row) and prefill (several rows) sizes.
+//! two and at decode (one row) and prefill (5 and 16 rows) sizes.
 //!
 //! Names are `quant/FORMAT/VARIANT/MxKxN`. Packed words are random over the whole i32 range
 //! (every nibble value, negative words included); scales are small and positive so that the
@@ -33,7 +33,7 @@ pub(super) fn add(c: &mut Corpus) -> Result<()> {
         ),
     ];
     for (format, variant, k, n) in cases {
-        for m in [1, 5] {
+        for m in [1, 5, 16] {
             let g = GraphBuilder::new();
             let x = g.input("x", DType::F16, shape![m, k])?;
             let w = built(format.declare(&g, "w", k, n))?;

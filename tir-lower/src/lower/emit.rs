@@ -248,7 +248,12 @@ impl KernelLowering<'_> {
                 self.value(operands[0], &inner, space)
             }
             Op::Reshape { .. } => {
-                let inner = self.reshape_ix(&g.ty(operands[0]).shape, &g.ty(node).shape, ix, space);
+                let (from, to) = (&g.ty(operands[0]).shape, &g.ty(node).shape);
+                if let Some((inner, split)) = self.merge_by_tile(from, to, ix, space) {
+                    let x = self.value(operands[0], &inner, split)?;
+                    return Ok(self.b.emit(TileOp::Reshape { x }, ty));
+                }
+                let inner = self.reshape_ix(from, to, ix, space);
                 self.value(operands[0], &inner, space)
             }
             Op::Concat { axis } => self.concat(node, axis, &operands, ix, space),
@@ -466,6 +471,80 @@ impl KernelLowering<'_> {
             }
         }
         inner
+    }
+
+    /// A reshape that merges two operand dims `[o, d]` into one result dim whose index is
+    /// axis `a` of `space`, when `d` (static) divides the tile along `a`: each program's tile
+    /// is then a row-major `[T / d, d]` block of the operand, computed over a space with `a`
+    /// split in two and reshaped (the eight nibbles of AWQ's words: the packed words are loaded
+    /// once per tile, not gathered per element). The operand's indices in that space and the
+    /// space; `None` for any other reshape or when an index is not affine.
+    fn merge_by_tile(
+        &mut self,
+        from: &Shape,
+        to: &Shape,
+        ix: &[Ix],
+        space: SpaceId,
+    ) -> Option<(Vec<Ix>, SpaceId)> {
+        let groups = reshape_groups(from, to)?;
+        let merged: Vec<&(Vec<usize>, Vec<usize>)> =
+            groups.iter().filter(|(f, _)| f.len() > 1).collect();
+        let [(f, t)] = merged.as_slice() else {
+            return None;
+        };
+        let ([o, j], [i]) = (f.as_slice(), t.as_slice()) else {
+            return None;
+        };
+        let a = ix[*i].as_axis()?;
+        let d = from.dims()[*j].as_static()?;
+        let s = self.b.spaces[space].clone();
+        // A tile inside one row of `d` takes `merge_ix`'s scalar indices instead.
+        let fits = s.tile[a] > d && s.tile[a].is_multiple_of(d);
+        if !fits || groups.iter().any(|(_, t)| t.len() != 1) {
+            return None;
+        }
+        // Every other index is affine and independent of `a`: renumber the axes after `a`.
+        let renumber = |x: &Ix| -> Option<Ix> {
+            let Ix::Lin {
+                terms,
+                offset,
+                shift,
+            } = x
+            else {
+                return None;
+            };
+            let terms = terms
+                .iter()
+                .map(|&(k, c)| match k.cmp(&a) {
+                    std::cmp::Ordering::Less => Some((k, c)),
+                    std::cmp::Ordering::Equal => None,
+                    std::cmp::Ordering::Greater => Some((k + 1, c)),
+                })
+                .collect::<Option<Vec<_>>>()?;
+            Some(Ix::Lin {
+                terms,
+                offset: *offset,
+                shift: *shift,
+            })
+        };
+        let mut inner = vec![Ix::constant(0); from.rank()];
+        for (f, t) in &groups {
+            if let [k] = f.as_slice() {
+                inner[*k] = renumber(&ix[t[0]])?;
+            }
+        }
+        inner[*o] = Ix::axis(a);
+        inner[*j] = Ix::axis(a + 1);
+        let d_v = self.b.index(d as i64);
+        let outer_extent = self.b.ceil_div(s.extents[a], d);
+        let zero = self.b.index(0);
+        let mut split = s;
+        split.tile[a] /= d;
+        split.tile.insert(a + 1, d);
+        split.coords.insert(a + 1, zero);
+        split.extents[a] = outer_extent;
+        split.extents.insert(a + 1, d_v);
+        Some((inner, self.b.add_space(split)))
     }
 
     /// The index of an operand dim that result dims `t` (static but perhaps the last) split:
@@ -769,9 +848,9 @@ impl KernelLowering<'_> {
         let mut data_ix: Vec<Ix> = ix[..axis].to_vec();
         data_ix.push(Ix::Dyn(index));
         data_ix.extend_from_slice(&ix[axis + index_rank..]);
-        if self.members.contains(&data) {
-            return Err(self.unsupported("gathered data computed in the same kernel".into()));
-        }
+        // Data computed in the kernel (a product's prologue: GPTQ's unpacked zeros) is
+        // computed at the gathered positions, which fusion admits only for elementwise and
+        // layout ops (`tir_opt::fusion::kinds`).
         let _ = node;
         self.value(data, &data_ix, space)
     }

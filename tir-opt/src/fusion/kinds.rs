@@ -98,9 +98,15 @@ pub fn classify(
         return attention_fits(g, members, root).then_some(KernelKind::Attention);
     }
     if matmuls > 0 {
+        // A gather joins a product only in an operand prologue (GPTQ's groups by `g_idx`).
+        let feeds = operand_side(g, members, mm_of(g, members)?);
+        let prologue_gathers = roles
+            .iter()
+            .filter(|(m, r)| *r == Role::Gather && feeds.contains(m))
+            .count();
         return (matmuls == 1
             && reduces == 0
-            && gathers == 0
+            && gathers == prologue_gathers
             && matmul_fits(g, members, root, target))
         .then_some(KernelKind::MatMul);
     }
@@ -208,15 +214,37 @@ fn rows_fit(g: &Graph, roles: &[(NodeId, Role)], target: &FusionTarget) -> bool 
     })
 }
 
-/// A matmul kernel: layout ops on the operand side (load index maps), an epilogue of elementwise
+/// Whether a node of `op` may be part of a product's operand prologue (see
+/// [`operand_prologue_fits`], which decides whether the whole prologue may).
+pub(super) fn may_join_prologue(op: &Op) -> bool {
+    matches!(
+        role(op),
+        Role::Elementwise | Role::Gather | Role::Layout | Role::Bijective
+    ) && !op.is_source()
+}
+
+/// The matmul member of `members`, if any.
+fn mm_of(g: &Graph, members: &BTreeSet<NodeId>) -> Option<NodeId> {
+    members
+        .iter()
+        .copied()
+        .find(|&m| g.node(m).op == Op::MatMul)
+}
+
+/// A matmul kernel: on the operand side layout ops (load index maps) and, per operand, perhaps
+/// an [`operand_prologue_fits`] (a weight dequantized in the K loop); an epilogue of elementwise
 /// ops over exactly the matmul's output shape (for float matmuls, where the target does not fuse
 /// epilogues, only a [`residual_add`]), and last a chain of bijective layout ops up to the root
 /// that composes into a strided store.
 fn matmul_fits(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId, target: &FusionTarget) -> bool {
-    let Some(&mm) = members.iter().find(|&&m| g.node(m).op == Op::MatMul) else {
+    let Some(mm) = mm_of(g, members) else {
         return false;
     };
     let feeds_matmul = operand_side(g, members, mm);
+    let prologues_ok = g
+        .operands(mm)
+        .iter()
+        .all(|&o| operand_prologue_fits(g, members, o, target));
     let chain = store_chain(g, members, root);
     let out = &g.ty(mm).shape;
     let residual = residual_add(g, members, mm).map(|(add, _)| add);
@@ -225,7 +253,7 @@ fn matmul_fits(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId, target: &Fus
         if m == mm || chain.contains(&m) {
             true
         } else if feeds_matmul.contains(&m) {
-            is_layout(r)
+            is_layout(r) || r == Role::Elementwise || r == Role::Gather
         } else {
             (target.fuse_matmul_epilogue || !g.ty(mm).dtype.is_float() || residual == Some(m))
                 && r == Role::Elementwise
@@ -233,7 +261,80 @@ fn matmul_fits(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId, target: &Fus
                 && g.operands(m).iter().all(|o| !chain.contains(o))
         }
     });
-    epilogue_ok && (chain.is_empty() || crate::layout::store_view(g, &chain).is_some())
+    prologues_ok
+        && epilogue_ok
+        && (chain.is_empty() || crate::layout::store_view(g, &chain).is_some())
+}
+
+/// The members that `operand` of a product is computed by (`operand` itself when a member, and
+/// the members it depends on).
+pub fn prologue_of(g: &Graph, members: &BTreeSet<NodeId>, operand: NodeId) -> BTreeSet<NodeId> {
+    let mut seen = BTreeSet::new();
+    let mut stack = vec![operand];
+    while let Some(n) = stack.pop() {
+        if members.contains(&n) && seen.insert(n) {
+            stack.extend(g.operands(n));
+        }
+    }
+    seen
+}
+
+/// Whether the members computing `operand` of a product may run inside its K loop, each program
+/// computing the operand tiles it multiplies: layout ops only (index maps), or a prologue of
+/// elementwise ops, layout ops and gathers whose values are recomputed per output tile and
+/// therefore must be cheap to recompute: its leaves (what it reads from memory) are fewer bytes
+/// than the operand (a dequantized weight: packed int4 or int8/fp8 plus scales), or it only
+/// casts and scales ([`is_cast_or_scale`]). A costlier prologue (`silu(gate) * up` read by
+/// the down projection) would redo its work and reads for every tile of the other operand.
+fn operand_prologue_fits(
+    g: &Graph,
+    members: &BTreeSet<NodeId>,
+    operand: NodeId,
+    target: &FusionTarget,
+) -> bool {
+    let prologue = prologue_of(g, members, operand);
+    let computes = prologue.iter().any(|&m| !is_layout(role(&g.node(m).op)));
+    if !computes {
+        return true;
+    }
+    let ok_roles = prologue.iter().all(|&m| {
+        matches!(
+            role(&g.node(m).op),
+            Role::Elementwise | Role::Gather | Role::Layout | Role::Bijective
+        )
+    });
+    // A gather's data, when computed in the kernel, is computed at the gathered positions.
+    let leaves: BTreeSet<NodeId> = prologue
+        .iter()
+        .flat_map(|&m| g.operands(m))
+        .filter(|o| !members.contains(o))
+        .collect();
+    let leaf_bytes: u64 = leaves.iter().map(|&l| target.bytes(g.ty(l))).sum();
+    let smaller = leaf_bytes < target.bytes(g.ty(operand));
+    ok_roles && (smaller || prologue.iter().all(|&m| is_cast_or_scale(g, m)))
+}
+
+/// Whether prologue member `m` is a layout op, a cast, or a product with (or quotient by) a
+/// value of fewer elements broadcast over it (a per-channel scale).
+fn is_cast_or_scale(g: &Graph, m: NodeId) -> bool {
+    let elements = |n: NodeId| -> Option<u64> {
+        g.ty(n)
+            .shape
+            .dims()
+            .iter()
+            .try_fold(1u64, |acc, d| acc.checked_mul(d.as_static()?))
+    };
+    match g.node(m).op {
+        Op::Cast { .. } => true,
+        Op::Binary(BinaryOp::Mul | BinaryOp::Div) => match elements(m) {
+            Some(all) => g
+                .operands(m)
+                .iter()
+                .any(|&o| elements(o).is_some_and(|e| e < all)),
+            None => false,
+        },
+        ref op => is_layout(role(op)),
+    }
 }
 
 /// The member `mm + r` (or `r + mm`) that adds to matmul `mm` a tensor `r` read from memory with

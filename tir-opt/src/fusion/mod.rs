@@ -190,7 +190,8 @@ impl Search<'_> {
         if let Some(whole) = self.absorb_elementwise(candidate, kind) {
             return vec![whole];
         }
-        self.absorbable(candidate)
+        let mut grown: Vec<Candidate> = self
+            .absorbable(candidate)
             .into_iter()
             .map(|p| {
                 let mut members = candidate.members.clone();
@@ -200,7 +201,57 @@ impl Search<'_> {
                     members,
                 }
             })
-            .collect()
+            .collect();
+        if kind == Some(KernelKind::MatMul) {
+            grown.extend(self.grow_prologues(candidate));
+        }
+        grown
+    }
+
+    /// The product kernels `candidate` grows into by absorbing, for one operand, every producer
+    /// of it that may join a prologue ([`kinds::may_join_prologue`]), to a fixed point: a
+    /// dequantized weight's ops are each too costly to read alone from a product (an f16
+    /// weight-sized intermediate each, so [`kinds::classify`] refuses them one at a time), while
+    /// the whole dequantization reads only the packed weight and its scales.
+    fn grow_prologues(&self, candidate: &Candidate) -> Vec<Candidate> {
+        let g = self.graph;
+        let Some(&mm) = candidate
+            .members
+            .iter()
+            .find(|&&m| g.node(m).op == Op::MatMul)
+        else {
+            return Vec::new();
+        };
+        let mut grown = Vec::new();
+        for operand in g.operands(mm) {
+            let mut whole = candidate.clone();
+            loop {
+                let side = kinds::prologue_of(g, &whole.members, operand);
+                let next: BTreeSet<NodeId> = side
+                    .iter()
+                    .flat_map(|&m| g.operands(m))
+                    .chain([operand])
+                    .filter(|p| !whole.members.contains(p) && self.prologue_absorbable(*p, &whole))
+                    .collect();
+                if next.is_empty() {
+                    break;
+                }
+                whole.members.extend(next);
+            }
+            if whole.members.len() > candidate.members.len() {
+                grown.push(whole);
+            }
+        }
+        grown
+    }
+
+    /// Whether `p` may join `candidate`'s operand prologue: an op that may
+    /// ([`kinds::may_join_prologue`]), no result, every user a member.
+    fn prologue_absorbable(&self, p: NodeId, candidate: &Candidate) -> bool {
+        let g = self.graph;
+        kinds::may_join_prologue(&g.node(p).op)
+            && !self.results.contains(&p)
+            && g.users(p).iter().all(|u| candidate.members.contains(u))
     }
 
     /// The attention kernel `candidate` grows into by absorbing every producer it can, one at
