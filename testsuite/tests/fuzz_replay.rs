@@ -99,6 +99,30 @@ fn generated_seeds_are_accepted() {
     }
 }
 
+/// Writing the seeds replaces each target folder's files (a stale seed, left by a format that
+/// renamed its seeds, is removed) and touches nothing else: not a folder of seeds it does not
+/// make (the ONNX ones), not a subfolder.
+#[test]
+fn writing_the_seeds_removes_stale_ones_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let stale = dir.path().join("tir_file/stale-format-4.tir");
+    let foreign = dir.path().join("onnx_import/model.onnx");
+    let nested = dir.path().join("tir_file/keep/inner");
+    for (path, bytes) in [(&stale, &b"old"[..]), (&foreign, b"onnx"), (&nested, b"x")] {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+    }
+    let written = seeds::write(dir.path()).expect("the seeds are written");
+    assert_eq!(written, seeds::seeds().unwrap().len());
+    assert!(!stale.exists(), "the stale seed is removed");
+    assert_eq!(std::fs::read(&foreign).unwrap(), b"onnx");
+    assert!(nested.exists());
+    let tir_files = std::fs::read_dir(dir.path().join("tir_file"))
+        .unwrap()
+        .count();
+    assert!(tir_files > 1, "the tir_file seeds are written");
+}
+
 /// The mutations of [`mutated_seeds_go_through`]: a splitmix64 stream, so that a failure
 /// names a case that reproduces.
 struct Mutator(u64);

@@ -67,14 +67,33 @@ pub fn seeds() -> Result<Vec<Seed>, String> {
     Ok(out)
 }
 
-/// Writes every seed into `dir/TARGET/NAME`.
+/// Writes every seed into `dir/TARGET/NAME`, and removes the files of those `TARGET` folders
+/// that are no longer seeds (a format change renames or drops seeds, and a stale one left
+/// behind would only test what a reader refuses).
 pub fn write(dir: &Path) -> Result<usize, String> {
     let seeds = seeds()?;
+    let mut names: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for s in &seeds {
-        let target = dir.join(s.target);
-        std::fs::create_dir_all(&target).map_err(|e| format!("{}: {e}", target.display()))?;
-        let path = target.join(&s.name);
-        std::fs::write(&path, &s.bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+        names.entry(s.target).or_default().insert(&s.name);
+    }
+    let io = |path: &Path, e: std::io::Error| format!("{}: {e}", path.display());
+    for (target, keep) in &names {
+        let folder = dir.join(target);
+        std::fs::create_dir_all(&folder).map_err(|e| io(&folder, e))?;
+        for entry in std::fs::read_dir(&folder).map_err(|e| io(&folder, e))? {
+            let path = entry.map_err(|e| io(&folder, e))?.path();
+            let stale = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_none_or(|n| !keep.contains(n));
+            if stale && path.is_file() {
+                std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
+            }
+        }
+    }
+    for s in &seeds {
+        let path = dir.join(s.target).join(&s.name);
+        std::fs::write(&path, &s.bytes).map_err(|e| io(&path, e))?;
     }
     Ok(seeds.len())
 }
