@@ -84,7 +84,7 @@
 
 mod error;
 mod lex;
-mod ops;
+pub(crate) mod ops;
 mod parse;
 mod print;
 mod value;
