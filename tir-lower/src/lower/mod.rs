@@ -647,16 +647,14 @@ fn lower_custom(
         .map(|o| buffer_of.get(o).copied())
         .collect::<Option<Vec<usize>>>()
         .ok_or_else(|| unsupported("an operand of a custom kernel has no buffer".into()))?;
-    debug_assert!(job.out < buffers.len());
-    crate::custom::instantiate(
-        kernel.kernel(),
-        *output,
-        &types,
-        &inputs,
-        job.out,
-        job.name.clone(),
-    )
-    .map_err(|e| unsupported(e.to_string()))
+    if job.out >= buffers.len() {
+        return Err(unsupported("a custom kernel's output has no buffer".into()));
+    }
+    let k = kernel.kernel();
+    let out_name = k.outputs().get(*output).map_or("", |o| o.name.as_str());
+    let name = format!("{}_{}_{out_name}", job.name, k.name());
+    crate::custom::instantiate(k, *output, &types, &inputs, job.out, name)
+        .map_err(|e| unsupported(e.to_string()))
 }
 
 /// A run-time write position is checked before the kernel that writes, in place or not.
