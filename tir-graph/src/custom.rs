@@ -204,6 +204,11 @@ impl CustomKernel {
     }
 
     fn check_reference(&self, reference: &Graph) -> Result<(), CustomError> {
+        if !reference.parameters().is_empty() || !reference.states().is_empty() {
+            return Err(self.fail(
+                "the reference has parameters or states; it computes from the inputs alone".into(),
+            ));
+        }
         let inputs = reference.inputs();
         if inputs.len() != self.inputs.len() {
             return Err(self.fail(format!(
@@ -434,5 +439,75 @@ impl Ord for CustomRef {
                     bytes(&self.kernel).cmp(&bytes(&other.kernel))
                 }
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{shape, GraphBuilder};
+
+    /// `add(a: f32[n, m], b: f32[n, m]) -> y: f32[n, m]` in tiles of `tile`.
+    fn adder(tile: Vec<u64>, out_dims: Vec<Dim>) -> Result<CustomKernel, CustomError> {
+        let g = GraphBuilder::new();
+        let a = g.input("a", DType::F32, shape!["n", "m"]).unwrap();
+        let b = g.input("b", DType::F32, shape!["n", "m"]).unwrap();
+        g.output("y", &a.add(&b).unwrap()).unwrap();
+        let input = |name: &str| CustomInput {
+            name: name.into(),
+            dtype: DType::F32,
+            dims: vec![Dim::from("n"), Dim::from("m")],
+        };
+        CustomKernel::new(
+            "add2",
+            vec![input("a"), input("b")],
+            vec![CustomOutput {
+                name: "y".into(),
+                dtype: DType::F32,
+                dims: out_dims,
+                tile,
+            }],
+            Safety::Safe,
+            &g.finish().unwrap(),
+            KernelBody {
+                version: 1,
+                bytes: vec![1, 2, 3],
+            },
+        )
+    }
+
+    fn nm() -> Vec<Dim> {
+        vec![Dim::from("n"), Dim::from("m")]
+    }
+
+    #[test]
+    fn declarations_are_checked() {
+        assert!(adder(vec![1, 64], nm()).is_ok());
+        let err = adder(vec![1, 48], nm()).unwrap_err().to_string();
+        assert!(err.contains("custom kernel add2: output y of rank 2 has the tile [1, 48]"), "{err}");
+        let err = adder(vec![1, 64], vec![Dim::from("n"), Dim::from("k")]).unwrap_err();
+        assert!(err.to_string().contains("neither a size nor a symbol"), "{err}");
+        let err = adder(vec![1, 64], vec![Dim::from("n"), Dim::Static(3)]).unwrap_err();
+        assert!(err.to_string().contains("the reference has no output `y`"), "{err}");
+    }
+
+    #[test]
+    fn symbols_bind_by_unification() {
+        let k = adder(vec![1, 64], nm()).unwrap();
+        let t = |dims: &[u64]| TensorType::new(DType::F32, crate::Shape::of(dims));
+        let (a, b) = (t(&[3, 5]), t(&[3, 5]));
+        let bound = k.bind(&[&a, &b]).unwrap();
+        assert_eq!(k.output_type(0, &bound).unwrap(), t(&[3, 5]));
+        let other = t(&[3, 6]);
+        let err = k.bind(&[&a, &other]).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "custom kernel add2: operand 1 (b) is f32[3, 6], the kernel takes f32[n, m]"
+        );
+        // Equal kernels are equal ops; a different body is a different op.
+        assert_eq!(CustomRef::new(k.clone()), CustomRef::new(k.clone()));
+        let mut changed = k.clone();
+        changed.body.bytes.push(4);
+        assert_ne!(CustomRef::new(k).fingerprint(), CustomRef::new(changed).fingerprint());
     }
 }
