@@ -48,7 +48,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (row, ids) in tokens.chunks(k as usize).enumerate() {
         println!("row {row}: tokens {ids:?}");
     }
-    assert_eq!(tokens, &want["tokens"].data, "the kernel's indices are the oracle's");
+    assert_eq!(
+        tokens, &want["tokens"].data,
+        "the kernel's indices are the oracle's"
+    );
     for (a, b) in got["probs"].data.iter().zip(&want["probs"].data) {
         assert!((a - b).abs() <= 1e-6, "probability {a} vs {b}");
     }

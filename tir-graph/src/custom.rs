@@ -484,11 +484,20 @@ mod tests {
     fn declarations_are_checked() {
         assert!(adder(vec![1, 64], nm()).is_ok());
         let err = adder(vec![1, 48], nm()).unwrap_err().to_string();
-        assert!(err.contains("custom kernel add2: output y of rank 2 has the tile [1, 48]"), "{err}");
+        assert!(
+            err.contains("custom kernel add2: output y of rank 2 has the tile [1, 48]"),
+            "{err}"
+        );
         let err = adder(vec![1, 64], vec![Dim::from("n"), Dim::from("k")]).unwrap_err();
-        assert!(err.to_string().contains("neither a size nor a symbol"), "{err}");
+        assert!(
+            err.to_string().contains("neither a size nor a symbol"),
+            "{err}"
+        );
         let err = adder(vec![1, 64], vec![Dim::from("n"), Dim::Static(3)]).unwrap_err();
-        assert!(err.to_string().contains("the reference has no output `y`"), "{err}");
+        assert!(
+            err.to_string().contains("the reference has no output `y`"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -508,6 +517,9 @@ mod tests {
         assert_eq!(CustomRef::new(k.clone()), CustomRef::new(k.clone()));
         let mut changed = k.clone();
         changed.body.bytes.push(4);
-        assert_ne!(CustomRef::new(k).fingerprint(), CustomRef::new(changed).fingerprint());
+        assert_ne!(
+            CustomRef::new(k).fingerprint(),
+            CustomRef::new(changed).fingerprint()
+        );
     }
 }
