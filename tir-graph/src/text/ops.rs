@@ -62,7 +62,6 @@ pub(super) fn op_templates() -> impl Iterator<Item = Op> {
     ]
     .into_iter()
     .chain(custom_template())
-    .into_iter()
     .chain(
         [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min]
             .into_iter()
