@@ -42,6 +42,7 @@ fn sample_ops() -> Vec<Op> {
             Op::AllReduce { .. } => 24,
             Op::AllGather { .. } => 25,
             Op::ReduceScatter { .. } => 26,
+            Op::Custom { .. } => 27,
         }
     }
     let name = String::from("s");
@@ -92,6 +93,11 @@ fn sample_ops() -> Vec<Op> {
     ops.extend(
         [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min].map(|op| Op::AllReduce { op, world: 2 }),
     );
+    let topk = tir_lower::custom::topk::topk(DType::F32, 3, 2).expect("top-2 of rows of 3");
+    ops.extend([0, 1].map(|output| Op::Custom {
+        kernel: tir_graph::CustomRef::new(topk.clone()),
+        output,
+    }));
     ops.extend(UnaryOp::ALL.map(Op::Unary));
     ops.extend(BinaryOp::ALL.map(Op::Binary));
     ops.extend(ReduceOp::ALL.map(|op| Op::Reduce {
@@ -100,7 +106,7 @@ fn sample_ops() -> Vec<Op> {
         keepdims: false,
     }));
     let kinds: BTreeSet<usize> = ops.iter().map(kind).collect();
-    assert_eq!(kinds.len(), 27, "a sample of every kind of op");
+    assert_eq!(kinds.len(), 28, "a sample of every kind of op");
     ops
 }
 
@@ -183,7 +189,7 @@ fn the_corpus_has_at_least_500_cases_with_unique_names() {
             c.name
         );
         assert!(
-            ["op", "pattern", "numerics", "quant"].contains(&c.group()),
+            ["op", "pattern", "numerics", "quant", "custom"].contains(&c.group()),
             "{}: unknown group",
             c.name
         );

@@ -123,6 +123,29 @@ impl GraphBuilder {
         self.operandless(Op::DimValue { dim })
     }
 
+    /// A user's kernel applied to `inputs`: one tensor per output of the kernel, typed by its
+    /// signature (symbols bound by the operands; a mismatch names the kernel and the operand).
+    pub fn custom(&self, kernel: &crate::CustomKernel, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        for t in inputs {
+            self.check_own(t)?;
+        }
+        let ids: Vec<NodeId> = inputs.iter().map(|t| t.id).collect();
+        let shared = crate::CustomRef::new(kernel.clone());
+        (0..kernel.outputs().len())
+            .map(|output| {
+                let op = Op::Custom {
+                    kernel: shared.clone(),
+                    output,
+                };
+                let id = self.graph.borrow_mut().add_node(op, &ids, None)?;
+                Ok(Tensor {
+                    graph: self.graph.clone(),
+                    id,
+                })
+            })
+            .collect()
+    }
+
     /// A node of `op`, which takes no operands.
     fn operandless(&self, op: Op) -> Result<Tensor> {
         let id = self.graph.borrow_mut().add_node(op, &[], None)?;

@@ -22,7 +22,9 @@ pub const MAGIC: [u8; 8] = *b"TIRGRAPH";
 /// this build reads version 2 files, which are version 3 files without it.
 /// Version 4 added the collectives (`all_reduce_*`, `all_gather`, `reduce_scatter`): a version-3
 /// reader refuses version 4 files as newer; version 2 and 3 files are version 4 files without them.
-pub const FORMAT_VERSION: u32 = 4;
+/// Version 5 added users' kernels (`custom`, [`crate::custom`]): a version-4 reader refuses
+/// version 5 files as newer; version 2 to 4 files are version 5 files without them.
+pub const FORMAT_VERSION: u32 = 5;
 /// The oldest format version this build reads.
 pub const OLDEST_READ_VERSION: u32 = 2;
 /// The header's size in bytes: magic, version, body length, checksum.

@@ -136,6 +136,11 @@ fn infer_checked(op: &Op, xs: &[&TensorType]) -> Res<TensorType> {
         Op::Gather { axis } => gather(*axis, xs[0], xs[1]),
         Op::StateAssign => state_assign(xs[0], xs[1]),
         Op::StateWriteSlice { axis, start } => state_write_slice(*axis, *start, xs),
+        Op::Custom { kernel, output } => {
+            let k = kernel.kernel();
+            let bound = k.bind(xs).map_err(|e| e.to_string())?;
+            k.output_type(*output, &bound).map_err(|e| e.to_string())
+        }
         Op::Iota { len } => Ok(TensorType::new(
             DType::I64,
             Shape::new(vec![len.clone()]).map_err(|e| e.to_string())?,

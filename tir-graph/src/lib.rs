@@ -9,6 +9,7 @@
 
 pub mod builder;
 pub mod collective;
+pub mod custom;
 pub mod dim;
 pub mod dtype;
 pub mod eval;
@@ -28,6 +29,9 @@ pub mod types;
 pub mod weights;
 
 pub use builder::{GraphBuilder, Tensor};
+pub use custom::{
+    CustomError, CustomInput, CustomKernel, CustomOutput, CustomRef, KernelBody, Safety,
+};
 pub use dtype::DType;
 pub use eval::{evaluate, EvalError, Evaluation, F64Tensor};
 pub use graph::{Graph, GraphData, GraphError, Node, NodeData, NodeId};

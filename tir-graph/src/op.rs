@@ -424,6 +424,14 @@ pub enum Op {
         /// The number of devices taking part.
         world: u32,
     },
+    /// `custom(x..)`: output `output` of a user's kernel ([`crate::custom`]) applied to its
+    /// inputs; a kernel with several outputs is one node per output.
+    Custom {
+        /// The kernel.
+        kernel: crate::custom::CustomRef,
+        /// Which of its outputs this node is.
+        output: usize,
+    },
 }
 
 /// How many operands an op takes.
@@ -641,6 +649,7 @@ impl Op {
             },
             Op::AllGather { .. } => "all_gather",
             Op::ReduceScatter { .. } => "reduce_scatter",
+            Op::Custom { .. } => "custom",
         }
     }
 
@@ -674,6 +683,7 @@ impl Op {
             Op::StateWriteSlice { start, .. } => {
                 Arity::Exactly(if start.is_some() { 2 } else { 3 })
             }
+            Op::Custom { kernel, .. } => Arity::Exactly(kernel.kernel().inputs().len()),
         }
     }
 

@@ -428,7 +428,7 @@ fn a_body_that_does_not_decode_is_a_decode_error() {
         // One node whose op is variant 99: not an op.
         (
             vec![1, 99, 0, 0],
-            "OtherString(\"invalid value: integer `99`, expected variant index 0 <= i < 27\")",
+            "OtherString(\"invalid value: integer `99`, expected variant index 0 <= i < 28\")",
         ),
         // An input whose name is not UTF-8.
         (

@@ -533,8 +533,12 @@ fn prove_programs(
     let mut used = vec![0usize; grid.len()];
     for (k, a) in axes.iter().enumerate() {
         let Some(a) = a.filter(|&a| a < grid.len()) else {
+            let expr = scalars
+                .get(&coords[k])
+                .map_or_else(|| coords[k].to_string(), Poly::to_string);
+            let clash = collision(kernel, coords, tile, grid.len(), name).unwrap_or_default();
             return Err(format!(
-                "the store into {name} is at a tile coordinate (axis {k}) that is not a program id"
+                "the store into {name} is at a tile coordinate (axis {k}: {expr}) that is not a program id, so distinct programs cannot be proven to write distinct tiles{clash}"
             ));
         };
         used[a] += 1;
@@ -573,6 +577,87 @@ fn prove_programs(
         }
     }
     Ok(())
+}
+
+/// Two programs whose store coordinates coincide, found by evaluating the kernel's top-level
+/// scalars for the first programs of each axis (symbolic dims at 2^20): `", e.g. programs (..)
+/// and (..) both write tile (..) of name (elements ..)"`. None when no small pair collides or the
+/// coordinates depend on what this cannot evaluate (loads, loops).
+fn collision(
+    kernel: &TileKernel,
+    coords: &[ValueId],
+    tile: &[u64],
+    axes: usize,
+    name: &str,
+) -> Option<String> {
+    const TRY: i64 = 4;
+    let points: Vec<Vec<i64>> = (0..TRY.pow(axes as u32))
+        .map(|mut i| {
+            (0..axes)
+                .map(|_| {
+                    let c = i % TRY;
+                    i /= TRY;
+                    c
+                })
+                .collect()
+        })
+        .collect();
+    let mut seen: Vec<(Vec<i64>, Vec<i64>)> = Vec::new();
+    for p in points {
+        let at = store_coords(kernel, coords, &p)?;
+        if let Some((q, _)) = seen.iter().find(|(_, c)| *c == at) {
+            let list = |v: &[i64]| {
+                v.iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let elements: Vec<String> = at
+                .iter()
+                .zip(tile)
+                .map(|(&c, &t)| format!("[{}, {})", c * t as i64, (c + 1) * t as i64))
+                .collect();
+            return Some(format!(
+                ", e.g. programs ({}) and ({}) both write tile ({}) of {name} (elements {})",
+                list(q),
+                list(&p),
+                list(&at),
+                elements.join(" x ")
+            ));
+        }
+        seen.push((p, at));
+    }
+    None
+}
+
+/// The values of `coords` in program `pid`, from the body's top-level scalar statements.
+fn store_coords(kernel: &TileKernel, coords: &[ValueId], pid: &[i64]) -> Option<Vec<i64>> {
+    let mut values: HashMap<ValueId, i64> = HashMap::new();
+    for stmt in &kernel.body.stmts {
+        let Some((id, Type::Index)) = stmt.defs.first() else {
+            continue;
+        };
+        let value = match &stmt.op {
+            TileOp::ProgramId { axis } => *pid.get(*axis)?,
+            TileOp::Index { value } => *value,
+            TileOp::Dim { .. } => 1 << 20,
+            TileOp::IndexArith { op, a, b } => {
+                let (a, b) = (*values.get(a)?, *values.get(b)?);
+                match op {
+                    IndexOp::Add => a.checked_add(b)?,
+                    IndexOp::Sub => a.checked_sub(b)?,
+                    IndexOp::Mul => a.checked_mul(b)?,
+                    IndexOp::Div => a.checked_div(b)?,
+                    IndexOp::Rem => a.checked_rem(b)?,
+                    IndexOp::Min => a.min(b),
+                    IndexOp::Max => a.max(b),
+                }
+            }
+            _ => continue,
+        };
+        values.insert(*id, value);
+    }
+    coords.iter().map(|c| values.get(c).copied()).collect()
 }
 
 /// Fact 3: the stored view is a one-to-one map onto the region.

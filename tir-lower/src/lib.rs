@@ -6,6 +6,7 @@
 pub mod backend;
 pub mod buffer;
 pub mod certificate;
+pub mod custom;
 pub mod legality;
 pub mod mesh;
 pub mod plan;

@@ -36,6 +36,9 @@ pub enum KernelKind {
     /// One collective (`all_reduce_*`, `all_gather`, `reduce_scatter`), alone: it reads its
     /// operand and writes its result on every device of the mesh.
     Collective,
+    /// One output of a user's kernel ([`tir_graph::Op::Custom`]), alone: its tile program is
+    /// the author's, so nothing fuses into it.
+    Custom,
 }
 
 impl KernelKind {
@@ -51,6 +54,7 @@ impl KernelKind {
             KernelKind::Layout => "layout",
             KernelKind::StateUpdate => "state_update",
             KernelKind::Collective => "collective",
+            KernelKind::Custom => "custom",
         }
     }
 }

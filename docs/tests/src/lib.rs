@@ -44,3 +44,6 @@ pub mod benchmarks {}
 
 #[doc = include_str!("../../embed.md")]
 pub mod embed {}
+
+#[doc = include_str!("../../custom-kernels.md")]
+pub mod custom_kernels {}

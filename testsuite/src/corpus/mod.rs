@@ -14,7 +14,9 @@
 //!   (`tir_graph::quant`) at every group size and odd shapes.
 //! - [`sharded`]: graphs run on a mesh of devices: every collective × dtype, and the sharding
 //!   rules on the example models.
+//! - [`custom`]: users' kernels (`tir_lower::custom`) against their reference composites.
 
+mod custom;
 mod numerics;
 mod ops;
 mod patterns;
@@ -71,7 +73,8 @@ pub fn corpus(seed: u64) -> Vec<Case> {
         .and_then(|()| patterns::add(&mut c))
         .and_then(|()| numerics::add(&mut c))
         .and_then(|()| quant::add(&mut c))
-        .and_then(|()| sharded::add(&mut c));
+        .and_then(|()| sharded::add(&mut c))
+        .and_then(|()| custom::add(&mut c));
     if let Err(e) = built {
         // The graphs do not depend on the seed: the crate's tests build every one of them.
         panic!("a corpus graph failed to build: {e}");

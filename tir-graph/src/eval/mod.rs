@@ -922,6 +922,43 @@ fn compute(op: &Op, xs: &[&F64Tensor], out: &[u64], dtype: DType) -> Result<Vec<
         Op::AllReduce { .. } | Op::AllGather { .. } | Op::ReduceScatter { .. } => {
             return Err("a collective combines every device's operand (evaluate_mesh)".into())
         }
+        Op::Custom { kernel, output } => custom(kernel.kernel(), *output, xs)?,
+    })
+}
+
+/// Output `output` of a custom kernel: its reference graph evaluated on the operands.
+fn custom(
+    kernel: &crate::CustomKernel,
+    output: usize,
+    xs: &[&F64Tensor],
+) -> Result<Vec<f64>, String> {
+    let reference = kernel
+        .reference()
+        .map_err(|e| format!("the reference of custom kernel {}: {e}", kernel.name()))?;
+    let sources: BTreeMap<String, F64Tensor> = kernel
+        .inputs()
+        .iter()
+        .zip(xs)
+        .map(|(input, x)| {
+            // The oracle keeps intermediate values unrounded; the kernel reads its operands
+            // from buffers of their dtype, and the reference's inputs must be exact in it.
+            let mut x = (*x).clone();
+            x.data.iter_mut().for_each(|v| *v = x.dtype.round_value(*v));
+            (input.name.clone(), x)
+        })
+        .collect();
+    let name = &kernel
+        .outputs()
+        .get(output)
+        .ok_or_else(|| format!("custom kernel {} has no output {output}", kernel.name()))?
+        .name;
+    let mut done = evaluate(&reference, &sources)
+        .map_err(|e| format!("the reference of custom kernel {}: {e}", kernel.name()))?;
+    done.outputs.remove(name).map(|t| t.data).ok_or_else(|| {
+        format!(
+            "the reference of custom kernel {} has no output `{name}`",
+            kernel.name()
+        )
     })
 }
 

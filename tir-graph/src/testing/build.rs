@@ -607,6 +607,8 @@ impl Builder<'_> {
             OpKind::Input | OpKind::Parameter | OpKind::Constant | OpKind::State => {
                 self.source(rng, kind)
             }
+            // A custom kernel's body comes from tir-lower (see `OpKind::Custom`).
+            OpKind::Custom => None,
             OpKind::Unary => self.unary(rng),
             OpKind::Cast => {
                 let x = self.pick_or_make(rng, |_| true, |_| true)?;

@@ -111,6 +111,9 @@ pub enum OpKind {
     /// Adds an `all_reduce_*`, `all_gather` or `reduce_scatter` node (graphs for one device
     /// of a mesh).
     Collective,
+    /// A user's kernel ([`Op::Custom`]). Not in [`OpKind::ALL`]: its tile program comes from
+    /// `tir_lower::custom`, above this crate, so the generator cannot make one.
+    Custom,
 }
 
 impl OpKind {
@@ -174,6 +177,7 @@ impl OpKind {
             Op::AllReduce { .. } | Op::AllGather { .. } | Op::ReduceScatter { .. } => {
                 OpKind::Collective
             }
+            Op::Custom { .. } => OpKind::Custom,
         }
     }
 
@@ -269,6 +273,9 @@ fn representative(kind: OpKind) -> Op {
             dim: Dim::Static(1),
         },
         OpKind::Collective => COLLECTIVES[0].clone(),
+        OpKind::Custom => {
+            crate::text::ops::custom_template().expect("the template kernel is valid")
+        }
     }
 }
 

@@ -84,7 +84,7 @@
 
 mod error;
 mod lex;
-mod ops;
+pub(crate) mod ops;
 mod parse;
 mod print;
 mod value;
@@ -362,6 +362,10 @@ mod tests {
         }
         node(&mut g, Op::AllGather { axis: 0, world: 3 }, &[x]);
         node(&mut g, Op::ReduceScatter { axis: 1, world: 4 }, &[x]);
+        // A user's kernel: its whole declaration travels in the text.
+        let scalar = input(&mut g, "scalar", DType::F32, Shape::scalar());
+        let custom = custom_template().expect("the template kernel is valid");
+        node(&mut g, custom, &[scalar]);
 
         let last = NodeId(g.len() as u32 - 1);
         g.add_output("y", s1).unwrap();

@@ -61,6 +61,7 @@ pub(super) fn op_templates() -> impl Iterator<Item = Op> {
         Op::ReduceScatter { axis: 0, world: 1 },
     ]
     .into_iter()
+    .chain(custom_template())
     .chain(
         [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min]
             .into_iter()
@@ -222,6 +223,7 @@ pub(super) fn build_op(template: Op, attrs: &mut Attrs) -> Result<Op> {
                 None => None,
             },
         },
+        Op::Custom { .. } => custom_op(attrs)?,
         Op::Input { .. }
         | Op::Parameter { .. }
         | Op::Constant { .. }
@@ -232,6 +234,74 @@ pub(super) fn build_op(template: Op, attrs: &mut Attrs) -> Result<Op> {
         | Op::MatMul
         | Op::StateAssign => template,
     })
+}
+
+/// A `custom` op with no kernel, only for its name: [`build_op`] reads the real one.
+pub(crate) fn custom_template() -> Option<Op> {
+    let g = crate::GraphBuilder::new();
+    let x = g.input("x", DType::F32, crate::Shape::scalar()).ok()?;
+    g.output("y", &x).ok()?;
+    let reference = g.finish().ok()?;
+    let kernel = crate::CustomKernel::new(
+        "template",
+        vec![crate::CustomInput {
+            name: "x".into(),
+            dtype: DType::F32,
+            dims: Vec::new(),
+        }],
+        vec![crate::CustomOutput {
+            name: "y".into(),
+            dtype: DType::F32,
+            dims: Vec::new(),
+            tile: Vec::new(),
+        }],
+        crate::Safety::Safe,
+        &reference,
+        crate::KernelBody {
+            version: 0,
+            bytes: Vec::new(),
+        },
+    )
+    .ok()?;
+    Some(Op::Custom {
+        kernel: crate::CustomRef::new(kernel),
+        output: 0,
+    })
+}
+
+/// A `custom` op: its kernel decoded from the hex `body`, which must be the kernel `kernel`
+/// names, and which of its outputs the node is.
+fn custom_op(attrs: &mut Attrs) -> Result<Op> {
+    let line = attrs.line;
+    let bad = |message: String| ParseError {
+        line,
+        column: None,
+        message,
+    };
+    let name = to_string_val(&attrs.required("kernel")?, line, "kernel")?;
+    let output = to_u64(&attrs.required("output")?, line, "an output index")? as usize;
+    let hex = to_string_val(&attrs.required("body")?, line, "body")?;
+    let bytes = (0..hex.len())
+        .step_by(2)
+        .map(|i| {
+            hex.get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        })
+        .collect::<Option<Vec<u8>>>()
+        .ok_or_else(|| bad(format!("custom kernel {name}: its body is not hex")))?;
+    let (kernel, _): (crate::CustomRef, usize) =
+        bincode::serde::decode_from_slice(&bytes, bincode::config::standard()).map_err(|e| {
+            bad(format!(
+                "custom kernel {name}: its body does not decode: {e}"
+            ))
+        })?;
+    if kernel.kernel().name() != name {
+        return Err(bad(format!(
+            "the body is custom kernel {}, not {name}",
+            kernel.kernel().name()
+        )));
+    }
+    Ok(Op::Custom { kernel, output })
 }
 
 /// A collective's `world`: how many devices take part.

@@ -145,6 +145,11 @@ pub(super) fn attributes(op: &Op) -> Vec<String> {
             attrs.extend(start.map(|s| format!("start = {s}")));
             attrs
         }
+        Op::Custom { kernel, output } => vec![
+            format!("kernel = {}", quote(kernel.kernel().name())),
+            format!("output = {output}"),
+            format!("body = {}", quote(&custom_hex(kernel))),
+        ],
         Op::Input { .. }
         | Op::Parameter { .. }
         | Op::Constant { .. }
@@ -155,4 +160,12 @@ pub(super) fn attributes(op: &Op) -> Vec<String> {
         | Op::MatMul
         | Op::StateAssign => Vec::new(),
     }
+}
+
+/// The whole custom kernel (signature, reference, body) as hex of its bincode encoding: the
+/// text form names the kernel and carries it opaquely, so a printed graph parses back.
+fn custom_hex(kernel: &crate::CustomRef) -> String {
+    let bytes = bincode::serde::encode_to_vec(kernel, bincode::config::standard())
+        .expect("a custom kernel always encodes");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

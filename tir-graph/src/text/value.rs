@@ -82,6 +82,14 @@ pub(super) fn to_int<T: FromStr<Err = ParseIntError>>(
     })
 }
 
+/// A quoted string (a name or an opaque payload).
+pub(super) fn to_string_val(v: &Val, line: usize, what: &str) -> Result<String> {
+    match &v.kind {
+        ValKind::Str(s) => Ok(s.clone()),
+        _ => Err(expected(line, v, &format!("{what} (a quoted string)"))),
+    }
+}
+
 pub(super) fn to_u64(v: &Val, line: usize, what: &str) -> Result<u64> {
     to_int(v, line, what)
 }

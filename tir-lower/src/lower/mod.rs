@@ -569,6 +569,9 @@ fn lower_job(
             l = lowering(sum_name);
             l.lower_attention_combine((job.root, job.out), &partials, splits, tiles)?;
         }
+        None if job.kind == KernelKind::Custom => {
+            return Ok(vec![(lower_custom(g, job, buffers, buffer_of)?, None)])
+        }
         None => lower_kind(&mut l, job, tiles)?,
     }
     kernels.push((l.b.finish(), launch_check(g, job, buffers, buffer_of)));
@@ -614,8 +617,44 @@ fn lower_kind(l: &mut KernelLowering, job: &Job, tiles: &TileShapes) -> Result<(
         KernelKind::Attention => l.lower_attention(job.root, job.out, tiles)?,
         KernelKind::StateUpdate => l.lower_state_update(job.root, job.out, tiles)?,
         KernelKind::Collective => l.lower_collective(job.root, job.out)?,
+        KernelKind::Custom => {
+            return Err(l.unsupported("a custom kernel is instantiated, not built".into()))
+        }
     }
     Ok(())
+}
+
+/// A user's kernel ([`crate::custom::instantiate`]) bound to `job`'s buffers.
+fn lower_custom(
+    g: &Graph,
+    job: &Job,
+    buffers: &[Buffer],
+    buffer_of: &HashMap<NodeId, usize>,
+) -> Result<TileKernel, LowerError> {
+    let unsupported = |reason: String| LowerError::Unsupported {
+        kernel: job.name.clone(),
+        reason,
+    };
+    let Op::Custom { kernel, output } = &g.node(job.root).op else {
+        return Err(unsupported(
+            "a custom kernel's root is not a custom op".into(),
+        ));
+    };
+    let operands = g.operands(job.root);
+    let types: Vec<&TensorType> = operands.iter().map(|&o| g.ty(o)).collect();
+    let inputs = operands
+        .iter()
+        .map(|o| buffer_of.get(o).copied())
+        .collect::<Option<Vec<usize>>>()
+        .ok_or_else(|| unsupported("an operand of a custom kernel has no buffer".into()))?;
+    if job.out >= buffers.len() {
+        return Err(unsupported("a custom kernel's output has no buffer".into()));
+    }
+    let k = kernel.kernel();
+    let out_name = k.outputs().get(*output).map_or("", |o| o.name.as_str());
+    let name = format!("{}_{}_{out_name}", job.name, k.name());
+    crate::custom::instantiate(k, *output, &types, &inputs, job.out, name)
+        .map_err(|e| unsupported(e.to_string()))
 }
 
 /// A run-time write position is checked before the kernel that writes, in place or not.

@@ -18,6 +18,7 @@ enum Role {
     Gather,
     StateUpdate,
     Collective,
+    Custom,
 }
 
 /// Whether `op` computes each element from the same element of its operands (broadcast): the
@@ -48,6 +49,7 @@ fn role(op: &Op) -> Role {
         Op::Gather { .. } => Role::Gather,
         Op::StateAssign | Op::StateWriteSlice { .. } => Role::StateUpdate,
         Op::AllReduce { .. } | Op::AllGather { .. } | Op::ReduceScatter { .. } => Role::Collective,
+        Op::Custom { .. } => Role::Custom,
         // Sources are never members.
         Op::Input { .. } | Op::Parameter { .. } | Op::Constant { .. } | Op::State { .. } => {
             Role::Layout
@@ -82,6 +84,10 @@ pub fn classify(
     // A collective moves whole buffers between devices: nothing fuses into it.
     if count(Role::Collective) > 0 {
         return (members.len() == 1).then_some(KernelKind::Collective);
+    }
+    // A user's kernel runs its author's tile program: nothing fuses into it.
+    if count(Role::Custom) > 0 {
+        return (members.len() == 1).then_some(KernelKind::Custom);
     }
     if updates > 0 {
         let root_updates = g.node(root).op.is_state_update() && updates == 1;

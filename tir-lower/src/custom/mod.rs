@@ -1,0 +1,507 @@
+//! Users' kernels: writing a tile program that becomes a graph op ([`tir_graph::Op::Custom`]).
+//!
+//! Takes a declaration ([`KernelDef`]: inputs with symbolic dims, outputs with their partitions,
+//! safety) and a body written with [`Body`] (the [`KernelBuilder`] lowering itself uses, over the
+//! kernel's own parameters: inputs first, then outputs). Guarantees of [`KernelDef::build`]: the
+//! program passes the tile IR verifier, its grid follows from the outputs' partitions (every
+//! output has the same grid), and it is encoded into the [`tir_graph::CustomKernel`]'s body
+//! (version [`BODY_VERSION`]), so it is part of the kernel's fingerprint, of `.tir` files and of
+//! the text form.
+//!
+//! Lowering ([`instantiate`]) decodes the program, binds the kernel's symbols to the operands'
+//! dims (a static size becomes a constant, a symbol the graph's symbol), keeps the stores of the
+//! one output its node is (a node has one value: the program runs once per output node), and
+//! binds the parameters to the kernel's buffers. The result is an ordinary [`TileKernel`]
+//! writing its output [`Region::Whole`]: the legality pass proves it with the obligations of
+//! [`crate::legality`], unchanged, or refuses it naming the kernel, the programs and the region.
+//! Kernels declared [`Safety::Unsafe`] are refused at lowering until the run-time checked path
+//! exists (see `docs/custom-kernels.md`).
+
+pub mod topk;
+
+use crate::lower::builder::KernelBuilder;
+use crate::tile::{Access, Block, IndexOp, Region, TileKernel, TileOp, Type, ValueId, WriteRegion};
+use std::collections::{BTreeMap, HashMap};
+use tir_graph::{
+    CustomError, CustomInput, CustomKernel, CustomOutput, DType, Dim, Graph, KernelBody, Safety,
+    TensorType,
+};
+
+/// The version of the body encoding this build writes and reads (bincode of a [`TileKernel`]
+/// whose parameter `i` is the kernel's input `i`, then its outputs, with buffer `i`).
+pub const BODY_VERSION: u32 = 1;
+
+/// Why a custom kernel cannot be built or lowered; names the kernel.
+#[derive(Debug, thiserror::Error)]
+pub enum KernelError {
+    /// The declaration or an operand is wrong ([`tir_graph::CustomError`]).
+    #[error(transparent)]
+    Declaration(#[from] CustomError),
+    /// The body breaks a rule of the tile IR.
+    #[error("custom kernel {kernel}: {reason}")]
+    Body {
+        /// The kernel's name.
+        kernel: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+fn body_error(kernel: &str, reason: impl Into<String>) -> KernelError {
+    KernelError::Body {
+        kernel: kernel.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// A kernel's declaration: its name, inputs, outputs with partitions, and safety.
+#[derive(Clone, Debug)]
+pub struct KernelDef {
+    name: String,
+    inputs: Vec<CustomInput>,
+    outputs: Vec<CustomOutput>,
+    safety: Safety,
+}
+
+impl KernelDef {
+    /// A safe kernel named `name` with no inputs or outputs yet.
+    pub fn new(name: &str) -> KernelDef {
+        KernelDef {
+            name: name.to_string(),
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            safety: Safety::Safe,
+        }
+    }
+
+    /// Adds an input of `dtype` with `dims` (sizes, or symbols bound by the operand).
+    pub fn input(mut self, name: &str, dtype: DType, dims: &[Dim]) -> KernelDef {
+        self.inputs.push(CustomInput {
+            name: name.to_string(),
+            dtype,
+            dims: dims.to_vec(),
+        });
+        self
+    }
+
+    /// Adds an output of `dtype` with `dims` (sizes or the inputs' symbols), partitioned into
+    /// tiles of `tile` (one power of two per axis; each program writes one tile).
+    pub fn output(mut self, name: &str, dtype: DType, dims: &[Dim], tile: &[u64]) -> KernelDef {
+        self.outputs.push(CustomOutput {
+            name: name.to_string(),
+            dtype,
+            dims: dims.to_vec(),
+            tile: tile.to_vec(),
+        });
+        self
+    }
+
+    /// Declares the kernel unsafe: its writes are not proven, `contract` says why they are
+    /// disjoint and covering.
+    pub fn unsafe_contract(mut self, contract: &str) -> KernelDef {
+        self.safety = Safety::Unsafe {
+            contract: contract.to_string(),
+        };
+        self
+    }
+
+    /// The kernel: `body` writes its tile program, `reference` (inputs and outputs named as
+    /// declared) computes the same values with IR ops for the oracle.
+    pub fn build(
+        self,
+        reference: &Graph,
+        body: impl FnOnce(&mut Body) -> Result<(), KernelError>,
+    ) -> Result<CustomKernel, KernelError> {
+        let program = self.program(body)?;
+        let bytes = bincode::serde::encode_to_vec(&program, bincode::config::standard())
+            .map_err(|e| body_error(&self.name, format!("the program does not encode: {e}")))?;
+        Ok(CustomKernel::new(
+            &self.name,
+            self.inputs,
+            self.outputs,
+            self.safety,
+            reference,
+            KernelBody {
+                version: BODY_VERSION,
+                bytes,
+            },
+        )?)
+    }
+
+    /// The verified tile program over the kernel's own parameters.
+    fn program(
+        &self,
+        body: impl FnOnce(&mut Body) -> Result<(), KernelError>,
+    ) -> Result<TileKernel, KernelError> {
+        let first = self
+            .outputs
+            .first()
+            .ok_or_else(|| body_error(&self.name, "it declares no output"))?;
+        for out in &self.outputs[1..] {
+            if out.dims != first.dims || out.tile != first.tile {
+                return Err(body_error(
+                    &self.name,
+                    format!(
+                        "outputs {} and {} have different partitions; one grid serves every output",
+                        first.name, out.name
+                    ),
+                ));
+            }
+        }
+        let mut b = KernelBuilder::new(self.name.clone());
+        for (i, input) in self.inputs.iter().enumerate() {
+            b.param(i, input.dtype, Access::Shared);
+        }
+        let n = self.inputs.len();
+        for (j, out) in self.outputs.iter().enumerate() {
+            b.writes(n + j, out.dtype, Region::Whole);
+        }
+        let programs = b.grid(&first.dims, &first.tile);
+        let mut types = HashMap::new();
+        for &p in &programs {
+            types.insert(p, Type::Index);
+        }
+        let mut body_builder = Body {
+            def: self,
+            b,
+            types,
+            programs,
+        };
+        body(&mut body_builder)?;
+        let program = body_builder.b.finish();
+        crate::tile::verify::verify_kernel(&program)
+            .map_err(|e| body_error(&self.name, e.to_string()))?;
+        Ok(program)
+    }
+}
+
+/// Writes a kernel's tile program: program ids, views and loads of inputs, loops, tile ops and
+/// stores to the outputs. Values are [`ValueId`]s of the tile IR; every op of
+/// [`TileOp`] is available through [`Body::op`].
+pub struct Body<'a> {
+    def: &'a KernelDef,
+    b: KernelBuilder,
+    types: HashMap<ValueId, Type>,
+    programs: Vec<ValueId>,
+}
+
+impl Body<'_> {
+    /// This program's index along grid axis `axis` (one axis per output axis).
+    pub fn program_id(&mut self, axis: usize) -> Result<ValueId, KernelError> {
+        self.programs.get(axis).copied().ok_or_else(|| {
+            body_error(
+                &self.def.name,
+                format!(
+                    "the grid has {} axes, not an axis {axis}",
+                    self.programs.len()
+                ),
+            )
+        })
+    }
+
+    /// The index constant `value`.
+    pub fn index(&mut self, value: i64) -> ValueId {
+        let v = self.b.index(value);
+        self.types.insert(v, Type::Index);
+        v
+    }
+
+    /// The value of `dim` (a size or one of the kernel's symbols) as an index scalar.
+    pub fn dim(&mut self, dim: &Dim) -> ValueId {
+        let v = self.b.dim(dim);
+        self.types.insert(v, Type::Index);
+        v
+    }
+
+    /// Scalar index arithmetic.
+    pub fn arith(&mut self, op: IndexOp, a: ValueId, b: ValueId) -> ValueId {
+        let v = self.b.arith(op, a, b);
+        self.types.insert(v, Type::Index);
+        v
+    }
+
+    /// A view of all of input `input` (row-major, as the kernel receives it).
+    pub fn input_view(&mut self, input: usize) -> Result<ValueId, KernelError> {
+        let dims = self
+            .def
+            .inputs
+            .get(input)
+            .ok_or_else(|| body_error(&self.def.name, format!("there is no input {input}")))?
+            .dims
+            .clone();
+        Ok(self.whole_view(input, &dims))
+    }
+
+    /// A view of all of output `output` (row-major).
+    pub fn output_view(&mut self, output: usize) -> Result<ValueId, KernelError> {
+        let dims = self
+            .def
+            .outputs
+            .get(output)
+            .ok_or_else(|| body_error(&self.def.name, format!("there is no output {output}")))?
+            .dims
+            .clone();
+        Ok(self.whole_view(self.def.inputs.len() + output, &dims))
+    }
+
+    fn whole_view(&mut self, param: usize, dims: &[Dim]) -> ValueId {
+        let offset = self.index(0);
+        let shape: Vec<ValueId> = dims.iter().map(|d| self.dim(d)).collect();
+        let strides = self.b.contiguous_strides(dims);
+        for &s in &strides {
+            self.types.insert(s, Type::Index);
+        }
+        let rank = shape.len();
+        let v = self.b.view(param, offset, shape, strides);
+        self.types.insert(v, Type::View { param, rank });
+        v
+    }
+
+    /// Loads the tile of `shape` at tile coordinates `coords` of the input view `view`
+    /// (elements past the input's extent read `padding`).
+    pub fn load(
+        &mut self,
+        view: ValueId,
+        coords: &[ValueId],
+        shape: &[u64],
+        padding: f64,
+    ) -> Result<ValueId, KernelError> {
+        let dtype = self.view_dtype(view)?;
+        let op = TileOp::Load {
+            view,
+            coords: coords.to_vec(),
+            padding,
+            token: None,
+        };
+        Ok(self.op(op, Type::tile(dtype, shape)))
+    }
+
+    /// Stores the tile `value` at tile coordinates `coords` of the output view `view`
+    /// (elements past the output's extent are not written). A safe kernel's store must be at
+    /// the program's own tile (the program ids): the legality pass refuses any other.
+    pub fn store(
+        &mut self,
+        view: ValueId,
+        coords: &[ValueId],
+        value: ValueId,
+    ) -> Result<(), KernelError> {
+        self.view_dtype(view)?;
+        let token = self.b.token();
+        let op = TileOp::Store {
+            view,
+            coords: coords.to_vec(),
+            value,
+            token,
+        };
+        let next = self.op(op, Type::Token);
+        self.b.set_token(next);
+        Ok(())
+    }
+
+    /// Stores `value` as this program's own tile of output `output`.
+    pub fn store_own(&mut self, output: usize, value: ValueId) -> Result<(), KernelError> {
+        let view = self.output_view(output)?;
+        let coords = self.programs.clone();
+        self.store(view, &coords, value)
+    }
+
+    fn view_dtype(&self, view: ValueId) -> Result<DType, KernelError> {
+        let Some(Type::View { param, .. }) = self.types.get(&view) else {
+            return Err(body_error(&self.def.name, format!("{view} is not a view")));
+        };
+        let n = self.def.inputs.len();
+        Ok(if *param < n {
+            self.def.inputs[*param].dtype
+        } else {
+            self.def.outputs[*param - n].dtype
+        })
+    }
+
+    /// Emits `op` defining one value of type `ty` (any op of the tile IR but loops, which
+    /// [`Body::for_loop`] writes).
+    pub fn op(&mut self, op: TileOp, ty: Type) -> ValueId {
+        let v = self.b.emit(op, ty.clone());
+        self.types.insert(v, ty);
+        v
+    }
+
+    /// The type of `value`, if this body defined it.
+    pub fn type_of(&self, value: ValueId) -> Option<&Type> {
+        self.types.get(&value)
+    }
+
+    /// `for i in (start..end).step_by(step)` carrying `init`: `body` gets the index and the
+    /// carried values and returns the next ones; returns the final values.
+    pub fn for_loop(
+        &mut self,
+        (start, end, step): (ValueId, ValueId, ValueId),
+        init: &[ValueId],
+        body: impl FnOnce(&mut Body, ValueId, &[ValueId]) -> Result<Vec<ValueId>, KernelError>,
+    ) -> Result<Vec<ValueId>, KernelError> {
+        let var = self.b.fresh();
+        self.types.insert(var, Type::Index);
+        let mut carried = Vec::with_capacity(init.len());
+        for &v in init {
+            let ty = self.types.get(&v).cloned().ok_or_else(|| {
+                body_error(&self.def.name, format!("loop value {v} has no known type"))
+            })?;
+            let c = self.b.fresh();
+            self.types.insert(c, ty.clone());
+            carried.push((c, ty));
+        }
+        self.b.open_block();
+        let inner: Vec<ValueId> = carried.iter().map(|(c, _)| *c).collect();
+        let yields = body(self, var, &inner);
+        let block = self.b.close_block();
+        let yields = yields?;
+        let types: Vec<Type> = carried.iter().map(|(_, t)| t.clone()).collect();
+        let op = TileOp::For {
+            start,
+            end,
+            step,
+            var,
+            init: init.to_vec(),
+            carried,
+            body: block,
+            yields,
+        };
+        let results = self.b.emit_multi(op, types.clone());
+        for (r, t) in results.iter().zip(types) {
+            self.types.insert(*r, t);
+        }
+        Ok(results)
+    }
+}
+
+/// The tile program of `kernel`'s output `output`, bound to the buffers `inputs` (one per
+/// operand, of the operands' `types`) and `out`, named `name` (see the module doc).
+pub fn instantiate(
+    kernel: &CustomKernel,
+    output: usize,
+    types: &[&TensorType],
+    inputs: &[usize],
+    out: usize,
+    name: String,
+) -> Result<TileKernel, KernelError> {
+    let fail = |reason: String| body_error(kernel.name(), reason);
+    if let Safety::Unsafe { contract } = kernel.safety() {
+        return Err(fail(format!(
+            "it is declared unsafe ({contract}); unsafe kernels are not lowered yet, only proven ones"
+        )));
+    }
+    let body = kernel.body();
+    if body.version != BODY_VERSION {
+        return Err(fail(format!(
+            "its body is encoding version {}, this build reads {BODY_VERSION}",
+            body.version
+        )));
+    }
+    let (mut program, _): (TileKernel, usize) =
+        bincode::serde::decode_from_slice(&body.bytes, bincode::config::standard())
+            .map_err(|e| fail(format!("its body does not decode: {e}")))?;
+    let bound = kernel.bind(types)?;
+    let n = kernel.inputs().len();
+    if output >= kernel.outputs().len()
+        || inputs.len() != n
+        || program.params.len() != n + kernel.outputs().len()
+    {
+        return Err(fail(
+            "its body's parameters do not match its signature".into(),
+        ));
+    }
+    bind_dims(&mut program.grid_body, &bound).map_err(&fail)?;
+    bind_dims(&mut program.body, &bound).map_err(&fail)?;
+    // Parameter `n + output` becomes `n`; the other outputs' parameters go.
+    let remap = |p: usize| -> Option<usize> {
+        if p < n {
+            Some(p)
+        } else if p == n + output {
+            Some(n)
+        } else {
+            None
+        }
+    };
+    keep_output(&mut program.body, &remap, &mut Vec::new());
+    let mut params = Vec::with_capacity(n + 1);
+    for (i, &buffer) in inputs.iter().enumerate() {
+        let mut p = program.params[i].clone();
+        p.buffer = buffer;
+        params.push(p);
+    }
+    let mut written = program.params[n + output].clone();
+    written.buffer = out;
+    params.push(written);
+    program.params = params;
+    program.writes = vec![WriteRegion {
+        param: n,
+        region: Region::Whole,
+    }];
+    program.name = name;
+    Ok(program)
+}
+
+/// Replaces each `Dim` of the kernel's symbols by its binding: a size becomes an index
+/// constant, a symbol the graph's symbol.
+fn bind_dims(block: &mut Block, bound: &BTreeMap<String, Dim>) -> Result<(), String> {
+    for stmt in &mut block.stmts {
+        match &mut stmt.op {
+            TileOp::Dim { name } => match bound.get(name.as_str()) {
+                Some(Dim::Static(v)) => stmt.op = TileOp::Index { value: *v as i64 },
+                Some(Dim::Symbolic(s)) => *name = s.clone(),
+                Some(d @ Dim::Expr(_)) => {
+                    return Err(format!(
+                        "its dim `{name}` is bound to the expression {d}; bind it to a size or a symbol"
+                    ))
+                }
+                None => return Err(format!("its dim `{name}` is not bound by the operands")),
+            },
+            TileOp::For { body, .. } => bind_dims(body, bound)?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Drops the views and stores of the parameters `remap` removes (a dropped store's token
+/// becomes a fresh token: it ordered nothing the kept output needs, since each output is
+/// stored once and never loaded) and renumbers the others.
+fn keep_output(
+    block: &mut Block,
+    remap: &impl Fn(usize) -> Option<usize>,
+    dropped_views: &mut Vec<ValueId>,
+) {
+    let mut kept = Vec::with_capacity(block.stmts.len());
+    for mut stmt in std::mem::take(&mut block.stmts) {
+        match &mut stmt.op {
+            TileOp::MakeView { param, .. } => match remap(*param) {
+                Some(p) => *param = p,
+                None => {
+                    dropped_views.extend(stmt.defs.iter().map(|(v, _)| *v));
+                    continue;
+                }
+            },
+            TileOp::Store { view, .. } if dropped_views.contains(view) => {
+                stmt.op = TileOp::MakeToken;
+            }
+            TileOp::LoadScalar { param, .. } => *param = remap(*param).unwrap_or(*param),
+            TileOp::For { body, carried, .. } => {
+                keep_output(body, remap, dropped_views);
+                for (_, t) in carried {
+                    remap_type(t, remap);
+                }
+            }
+            _ => {}
+        }
+        for (_, t) in &mut stmt.defs {
+            remap_type(t, remap);
+        }
+        kept.push(stmt);
+    }
+    block.stmts = kept;
+}
+
+fn remap_type(t: &mut Type, remap: &impl Fn(usize) -> Option<usize>) {
+    if let Type::View { param, .. } = t {
+        *param = remap(*param).unwrap_or(*param);
+    }
+}
