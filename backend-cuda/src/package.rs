@@ -33,8 +33,9 @@ use tir_lower::{Program, Signature};
 /// products' flops; 5: `approx_exp` takes a shift and a factor; 6: library matmuls may add a
 /// residual; 7: cubins shared by several kernels, as batches assemble them, are stored once;
 /// 8: dims may be expressions; 9: a kernel that reads dims has a second entry for dims that
-/// 16 divides; 10: a program cut for a mesh carries its sharding plan).
-pub const FORMAT_VERSION: u32 = 10;
+/// 16 divides; 10: a program cut for a mesh carries its sharding plan; 11: a convolution kernel
+/// may carry a cuDNN library call).
+pub const FORMAT_VERSION: u32 = 11;
 /// The first bytes of every package.
 pub const MAGIC: [u8; 8] = *b"TIRPKG\0\0";
 /// Magic, version, payload length, checksum.

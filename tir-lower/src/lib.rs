@@ -6,7 +6,6 @@
 pub mod backend;
 pub mod buffer;
 pub mod certificate;
-pub mod custom;
 pub mod legality;
 pub mod mesh;
 pub mod plan;
@@ -26,6 +25,8 @@ pub use program::{Buffer, Program, Signature, Storage};
 pub use target::{Target, TileShapes, MATVEC_M, SHORT_ATTENTION_KEYS};
 pub mod lower;
 
+/// Users' kernels as graph ops (see [`lower::custom`]).
+pub use lower::custom;
 pub use lower::{KernelOrigin, LowerError};
 
 use tir_graph::Graph;

@@ -16,6 +16,7 @@ pub mod attention;
 pub mod builder;
 pub mod collective;
 pub mod conv;
+pub mod custom;
 pub mod emit;
 pub mod kernels;
 
@@ -624,7 +625,7 @@ fn lower_kind(l: &mut KernelLowering, job: &Job, tiles: &TileShapes) -> Result<(
     Ok(())
 }
 
-/// A user's kernel ([`crate::custom::instantiate`]) bound to `job`'s buffers.
+/// A user's kernel ([`custom::instantiate`]) bound to `job`'s buffers.
 fn lower_custom(
     g: &Graph,
     job: &Job,
@@ -653,7 +654,7 @@ fn lower_custom(
     let k = kernel.kernel();
     let out_name = k.outputs().get(*output).map_or("", |o| o.name.as_str());
     let name = format!("{}_{}_{out_name}", job.name, k.name());
-    crate::custom::instantiate(k, *output, &types, &inputs, job.out, name)
+    custom::instantiate(k, *output, &types, &inputs, job.out, name)
         .map_err(|e| unsupported(e.to_string()))
 }
 
