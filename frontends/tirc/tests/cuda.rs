@@ -422,8 +422,8 @@ fn doctor_reports_what_is_missing() {
     assert!(report.contains("\ngpu: unavailable: "), "{report}");
     // This machine has neither library: each is named with what runs instead.
     let libraries = "\nlibraries: cuBLASLt (libcublasLt.so) was not found (plain matmuls run as \
-                     generated kernels); cuDNN (libcudnn.so) was not found (attention runs as \
-                     generated kernels)\n";
+                     generated kernels); cuDNN (libcudnn.so) was not found (attention and \
+                     convolutions run as generated kernels)\n";
     assert!(report.contains(libraries), "{report}");
     assert!(
         report.contains(&format!("kernel cache: {} (", cache.display())),
