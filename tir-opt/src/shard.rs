@@ -21,7 +21,9 @@
 //!
 //! **Collectives.** Where an op needs an operand placed otherwise, a collective is inserted: a
 //! partial becomes replicated by `all_reduce_*`, a split becomes replicated by `all_gather`, a
-//! partial sum becomes split by `reduce_scatter`. A value is never cut from a replicated one
+//! partial sum becomes split by `reduce_scatter`. A reduction of a type NCCL has none for (16-bit
+//! integers, 8-bit floats) is done in a wider one between two casts ([`reduce_width`]), so
+//! every backend runs the same graph. A value is never cut from a replicated one
 //! (that would need the device's rank), so a rule that cannot keep a split gathers it. Outputs
 //! are made replicated.
 //!
@@ -33,7 +35,7 @@
 use std::collections::BTreeMap;
 use tir_graph::collective::{ShardPlan, Sharding};
 use tir_graph::op::{ReduceOp, ReshapeDim, SliceRange};
-use tir_graph::{BinaryOp, Dim, DimExpr, Graph, GraphError, NodeId, Op, Shape, TensorType};
+use tir_graph::{BinaryOp, DType, Dim, DimExpr, Graph, GraphError, NodeId, Op, Shape, TensorType};
 
 /// What sharding should do beyond the user's shardings.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -223,6 +225,19 @@ struct Cutter<'a> {
 /// [`Placement`] as a map key.
 type PlacementKey = (u8, usize);
 
+/// The type a reducing collective of `dtype` elements runs in, where `dtype` is one NCCL does
+/// not reduce: 16-bit integers in 32 bits (a wrapped sum is the same modulo 2^16; max and min
+/// are exact), 8-bit floats in `f32` (the partials' sum is exact there and rounds once).
+/// `None`: reduced as it is.
+pub fn reduce_width(dtype: DType) -> Option<DType> {
+    match dtype {
+        DType::I16 => Some(DType::I32),
+        DType::U16 => Some(DType::U32),
+        DType::F8E4M3 | DType::F8E5M2 => Some(DType::F32),
+        _ => None,
+    }
+}
+
 fn key(p: Placement) -> PlacementKey {
     match p {
         Placement::Replicated => (0, 0),
@@ -322,9 +337,24 @@ impl<'a> Cutter<'a> {
                 )))
             }
         };
-        let converted = self.add(op, &[local])?;
+        let converted = self.collective(op, local)?;
         self.converted.insert((id, key(to)), converted);
         Ok(converted)
+    }
+
+    /// The collective `op` of `local`, a reducing one done in [`reduce_width`]'s type where
+    /// `local`'s own has no reduction on every backend (cast there and back).
+    fn collective(&mut self, op: Op, local: NodeId) -> Result<NodeId, ShardError> {
+        let dtype = self.local.ty(local).dtype;
+        let reduces = matches!(op, Op::AllReduce { .. } | Op::ReduceScatter { .. });
+        match reduce_width(dtype).filter(|_| reduces) {
+            Some(wide) => {
+                let widened = self.add(Op::Cast { to: wide }, &[local])?;
+                let reduced = self.add(op, &[widened])?;
+                self.add(Op::Cast { to: dtype }, &[reduced])
+            }
+            None => self.add(op, &[local]),
+        }
     }
 
     fn add(&mut self, op: Op, operands: &[NodeId]) -> Result<NodeId, ShardError> {

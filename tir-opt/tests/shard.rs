@@ -306,6 +306,68 @@ fn a_bert_encoder_under_tensor_parallel_matches_the_whole_graph() {
     check_against_whole(&graph, &sharded, &values);
 }
 
+/// A reduction over a split axis of `dtype` elements, `x: dtype[4, 6]` split along its columns.
+fn split_reduction(dtype: DType, by_max: bool) -> (Graph, ShardedGraph) {
+    let g = GraphBuilder::new();
+    let x = g.input("x", dtype, shape![4, 6]).unwrap();
+    let y = if by_max {
+        x.max(&[1], false)
+    } else {
+        x.sum(&[1], false)
+    }
+    .unwrap();
+    g.output("y", &y).unwrap();
+    let graph = g.finish().unwrap();
+    let sharded = shard(&graph, 2, &split(&[("x", 1)]), &ShardOptions::default()).unwrap();
+    (graph, sharded)
+}
+
+#[test]
+fn reductions_nccl_has_no_type_for_run_widened_between_casts() {
+    for (dtype, wide) in [
+        (DType::I16, DType::I32),
+        (DType::U16, DType::U32),
+        (DType::F8E4M3, DType::F32),
+        (DType::F8E5M2, DType::F32),
+    ] {
+        let (_, sharded) = split_reduction(dtype, false);
+        let local = &sharded.local;
+        let reduce = local
+            .node_ids()
+            .find(|&id| local.node(id).op.name() == "all_reduce_sum")
+            .unwrap();
+        assert_eq!(local.ty(reduce).dtype, wide, "{dtype}");
+        assert_eq!(count(local, "cast"), 2, "{dtype}");
+    }
+    // Types NCCL reduces keep theirs, and a gather moves bytes of any type.
+    let (_, sharded) = split_reduction(DType::F16, false);
+    assert_eq!(count(&sharded.local, "cast"), 0);
+}
+
+#[test]
+fn widened_integer_reductions_wrap_exactly_as_the_whole_graph() {
+    // Large values, so that both the devices' partial sums and the total wrap around 2^16.
+    for (dtype, by_max, base) in [
+        (DType::I16, false, 30_000.0),
+        (DType::U16, false, 60_000.0),
+        (DType::U16, true, 60_000.0),
+    ] {
+        let (graph, sharded) = split_reduction(dtype, by_max);
+        let data = (0..24).map(|i| base + f64::from(i * 37 % 101)).collect();
+        let x = F64Tensor::new(dtype, vec![4, 6], data).unwrap();
+        let values = BTreeMap::from([("x".to_string(), x)]);
+        let whole = evaluate(&graph, &values).unwrap();
+        let runs = evaluate_mesh(
+            &sharded.local,
+            &sharded.plan.shard_sources(&values).unwrap(),
+        )
+        .unwrap();
+        for run in &runs {
+            assert_eq!(run.outputs["y"], whole.outputs["y"], "{dtype} max={by_max}");
+        }
+    }
+}
+
 /// Whether two oracle values agree up to the reordering of sums that sharding makes: equal
 /// non-finite values, or finite ones within a relative 1e-9 of the tensor's largest magnitude.
 fn agrees(got: &F64Tensor, want: &F64Tensor) -> Result<(), String> {
