@@ -6,9 +6,10 @@
 use backend_cuda::{CudaBackend, ExecMode};
 use std::collections::BTreeMap;
 use tir_graph::collective::Sharding;
-use tir_graph::{shape, DType, GraphBuilder};
+use tir_graph::op::ReduceOp;
+use tir_graph::{shape, DType, Graph, GraphBuilder, Op, TensorType};
 use tir_lower::mesh::{compile_sharded, MeshSpec};
-use tir_lower::{Backend, BackendError, Program};
+use tir_lower::{compile_graph, Backend, BackendError, Program};
 use tir_opt::Limits;
 
 /// `y = sum(x, axis 1)` with `x` split along axis 1 over `world` devices: one all-reduce.
@@ -30,6 +31,26 @@ fn summed(dtype: DType, world: u32) -> Program {
         .program
 }
 
+/// Each device's program for a graph that holds an `all_reduce_sum` of `dtype` as written
+/// (sharding would widen one NCCL has no type for).
+fn all_reduced(dtype: DType, world: u32) -> Program {
+    let mut graph = Graph::new();
+    let ty = TensorType::new(dtype, shape![4, 6]);
+    let x = graph
+        .add_node(Op::Input { name: "x".into() }, &[], Some(ty))
+        .unwrap();
+    let op = Op::AllReduce {
+        op: ReduceOp::Sum,
+        world,
+    };
+    let y = graph.add_node(op, &[x], None).unwrap();
+    graph.add_output("y", y).unwrap();
+    let target = CudaBackend::new().target();
+    compile_graph(&graph, &target, &Limits::default())
+        .unwrap()
+        .program
+}
+
 fn refusal(result: Result<impl Sized, BackendError>) -> String {
     match result {
         Ok(_) => panic!("the mesh was compiled"),
@@ -40,7 +61,7 @@ fn refusal(result: Result<impl Sized, BackendError>) -> String {
 #[test]
 fn a_mesh_in_graph_mode_is_refused_only_for_what_refuses_it_in_sync_mode() {
     // Graph mode captures each device's run (`runtime::mesh`): it adds no refusal of its own.
-    for (program, world) in [(summed(DType::F32, 2), 3), (summed(DType::I16, 2), 2)] {
+    for (program, world) in [(summed(DType::F32, 2), 3), (all_reduced(DType::I16, 2), 2)] {
         let graph =
             refusal(CudaBackend::with_mode(ExecMode::Graph).compile_cuda_mesh(&program, world));
         let sync =
@@ -52,7 +73,7 @@ fn a_mesh_in_graph_mode_is_refused_only_for_what_refuses_it_in_sync_mode() {
 
 #[test]
 fn a_collective_nccl_cannot_reduce_is_refused_naming_its_kernel() {
-    let program = summed(DType::I16, 2);
+    let program = all_reduced(DType::I16, 2);
     let kernel = program
         .kernels
         .iter()

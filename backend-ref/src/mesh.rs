@@ -14,6 +14,7 @@ use crate::word::{Tile, Word};
 use std::collections::BTreeMap;
 use tir_graph::collective::{join_shards, shard_dims, take_shard};
 use tir_graph::{BinaryOp, HostTensor, Op, ReduceOp};
+use tir_lower::program::MeshStep;
 use tir_lower::{
     BackendError, Device, DeviceTensor, Executable, HostTensors, MeshExecutable, Program,
     Signature, TensorRef,
@@ -58,13 +59,16 @@ impl RefMeshExecutable {
             .zip(inputs)
             .map(|(d, i)| d.begin(i))
             .collect::<Result<Vec<Ran>, _>>()?;
-        for k in 0..self.program().kernels.len() {
-            if self.program().kernels[k].collective().is_some() {
-                self.collective(k, &mut runs)?;
-                continue;
-            }
-            for (d, run) in self.devices.iter().zip(runs.iter_mut()) {
-                d.launch_kernel(k, run)?;
+        for step in self.program().mesh_steps() {
+            match step {
+                MeshStep::Collective(k) => self.collective(k, &mut runs)?,
+                MeshStep::Kernels(kernels) => {
+                    for (d, run) in self.devices.iter().zip(runs.iter_mut()) {
+                        for &k in &kernels {
+                            d.launch_kernel(k, run)?;
+                        }
+                    }
+                }
             }
         }
         for (d, run) in self.devices.iter_mut().zip(&runs) {

@@ -847,3 +847,57 @@ fn quantized_products_read_their_packed_weights() {
         }
     }
 }
+
+#[test]
+fn mesh_steps_cut_the_schedule_at_collectives_and_hold_every_kernel_once() {
+    use tir_lower::mesh::{compile_sharded, MeshSpec};
+    use tir_lower::program::MeshStep;
+    let cfg = DecoderConfig {
+        hidden: 64,
+        heads: 4,
+        context: 16,
+        ffn: 128,
+    };
+    let graph = models::decoder(&cfg, 2).unwrap();
+    let mesh = MeshSpec {
+        world: 2,
+        shardings: Default::default(),
+        tensor_parallel: true,
+    };
+    let program = compile_sharded(&graph, &mesh, &Target::default(), &Limits::default())
+        .unwrap()
+        .compiled
+        .program;
+    let steps = program.mesh_steps();
+    let mut seen = Vec::new();
+    let mut collectives = 0;
+    for step in &steps {
+        match step {
+            MeshStep::Collective(k) => {
+                assert!(program.kernels[*k].collective().is_some());
+                collectives += 1;
+                seen.push(*k);
+            }
+            MeshStep::Kernels(ks) => {
+                assert!(!ks.is_empty());
+                assert!(ks
+                    .iter()
+                    .all(|&k| program.kernels[k].collective().is_none()));
+                seen.extend(ks);
+            }
+        }
+    }
+    // Two all-reduces a layer (after o and after down), each kernel once, dependencies first.
+    assert_eq!(collectives, 4);
+    let mut sorted = seen.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (0..program.kernels.len()).collect::<Vec<_>>());
+    for (at, &k) in seen.iter().enumerate() {
+        for dep in &program.schedule.deps[k] {
+            assert!(
+                seen[..at].contains(dep),
+                "kernel {k} runs before its dependency {dep}"
+            );
+        }
+    }
+}

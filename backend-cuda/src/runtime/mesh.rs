@@ -34,6 +34,7 @@ use super::timing::ColdTimer;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use tir_graph::HostTensor;
+use tir_lower::program::MeshStep;
 use tir_lower::{
     BackendError, Device, DeviceTensor, Executable, HostTensors, MeshExecutable, Signature,
     TensorRef,
@@ -229,18 +230,13 @@ impl CudaMeshExecutable {
 
     /// Enqueues `launches` on every device's stream 0 (step 2 of the module doc).
     fn enqueue_steps(&mut self, launches: &[Vec<Launch>]) -> Result<(), BackendError> {
-        let order = self.devices[0].program.schedule.waves.concat();
-        let mut segment = Vec::new();
-        for k in order {
-            if !matches!(launches[0][k], Launch::Collective(_)) {
-                segment.push(k);
-                continue;
+        for step in self.devices[0].program.mesh_steps() {
+            match step {
+                MeshStep::Kernels(segment) => self.enqueue_segment(&segment, launches)?,
+                MeshStep::Collective(k) => self.enqueue_collective(k, launches)?,
             }
-            self.enqueue_segment(&segment, launches)?;
-            segment.clear();
-            self.enqueue_collective(k, launches)?;
         }
-        self.enqueue_segment(&segment, launches)
+        Ok(())
     }
 
     /// One graph per device of [`Self::enqueue_steps`]: every device's stream 0 captured at
@@ -432,9 +428,6 @@ impl CudaMeshExecutable {
         segment: &[usize],
         launches: &[Vec<Launch>],
     ) -> Result<(), BackendError> {
-        if segment.is_empty() {
-            return Ok(());
-        }
         for (exe, launches) in self.devices.iter_mut().zip(launches) {
             let gpu = exe.gpu().clone();
             gpu.bind().map_err(|e| exe.device_error(e))?;

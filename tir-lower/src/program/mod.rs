@@ -51,7 +51,38 @@ pub struct Program {
     pub signature: Signature,
 }
 
+/// One step of a mesh's run ([`Program::mesh_steps`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MeshStep {
+    /// Kernels each device runs on its own, in this order (none a collective).
+    Kernels(Vec<usize>),
+    /// A collective kernel, run across the devices together.
+    Collective(usize),
+}
+
 impl Program {
+    /// The kernels in the schedule's order cut at the collectives: what each device of a mesh
+    /// runs on its own between two collectives, then the collective across the devices. Every
+    /// kernel is in exactly one step; no `Kernels` step is empty.
+    pub fn mesh_steps(&self) -> Vec<MeshStep> {
+        let mut steps = Vec::new();
+        let mut segment = Vec::new();
+        for &k in self.schedule.waves.iter().flatten() {
+            if self.kernels[k].collective().is_none() {
+                segment.push(k);
+                continue;
+            }
+            if !segment.is_empty() {
+                steps.push(MeshStep::Kernels(std::mem::take(&mut segment)));
+            }
+            steps.push(MeshStep::Collective(k));
+        }
+        if !segment.is_empty() {
+            steps.push(MeshStep::Kernels(segment));
+        }
+        steps
+    }
+
     /// The buffer holding the state named `name`.
     pub fn state_buffer(&self, name: &str) -> Option<usize> {
         self.buffers
