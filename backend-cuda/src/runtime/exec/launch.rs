@@ -314,6 +314,24 @@ impl CudaExecutable {
     /// Whether kernel `k` runs as `library` (cuBLASLt or cuDNN) rather than as `tiles`, by
     /// the policies; `Auto` times both once per shape, from a cold L2 (`timer`, made on first
     /// use).
+    /// What `auto` does with kernel `k`'s cuDNN call. cuDNN compiles its kernels at run time: a
+    /// plan takes 45-70 ms to build, up to 1.2 s where it compiles a kernel (the first of a
+    /// dtype, head dim and mask, and some lengths; a plan per batch size for a convolution), so
+    /// a call whose shape changes with the dims keeps the generated kernel unless cuDNN is
+    /// asked for, and a static one is timed against it once.
+    fn cudnn_auto(&self, k: usize) -> LibraryUse {
+        let is_static = match &self.program.kernels[k].library {
+            Some(LibraryCall::Attention(call)) => call.is_static(),
+            Some(LibraryCall::Conv(call)) => call.is_static(),
+            _ => false,
+        };
+        if is_static {
+            LibraryUse::Timed
+        } else {
+            LibraryUse::Never
+        }
+    }
+
     fn use_library(
         &mut self,
         k: usize,
@@ -337,26 +355,15 @@ impl CudaExecutable {
                 match self.attention.of(name) {
                     AttentionPath::Generated => LibraryUse::Never,
                     AttentionPath::Cudnn => LibraryUse::Always,
-                    // cuDNN compiles its kernels at run time: a plan takes 45-70 ms to build,
-                    // up to 1.2 s where it compiles a kernel (the first of a dtype, head dim and
-                    // mask, and some lengths), so a kernel whose shape changes with its dims
-                    // keeps the generated kernel unless cuDNN is asked for.
-                    AttentionPath::Auto => match &self.program.kernels[k].library {
-                        Some(LibraryCall::Attention(call)) if call.is_static() => LibraryUse::Timed,
-                        _ => LibraryUse::Never,
-                    },
+                    AttentionPath::Auto => self.cudnn_auto(k),
                 },
             ),
-            // As attention's: cuDNN builds a plan per batch size.
             Launch::DnnConv { shape, .. } => (
                 LibraryShape::Conv(*shape),
                 match self.conv.of(name) {
                     ConvPath::Generated => LibraryUse::Never,
                     ConvPath::Cudnn => LibraryUse::Always,
-                    ConvPath::Auto => match &self.program.kernels[k].library {
-                        Some(LibraryCall::Conv(call)) if call.is_static() => LibraryUse::Timed,
-                        _ => LibraryUse::Never,
-                    },
+                    ConvPath::Auto => self.cudnn_auto(k),
                 },
             ),
         };
