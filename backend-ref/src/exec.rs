@@ -471,14 +471,9 @@ impl RefExecutable {
                     Some(_) => {}
                 }
                 let owner = &mut owners[p][w.flat];
-                if *owner == i as u32 {
-                    return Err(format!(
-                        "program {} writes {} twice",
-                        program_name(i, grid),
-                        element(p, w.flat)
-                    ));
-                }
-                if *owner != NONE {
+                // One program may store an element again (in program order, last wins); two
+                // programs never.
+                if *owner != NONE && *owner != i as u32 {
                     return Err(format!(
                         "programs {} and {} both write {}",
                         program_name(*owner as usize, grid),
