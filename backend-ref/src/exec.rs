@@ -141,6 +141,8 @@ fn program_name(i: usize, grid: &[u64]) -> String {
 /// `axis` (other axes whole).
 struct RegionBox {
     slice: Option<(usize, u64, u64)>,
+    /// Some elements, each at most once, none required ([`Region::Scattered`]).
+    scattered: bool,
     /// Buffer size along the slice axis, and elements after it.
     size: u64,
     inner: usize,
@@ -159,8 +161,11 @@ impl RegionBox {
         }
     }
 
-    /// Every element of the region, in order.
+    /// Every element the region requires written, in order.
     fn elements(&self, total: usize) -> Box<dyn Iterator<Item = usize> + '_> {
+        if self.scattered {
+            return Box::new(std::iter::empty());
+        }
         match self.slice {
             None => Box::new(0..total),
             Some((_, start, len)) => {
@@ -180,6 +185,9 @@ impl RegionBox {
     }
 
     fn describe(&self) -> String {
+        if self.scattered {
+            return "scattered: any elements, each at most once".into();
+        }
         match self.slice {
             None => "the whole buffer".into(),
             Some((axis, start, len)) => format!("{start}..{} along axis {axis}", start + len),
@@ -284,8 +292,9 @@ impl RefExecutable {
             let buffer = kernel.params[w.param].buffer;
             let (name, shape) = (&self.program.buffers[buffer].name, &shapes[buffer]);
             regions[w.param] = Some(match &w.region {
-                Region::Whole => RegionBox {
+                Region::Whole | Region::Scattered => RegionBox {
                     slice: None,
+                    scattered: w.region == Region::Scattered,
                     size: 1,
                     inner: 1,
                 },
@@ -315,6 +324,7 @@ impl RefExecutable {
                     }
                     RegionBox {
                         slice: Some((*axis, start as u64, len)),
+                        scattered: false,
                         size,
                         inner: shape[axis + 1..].iter().product::<u64>() as usize,
                     }
@@ -461,6 +471,8 @@ impl RefExecutable {
                     Some(_) => {}
                 }
                 let owner = &mut owners[p][w.flat];
+                // One program may store an element again (in program order, last wins); two
+                // programs never.
                 if *owner != NONE && *owner != i as u32 {
                     return Err(format!(
                         "programs {} and {} both write {}",

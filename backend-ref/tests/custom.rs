@@ -93,8 +93,8 @@ fn topk_round_trips_through_files_and_text() {
     );
     let parsed = tir_graph::text::parse(&text).unwrap();
     assert_eq!(parsed.to_data(), graph.to_data());
-    // A version-4 reader refuses the file with its one line.
-    assert_eq!(tir_graph::file::FORMAT_VERSION, 5);
+    // A version-5 reader refuses the file with its one line (version 6: in-place outputs).
+    assert_eq!(tir_graph::file::FORMAT_VERSION, 6);
 }
 
 #[test]

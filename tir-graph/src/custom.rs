@@ -14,9 +14,13 @@
 //! - its **body**: versioned bytes, fingerprinted with everything else.
 //!
 //! A kernel with several outputs is one [`crate::Op::Custom`] node per output (a node has one
-//! value); each names the output it is. Guarantees of [`CustomKernel::new`]: names are unique,
-//! every output dim is static or a symbol of an input, every tile dim is a power of two and as
-//! many as the output's rank, and the reference's inputs and outputs match the signature.
+//! value); each names the output it is. An output may update input 0 in place
+//! ([`CustomOutput::updates`]): its node is then a state update of the state given as operand 0,
+//! ordered like `state_write_slice`, and its reference output is the state's whole new value.
+//! Guarantees of [`CustomKernel::new`]: names are unique, every output dim is static or a symbol
+//! of an input, every tile dim is a power of two and as many as the output's rank, at most one
+//! output updates an input, and that is input 0 with the output's dtype and dims, and the
+//! reference's inputs and outputs match the signature.
 
 use crate::{DType, Dim, Graph, GraphData, TensorType};
 use serde::{Deserialize, Serialize};
@@ -47,6 +51,11 @@ pub struct CustomOutput {
     /// The tile each program writes, one power of two per axis: the grid is
     /// `ceil(dims / tile)` programs.
     pub tile: Vec<u64>,
+    /// The input this output updates in place, if any: the output is that input's new value
+    /// (same dtype and dims), the input must be a graph state, and the node is a state update
+    /// like `state_write_slice` (its buffer is the state's). Only input 0 can be updated: a
+    /// state update names its state as operand 0.
+    pub updates: Option<usize>,
 }
 
 /// Whether the legality pass must prove the kernel's writes.
@@ -177,7 +186,40 @@ impl CustomKernel {
         for out in &self.outputs {
             self.check_output(out, &symbols)?;
         }
+        self.check_in_place()?;
         self.check_reference(reference)
+    }
+
+    /// At most one output updates an input in place, and that is input 0, of its type.
+    fn check_in_place(&self) -> Result<(), CustomError> {
+        let updating: Vec<&CustomOutput> = self
+            .outputs
+            .iter()
+            .filter(|o| o.updates.is_some())
+            .collect();
+        if updating.len() > 1 {
+            return Err(self.fail(format!(
+                "outputs {} and {} both update an input in place; a state has one update",
+                updating[0].name, updating[1].name
+            )));
+        }
+        let Some(out) = updating.first() else {
+            return Ok(());
+        };
+        let Some(input) = self.inputs.first().filter(|_| out.updates == Some(0)) else {
+            return Err(self.fail(format!(
+                "output {} updates input {:?} in place; only input 0 can be updated (a state \
+                 update names its state as operand 0)",
+                out.name, out.updates
+            )));
+        };
+        if input.dtype != out.dtype || input.dims != out.dims {
+            return Err(self.fail(format!(
+                "output {} updates input {} in place but is not of its type ({}{:?}, not {}{:?})",
+                out.name, input.name, out.dtype, out.dims, input.dtype, input.dims
+            )));
+        }
+        Ok(())
     }
 
     fn check_output(&self, out: &CustomOutput, symbols: &[String]) -> Result<(), CustomError> {
@@ -262,6 +304,11 @@ impl CustomKernel {
     /// Its outputs.
     pub fn outputs(&self) -> &[CustomOutput] {
         &self.outputs
+    }
+
+    /// The output that updates input 0 in place, if any ([`CustomOutput::updates`]).
+    pub fn in_place_output(&self) -> Option<usize> {
+        self.outputs.iter().position(|o| o.updates.is_some())
     }
 
     /// Whether its writes must be proven.
@@ -466,6 +513,7 @@ mod tests {
                 dtype: DType::F32,
                 dims: out_dims,
                 tile,
+                updates: None,
             }],
             Safety::Safe,
             &g.finish().unwrap(),

@@ -24,7 +24,13 @@ pub const MAGIC: [u8; 8] = *b"TIRGRAPH";
 /// reader refuses version 4 files as newer; version 2 and 3 files are version 4 files without them.
 /// Version 5 added users' kernels (`custom`, [`crate::custom`]): a version-4 reader refuses
 /// version 5 files as newer; version 2 to 4 files are version 5 files without them.
-pub const FORMAT_VERSION: u32 = 5;
+/// Version 6 added in-place outputs to users' kernels ([`crate::custom::CustomOutput::updates`]),
+/// which changed how a custom op is stored: a version-5 reader refuses version 6 files as newer;
+/// version 2 to 5 files without a custom op are version 6 files, and a version-5 file with one is
+/// refused naming its version (write it again from its source).
+pub const FORMAT_VERSION: u32 = 6;
+/// The last version whose custom ops this build cannot read (see [`FORMAT_VERSION`]).
+const CUSTOM_CHANGED_AFTER: u32 = 5;
 /// The oldest format version this build reads.
 pub const OLDEST_READ_VERSION: u32 = 2;
 /// The header's size in bytes: magic, version, body length, checksum.
@@ -212,7 +218,16 @@ pub fn decode(bytes: &[u8]) -> Result<Graph, FileError> {
     if computed != stored {
         return Err(FileError::Checksum { stored, computed });
     }
-    let (data, used): (GraphData, usize) = decode_bincode(body).map_err(FileError::Decode)?;
+    let (data, used): (GraphData, usize) = decode_bincode(body).map_err(|e| {
+        FileError::Decode(if version == CUSTOM_CHANGED_AFTER {
+            format!(
+                "{e} (a version-{version} file that holds a custom op: custom ops are stored \
+                 differently since version 6; write the file again from its source)"
+            )
+        } else {
+            e
+        })
+    })?;
     if used != body.len() {
         return Err(FileError::TrailingBytes((body.len() - used) as u64));
     }

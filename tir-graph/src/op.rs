@@ -695,9 +695,19 @@ impl Op {
         )
     }
 
-    /// State updates: the graph's mutable outputs. Operand 0 is the state they write.
+    /// State updates: the graph's mutable outputs. Operand 0 is the state they write. A user's
+    /// kernel's output that updates its input 0 in place is one
+    /// ([`crate::custom::CustomOutput::updates`]).
     pub fn is_state_update(&self) -> bool {
-        matches!(self, Op::StateAssign | Op::StateWriteSlice { .. })
+        match self {
+            Op::StateAssign | Op::StateWriteSlice { .. } => true,
+            Op::Custom { kernel, output } => kernel
+                .kernel()
+                .outputs()
+                .get(*output)
+                .is_some_and(|o| o.updates.is_some()),
+            _ => false,
+        }
     }
 
     /// Collectives: ops whose value on one device depends on the other devices' operands.

@@ -20,6 +20,10 @@
 //! kernels: kernels that may run concurrently never touch one buffer when either writes it, and
 //! the memory plan never overlaps buffers that are live together.
 //!
+//! An unsafe user's kernel is not proven: [`unproven`] gives its certificate, which says so and
+//! quotes its author's contract; [`certify`] refuses a [`Region::Scattered`] write, which only
+//! such a kernel claims. [`check_program`]'s cross-kernel checks apply to it as to any kernel.
+//!
 //! A collective kernel (an `all_reduce_*`, `all_gather` or `reduce_scatter` over a mesh) has no
 //! programs: [`certify`] proves instead that it reads one buffer and writes one other buffer
 //! whole, of the type the collective gives; its buffer is then owned by it alone on every device
@@ -351,6 +355,13 @@ pub fn certify(kernel: &TileKernel, buffers: &[Buffer]) -> Result<Certificate, L
     ));
     for write in &kernel.writes {
         let buffer = &buffers[kernel.params[write.param].buffer];
+        if write.region == Region::Scattered {
+            return Err(fail(format!(
+                "its writes into {} are scattered at places only the run knows, which cannot be \
+                 proven (only an unsafe kernel claims such a region)",
+                buffer.name
+            )));
+        }
         let stores: Vec<&Stmt> = kernel
             .body
             .stmts
@@ -422,6 +433,34 @@ pub fn certify(kernel: &TileKernel, buffers: &[Buffer]) -> Result<Certificate, L
         facts,
         checks: Vec::new(),
     })
+}
+
+/// The certificate of an unsafe user's kernel: nothing is proven of its writes; it records its
+/// author's `contract` verbatim, what it claims of each buffer it writes, and who checks it.
+pub fn unproven(kernel: &TileKernel, buffers: &[Buffer], contract: &str) -> Certificate {
+    let mut facts = vec![format!("unproven: declared by its author: \"{contract}\"")];
+    for write in &kernel.writes {
+        let name = kernel
+            .params
+            .get(write.param)
+            .and_then(|p| buffers.get(p.buffer))
+            .map_or("?", |b| b.name.as_str());
+        let claim = match &write.region {
+            Region::Scattered => format!(
+                "claims some elements of {name}, each at most once (the others keep their values)"
+            ),
+            _ => format!("claims every element of {name} exactly once"),
+        };
+        facts.push(format!(
+            "{claim}: not proven; the reference backend's checking mode checks it at run time \
+             (no element written twice or outside {name}), the CUDA backend runs it unchecked"
+        ));
+    }
+    Certificate {
+        kernel: kernel.name.clone(),
+        facts,
+        checks: Vec::new(),
+    }
 }
 
 /// A collective reads its input buffer and writes all of a distinct output buffer, whose type
@@ -678,6 +717,12 @@ fn prove_view(
             Poly::constant(0),
             format!("all of {} ({})", buffer.name, buffer.ty),
         ),
+        Region::Scattered => {
+            return Err(format!(
+                "the writes into {} are scattered, which cannot be proven",
+                buffer.name
+            ))
+        }
         Region::Slice { axis, start, len } => {
             extents[*axis] = Poly::of_dim(len);
             let (start, at) = match start {

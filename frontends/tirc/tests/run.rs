@@ -652,3 +652,49 @@ fn dim_specializes_a_graph_for_explain_and_names_an_unknown_dim() {
         ],
     );
 }
+
+#[test]
+fn explain_tile_lists_an_unsafe_kernel_as_unproven_with_its_contract() {
+    use tir_lower::custom::paged_kv::{paged_append, PagedLayout, CONTRACT};
+    let layout = PagedLayout {
+        pages: 4,
+        page_size: 2,
+        heads: 1,
+        head_dim: 8,
+        max_blocks: 2,
+    };
+    let kernel = paged_append(DType::F16, DType::I32, layout).unwrap();
+    let g = tir_graph::GraphBuilder::new();
+    let pool = g
+        .state("kv", DType::F16, tir_graph::shape![4, 2, 1, 8])
+        .unwrap();
+    let table = g
+        .input("table", DType::I32, tir_graph::shape!["batch", 2])
+        .unwrap();
+    let pos = g
+        .input("pos", DType::I32, tir_graph::shape!["batch"])
+        .unwrap();
+    let new = g
+        .input("new", DType::F16, tir_graph::shape!["batch", 1, 8])
+        .unwrap();
+    let out = g.custom(&kernel, &[&pool, &table, &pos, &new]).unwrap();
+    g.output("kv_after", &out[0]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("paged.tir");
+    tir_graph::file::write(&file, &g.finish().unwrap()).unwrap();
+    let text = assert_ok(&run(&["explain", "--tile", file.to_str().unwrap()]));
+    assert!(
+        text.contains(&format!(
+            "\n  - unproven: declared by its author: \"{CONTRACT}\"\n"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("the CUDA backend runs it unchecked"),
+        "{text}"
+    );
+    assert!(
+        text.contains("writes param 0: scattered (unproven)"),
+        "{text}"
+    );
+}

@@ -254,6 +254,7 @@ pub(crate) fn custom_template() -> Option<Op> {
             dtype: DType::F32,
             dims: Vec::new(),
             tile: Vec::new(),
+            updates: None,
         }],
         crate::Safety::Safe,
         &reference,

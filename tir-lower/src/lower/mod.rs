@@ -130,9 +130,18 @@ pub fn lower(
         .map(|k| k.params.iter().map(|p| p.buffer).collect())
         .collect();
     let plan = MemoryPlan::new(&buffers, &schedule.wave_of(), &uses);
+    let contracts: Vec<Option<&str>> = jobs
+        .iter()
+        .zip(&kernels_of_job)
+        .flat_map(|(job, ks)| ks.clone().map(move |_| unsafe_contract(g, job)))
+        .collect();
     let mut certificates = Vec::with_capacity(kernels.len());
-    for (kernel, check) in kernels.iter().zip(checks) {
-        let mut certificate = legality::certify(kernel, &buffers)?;
+    for ((kernel, check), contract) in kernels.iter().zip(checks).zip(contracts) {
+        // An unsafe user's kernel is not proven: its certificate says so, with its contract.
+        let mut certificate = match contract {
+            Some(contract) => legality::unproven(kernel, &buffers, contract),
+            None => legality::certify(kernel, &buffers)?,
+        };
         certificate.checks.extend(check);
         certificates.push(certificate);
     }
@@ -338,7 +347,10 @@ fn move_out_of_place(
     });
     let temp = buffers.len() - 1;
     jobs[w].out = temp;
-    jobs[w].kind = KernelKind::Elementwise;
+    // A user's kernel stays one (and refuses to run out of place: `lower_custom`).
+    if jobs[w].kind != KernelKind::Custom {
+        jobs[w].kind = KernelKind::Elementwise;
+    }
     buffer_of.insert(root, temp);
     jobs.push(Job {
         name: format!("k{}_copy", jobs.len()),
@@ -652,10 +664,32 @@ fn lower_custom(
         return Err(unsupported("a custom kernel's output has no buffer".into()));
     }
     let k = kernel.kernel();
+    if k.in_place_output() == Some(*output) && inputs.first() != Some(&job.out) {
+        let state = inputs.first().map_or("?", |&b| buffers[b].name.as_str());
+        return Err(unsupported(format!(
+            "custom kernel {} updates state `{state}` in place, but a kernel reads both the \
+             state's value from the start of the run and its new value; compute the read from \
+             one of them",
+            k.name()
+        )));
+    }
     let out_name = k.outputs().get(*output).map_or("", |o| o.name.as_str());
     let name = format!("{}_{}_{out_name}", job.name, k.name());
     custom::instantiate(k, *output, &types, &inputs, job.out, name)
         .map_err(|e| unsupported(e.to_string()))
+}
+
+/// The contract of `job`'s kernel if it is an unsafe user's kernel.
+fn unsafe_contract<'g>(g: &'g Graph, job: &Job) -> Option<&'g str> {
+    match &g.node(job.root).op {
+        Op::Custom { kernel, .. } if job.kind == KernelKind::Custom => {
+            match kernel.kernel().safety() {
+                tir_graph::Safety::Unsafe { contract } => Some(contract.as_str()),
+                tir_graph::Safety::Safe => None,
+            }
+        }
+        _ => None,
+    }
 }
 
 /// A run-time write position is checked before the kernel that writes, in place or not.

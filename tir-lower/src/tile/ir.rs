@@ -376,6 +376,10 @@ pub enum Region {
         /// The number of elements along it (static or symbolic).
         len: tir_graph::Dim,
     },
+    /// Some elements of the parameter, each at most once, at places only the run knows; the
+    /// others keep their values. Never proven: only an unsafe user's kernel that updates a state
+    /// in place claims it (the reference backend's checking mode checks it at run time).
+    Scattered,
 }
 
 /// A region of a mutable parameter the kernel writes.

@@ -165,6 +165,7 @@ pub(crate) fn write_kernel(out: &mut String, k: &TileKernel, indent: &str) {
                 };
                 format!("slice axis {axis} start {start} len {len}")
             }
+            Region::Scattered => "scattered (unproven)".to_string(),
         };
         let _ = writeln!(out, "{inner}writes param {}: {region}", w.param);
     }

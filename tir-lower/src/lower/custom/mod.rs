@@ -14,9 +14,21 @@
 //! binds the parameters to the kernel's buffers. The result is an ordinary [`TileKernel`]
 //! writing its output [`Region::Whole`]: the legality pass proves it with the obligations of
 //! [`crate::legality`], unchanged, or refuses it naming the kernel, the programs and the region.
-//! Kernels declared [`Safety::Unsafe`] are refused at lowering until the run-time checked path
-//! exists (see `docs/custom-kernels.md`).
+//!
+//! **In place.** An output declared with [`KernelDef::output_in_place`] updates input 0, a graph
+//! state: the instantiated kernel has one parameter for both (the state's buffer, mutable,
+//! written), so the legality pass's in-place obligation applies to the author's reads of the
+//! state: each program loads only the tile it stores, before the store (loads of input 0 are
+//! ordered by tokens). A safe in-place kernel claims the whole state.
+//!
+//! **Unsafe.** A kernel declared [`Safety::Unsafe`] is not proven: lowering records its
+//! contract in an unproven certificate ([`crate::legality::unproven`]). Its output is claimed
+//! [`Region::Whole`] (every element exactly once), or, in place, [`Region::Scattered`] (some
+//! elements, each at most once: the others keep the state's value); the reference backend's
+//! checking mode checks that at run time, the CUDA backend runs it unchecked. An unsafe kernel
+//! may take its grid from an input ([`KernelDef::grid_over`]) when its writes are data-dependent.
 
+pub mod paged_kv;
 pub mod topk;
 
 use crate::lower::builder::KernelBuilder;
@@ -61,6 +73,8 @@ pub struct KernelDef {
     inputs: Vec<CustomInput>,
     outputs: Vec<CustomOutput>,
     safety: Safety,
+    /// An unsafe kernel's grid: one program per tile of this input.
+    grid: Option<(usize, Vec<u64>)>,
 }
 
 impl KernelDef {
@@ -71,6 +85,7 @@ impl KernelDef {
             inputs: Vec::new(),
             outputs: Vec::new(),
             safety: Safety::Safe,
+            grid: None,
         }
     }
 
@@ -92,7 +107,34 @@ impl KernelDef {
             dtype,
             dims: dims.to_vec(),
             tile: tile.to_vec(),
+            updates: None,
         });
+        self
+    }
+
+    /// Adds an output that updates input 0 (declared first; given a graph state) in place: the
+    /// output is the state's new value, of input 0's dtype and dims, partitioned into tiles of
+    /// `tile`. Its buffer is the state's; the graph node is a state update. A safe kernel must
+    /// write the whole state, each program reading only its own tile before its store.
+    pub fn output_in_place(mut self, name: &str, tile: &[u64]) -> KernelDef {
+        let (dtype, dims) = self
+            .inputs
+            .first()
+            .map_or((DType::F32, Vec::new()), |i| (i.dtype, i.dims.clone()));
+        self.outputs.push(CustomOutput {
+            name: name.to_string(),
+            dtype,
+            dims,
+            tile: tile.to_vec(),
+            updates: Some(0),
+        });
+        self
+    }
+
+    /// An unsafe kernel's grid: one program per tile of `tile` over input `input` (for writes
+    /// at data-dependent places, where the outputs' partitions do not say what a program does).
+    pub fn grid_over(mut self, input: usize, tile: &[u64]) -> KernelDef {
+        self.grid = Some((input, tile.to_vec()));
         self
     }
 
@@ -137,8 +179,9 @@ impl KernelDef {
             .outputs
             .first()
             .ok_or_else(|| body_error(&self.name, "it declares no output"))?;
+        let (grid_dims, grid_tile) = self.grid_shape(first)?;
         for out in &self.outputs[1..] {
-            if out.dims != first.dims || out.tile != first.tile {
+            if self.grid.is_none() && (out.dims != first.dims || out.tile != first.tile) {
                 return Err(body_error(
                     &self.name,
                     format!(
@@ -148,15 +191,26 @@ impl KernelDef {
                 ));
             }
         }
+        if self.outputs.len() > 1 && self.outputs.iter().any(|o| o.updates.is_some()) {
+            return Err(body_error(
+                &self.name,
+                "a kernel that updates a state in place has that one output",
+            ));
+        }
         let mut b = KernelBuilder::new(self.name.clone());
         for (i, input) in self.inputs.iter().enumerate() {
-            b.param(i, input.dtype, Access::Shared);
+            // A state updated in place is mutable: its loads are token-ordered.
+            if self.updated_in_place(i) {
+                b.writes(i, input.dtype, Region::Whole);
+            } else {
+                b.param(i, input.dtype, Access::Shared);
+            }
         }
         let n = self.inputs.len();
         for (j, out) in self.outputs.iter().enumerate() {
             b.writes(n + j, out.dtype, Region::Whole);
         }
-        let programs = b.grid(&first.dims, &first.tile);
+        let programs = b.grid(&grid_dims, &grid_tile);
         let mut types = HashMap::new();
         for &p in &programs {
             types.insert(p, Type::Index);
@@ -172,6 +226,49 @@ impl KernelDef {
         crate::tile::verify::verify_kernel(&program)
             .map_err(|e| body_error(&self.name, e.to_string()))?;
         Ok(program)
+    }
+}
+
+impl KernelDef {
+    /// The dims and tile the grid partitions: the first output's, or an unsafe kernel's
+    /// [`KernelDef::grid_over`] input's.
+    fn grid_shape(&self, first: &CustomOutput) -> Result<(Vec<Dim>, Vec<u64>), KernelError> {
+        let Some((input, tile)) = &self.grid else {
+            return Ok((first.dims.clone(), first.tile.clone()));
+        };
+        if self.safety == Safety::Safe {
+            return Err(body_error(
+                &self.name,
+                "a safe kernel's grid follows from its outputs' partitions; only an unsafe one \
+                 takes its grid from an input",
+            ));
+        }
+        let dims = self
+            .inputs
+            .get(*input)
+            .ok_or_else(|| {
+                body_error(
+                    &self.name,
+                    format!("its grid is over input {input}, which it does not declare"),
+                )
+            })?
+            .dims
+            .clone();
+        if tile.len() != dims.len() || !tile.iter().all(|t| t.is_power_of_two()) {
+            return Err(body_error(
+                &self.name,
+                format!(
+                    "its grid is over input {input} of rank {} in tiles of {tile:?}; a tile has one power of two per axis",
+                    dims.len()
+                ),
+            ));
+        }
+        Ok((dims, tile.clone()))
+    }
+
+    /// Whether input `param` is updated in place by an output.
+    fn updated_in_place(&self, param: usize) -> bool {
+        self.outputs.iter().any(|o| o.updates == Some(param))
     }
 }
 
@@ -267,13 +364,25 @@ impl Body<'_> {
         padding: f64,
     ) -> Result<ValueId, KernelError> {
         let dtype = self.view_dtype(view)?;
+        let ty = Type::tile(dtype, shape);
+        let in_place = matches!(self.types.get(&view), Some(Type::View { param, .. }) if self.def.updated_in_place(*param));
+        // A state updated in place is read before its store in token order (the legality pass's
+        // in-place obligation), like every mutable access.
+        let token = in_place.then(|| self.b.token());
         let op = TileOp::Load {
             view,
             coords: coords.to_vec(),
             padding,
-            token: None,
+            token,
         };
-        Ok(self.op(op, Type::tile(dtype, shape)))
+        if token.is_none() {
+            return Ok(self.op(op, ty));
+        }
+        let ids = self.b.emit_multi(op, vec![ty.clone(), Type::Token]);
+        self.b.set_token(ids[1]);
+        self.types.insert(ids[0], ty);
+        self.types.insert(ids[1], Type::Token);
+        Ok(ids[0])
     }
 
     /// Stores the tile `value` at tile coordinates `coords` of the output view `view`
@@ -374,7 +483,8 @@ impl Body<'_> {
 }
 
 /// The tile program of `kernel`'s output `output`, bound to the buffers `inputs` (one per
-/// operand, of the operands' `types`) and `out`, named `name` (see the module doc).
+/// operand, of the operands' `types`) and `out`, named `name` (see the module doc). An output
+/// updating input 0 in place is bound to `out`, the state's buffer, as parameter 0.
 pub fn instantiate(
     kernel: &CustomKernel,
     output: usize,
@@ -384,11 +494,6 @@ pub fn instantiate(
     name: String,
 ) -> Result<TileKernel, KernelError> {
     let fail = |reason: String| body_error(kernel.name(), reason);
-    if let Safety::Unsafe { contract } = kernel.safety() {
-        return Err(fail(format!(
-            "it is declared unsafe ({contract}); unsafe kernels are not lowered yet, only proven ones"
-        )));
-    }
     let body = kernel.body();
     if body.version != BODY_VERSION {
         return Err(fail(format!(
@@ -411,12 +516,15 @@ pub fn instantiate(
     }
     bind_dims(&mut program.grid_body, &bound).map_err(&fail)?;
     bind_dims(&mut program.body, &bound).map_err(&fail)?;
-    // Parameter `n + output` becomes `n`; the other outputs' parameters go.
+    let in_place = kernel.outputs()[output].updates.is_some();
+    // Parameter `n + output` becomes `n` (in place: 0, the state it updates, read and written
+    // through one parameter); the other outputs' parameters go.
+    let written_at = if in_place { 0 } else { n };
     let remap = |p: usize| -> Option<usize> {
         if p < n {
             Some(p)
         } else if p == n + output {
-            Some(n)
+            Some(written_at)
         } else {
             None
         }
@@ -430,11 +538,19 @@ pub fn instantiate(
     }
     let mut written = program.params[n + output].clone();
     written.buffer = out;
-    params.push(written);
+    if in_place {
+        params[0] = written;
+    } else {
+        params.push(written);
+    }
     program.params = params;
+    let region = match kernel.safety() {
+        Safety::Unsafe { .. } if in_place => Region::Scattered,
+        _ => Region::Whole,
+    };
     program.writes = vec![WriteRegion {
-        param: n,
-        region: Region::Whole,
+        param: written_at,
+        region,
     }];
     program.name = name;
     Ok(program)
