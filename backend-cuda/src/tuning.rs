@@ -35,7 +35,7 @@
 //!
 //! `TIR_TUNE` overrides them for a search, as a comma-separated list of `key=value`: a tile
 //! size (`elementwise`, `row_elements`, `matmul_m`, `matmul_n`, `matmul_k`, `matmul_wide_n`
-//! (0 never widens), `matvec_k`,
+//! (0 never widens), `matvec_k`, `quant_matmul_k` (0: `matmul_k`),
 //! `attention_m`, `attention_n`, `attention_short_m` (0 never shortens), `vector_matmul_m`,
 //! `vector_matmul_n`), `split_programs` (any whole number; 0 never splits) or a
 //! hint for every kernel of one kind (`row_reduction.occupancy=4`, `matmul.num_ctas=2`,
@@ -98,6 +98,7 @@ impl Default for Tuning {
                 matmul_k: 32,
                 matmul_wide_n: 256,
                 matvec_k: 128,
+                quant_matmul_k: 0,
                 int_matmul: 32,
                 vector_matmul_m: 64,
                 vector_matmul_n: 32,
@@ -204,10 +205,13 @@ impl Tuning {
             self.tiles.split_programs = value;
             return Ok(());
         }
-        let never = matches!(key, "matmul_wide_n" | "attention_short_m") && value == 0;
+        let never = matches!(
+            key,
+            "matmul_wide_n" | "attention_short_m" | "quant_matmul_k"
+        ) && value == 0;
         if !(value.is_power_of_two() || never) {
             return Err(
-                "tile sizes are powers of two (matmul_wide_n and attention_short_m may be 0)"
+                "tile sizes are powers of two (matmul_wide_n, attention_short_m and quant_matmul_k may be 0)"
                     .into(),
             );
         }
@@ -220,6 +224,7 @@ impl Tuning {
             "matmul_k" => &mut t.matmul_k,
             "matmul_wide_n" => &mut t.matmul_wide_n,
             "matvec_k" => &mut t.matvec_k,
+            "quant_matmul_k" => &mut t.quant_matmul_k,
             "attention_m" => &mut t.attention_m,
             "attention_n" => &mut t.attention_n,
             "attention_short_m" => &mut t.attention_short_m,
@@ -228,7 +233,7 @@ impl Tuning {
             _ => {
                 return Err(format!(
                     "unknown key `{key}` (elementwise, row_elements, matmul_m, matmul_n, \
-                     matmul_k, matmul_wide_n, matvec_k, attention_m, attention_n, \
+                     matmul_k, matmul_wide_n, matvec_k, quant_matmul_k, attention_m, attention_n, \
                      attention_short_m, vector_matmul_m, vector_matmul_n, split_programs, \
                      KIND.occupancy, KIND.num_ctas, \
                      KIND.group_rows, KIND.tma, KIND.load_latency, KIND.persistent, KIND.warps, \

@@ -3,7 +3,7 @@
 use super::builder::{ceil_pow2, choose_tile, Ix, Space, SpaceId};
 use super::emit::{identity, KernelLowering, RowSpaces};
 use super::LowerError;
-use crate::target::{TileShapes, MATVEC_M};
+use crate::target::{TileShapes, MATVEC_M, QUANT_SMALL_M};
 use crate::tile::{
     Access, CmpOp, IndexOp, LibraryCall, Region, SliceStart, TileOp, Type, ValueId, WriteRegion,
 };
@@ -966,8 +966,14 @@ impl MatmulTiling {
         let mut tile = vec![1u64; rank];
         tile[rank - 2] = tile_for(&shape.dims()[rank - 2], tm);
         tile[rank - 1] = tile_for(&shape.dims()[rank - 1], tn);
-        let k_step = if tile[rank - 2] <= MATVEC_M {
+        let rows = tile[rank - 2];
+        let k_step = if rows <= MATVEC_M {
             tiles.matvec_k
+        } else if rows <= QUANT_SMALL_M
+            && tiles.quant_matmul_k > 0
+            && quantized_operand(g, g.operands(mm)[1])
+        {
+            tiles.quant_matmul_k
         } else {
             tiles.matmul_k
         };
@@ -991,6 +997,35 @@ impl MatmulTiling {
             tiles,
         )
     }
+}
+
+/// How many ops up from a product's `b` operand [`quantized_operand`] looks for the cast of a
+/// packed weight (AWQ's is six: words, shift, mask, subtract, cast, scale).
+const PROLOGUE_DEPTH: usize = 8;
+
+/// Whether `b` is computed from integer or 8-bit float values it casts (a quantized weight
+/// dequantized by the graph, which fusion puts in the product's prologue) within
+/// [`PROLOGUE_DEPTH`] ops: its tile is then a fraction of the bytes of an f16 one.
+fn quantized_operand(g: &Graph, b: NodeId) -> bool {
+    let mut frontier = vec![b];
+    for _ in 0..PROLOGUE_DEPTH {
+        let mut next = Vec::new();
+        for n in frontier {
+            let operands = g.operands(n);
+            if matches!(g.node(n).op, Op::Cast { .. }) {
+                let from = g.ty(operands[0]).dtype;
+                if from.is_int() || from.float8().is_some() {
+                    return true;
+                }
+            }
+            next.extend(operands.iter().copied());
+        }
+        if next.is_empty() {
+            return false;
+        }
+        frontier = next;
+    }
+    false
 }
 
 /// Whether a float product of `dtype` runs on the vector units (f32, f64): the tensor cores'
