@@ -31,7 +31,11 @@
 //! attention of fewer than 264 programs (two per SM) splits its K or key loop over more (the
 //! decode step 0.261 → 0.216 ms: its output projection 0.048 → 0.028 ms, its attention over
 //! the KV cache 0.061 → 0.036 ms; 132 and 528 gave the same splits, a K step of 64 or 256 or
-//! key blocks of 64 were slower).
+//! key blocks of 64 were slower). A product of a quantized weight (dequantized in its
+//! prologue) at a small batch (`m` tile of 9 to 16 rows) takes a K step of 128, as a
+//! matrix-vector product does: each step loads a packed tile four times as long (on an H200 at
+//! M=16: int8 4096x4096 0.0440 → 0.0248 ms, 4096x14336 0.0843 → 0.0712; fp8 row 0.0442 →
+//! 0.0251 and 0.1268 → 0.0675; a step of 64 was slower for fp8, 0.185 ms).
 //!
 //! `TIR_TUNE` overrides them for a search, as a comma-separated list of `key=value`: a tile
 //! size (`elementwise`, `row_elements`, `matmul_m`, `matmul_n`, `matmul_k`, `matmul_wide_n`
@@ -98,7 +102,7 @@ impl Default for Tuning {
                 matmul_k: 32,
                 matmul_wide_n: 256,
                 matvec_k: 128,
-                quant_matmul_k: 0,
+                quant_matmul_k: 128,
                 int_matmul: 32,
                 vector_matmul_m: 64,
                 vector_matmul_n: 32,

@@ -1139,3 +1139,55 @@ pub(super) fn operand_ix(shape: &Shape, rank: usize) -> Vec<Ix> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tir_graph::quant::WeightFormat;
+    use tir_graph::{shape, GraphBuilder};
+
+    /// `x: f16[m, 256]` times a `[256, 64]` weight stored in `format` (f16 when `None`):
+    /// the K step lowering picks for its product.
+    fn k_step(m: u64, format: Option<WeightFormat>, tiles: &TileShapes) -> u64 {
+        let g = GraphBuilder::new();
+        let x = g.input("x", DType::F16, shape![m, 256]).unwrap();
+        let w = match format {
+            Some(f) => f.declare(&g, "w", 256, 64).unwrap(),
+            None => g.parameter("w", DType::F16, shape![256, 64]).unwrap(),
+        };
+        g.output("y", &x.matmul(&w).unwrap()).unwrap();
+        let graph = g.finish().unwrap();
+        let mm = graph
+            .node_ids()
+            .find(|&n| graph.node(n).op == Op::MatMul)
+            .unwrap();
+        MatmulTiling::new(&graph, mm, tiles).tk
+    }
+
+    /// At a small batch a quantized weight's product takes `quant_matmul_k`, an f16 weight's
+    /// `matmul_k`; one row takes `matvec_k` either way, and 0 leaves `matmul_k`.
+    #[test]
+    fn quantized_products_take_their_own_k_step_at_small_batches() {
+        let mut tiles = TileShapes {
+            matmul_m: 128,
+            matmul_k: 32,
+            matvec_k: 64,
+            quant_matmul_k: 128,
+            ..TileShapes::default()
+        };
+        let formats = [
+            WeightFormat::Int8,
+            WeightFormat::Fp8(tir_graph::quant::Fp8Scale::Row),
+            WeightFormat::Awq { group: 128 },
+            WeightFormat::Gptq { group: 128 },
+        ];
+        for f in formats {
+            assert_eq!(k_step(16, Some(f), &tiles), 128, "{f:?} at 16 rows");
+            assert_eq!(k_step(1, Some(f), &tiles), 64, "{f:?} at one row");
+            assert_eq!(k_step(64, Some(f), &tiles), 32, "{f:?} at 64 rows");
+        }
+        assert_eq!(k_step(16, None, &tiles), 32);
+        tiles.quant_matmul_k = 0;
+        assert_eq!(k_step(16, Some(WeightFormat::Int8), &tiles), 32);
+    }
+}
