@@ -40,9 +40,15 @@ fn projections() -> [(&'static str, u64, u64); 7] {
     ]
 }
 
+/// Each projection's f32 values (f16-exact), by name.
+type Projections = Vec<(String, Vec<f32>)>;
+
+/// Sources of the oracle, by name.
+type Sources = BTreeMap<String, F64Tensor>;
+
 /// The fp16 layer's sources: the projections' f32 values (f16-exact) by name, and the f16
 /// sources (projections, norms, the input and position) for the oracle.
-fn fp16_sources() -> Result<(Vec<(String, Vec<f32>)>, BTreeMap<String, F64Tensor>), String> {
+fn fp16_sources() -> Result<(Projections, Sources), String> {
     let mut values = Vec::new();
     let mut sources = BTreeMap::new();
     for (i, (name, k, n)) in projections().into_iter().enumerate() {
