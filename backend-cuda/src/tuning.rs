@@ -31,11 +31,15 @@
 //! attention of fewer than 264 programs (two per SM) splits its K or key loop over more (the
 //! decode step 0.261 → 0.216 ms: its output projection 0.048 → 0.028 ms, its attention over
 //! the KV cache 0.061 → 0.036 ms; 132 and 528 gave the same splits, a K step of 64 or 256 or
-//! key blocks of 64 were slower).
+//! key blocks of 64 were slower). A product of a quantized weight (dequantized in its
+//! prologue) at a small batch (`m` tile of 9 to 16 rows) takes a K step of 128, as a
+//! matrix-vector product does: each step loads a packed tile four times as long (on an H200 at
+//! M=16: int8 4096x4096 0.0440 → 0.0248 ms, 4096x14336 0.0843 → 0.0712; fp8 row 0.0442 →
+//! 0.0251 and 0.1268 → 0.0675; a step of 64 was slower for fp8, 0.185 ms).
 //!
 //! `TIR_TUNE` overrides them for a search, as a comma-separated list of `key=value`: a tile
 //! size (`elementwise`, `row_elements`, `matmul_m`, `matmul_n`, `matmul_k`, `matmul_wide_n`
-//! (0 never widens), `matvec_k`,
+//! (0 never widens), `matvec_k`, `quant_matmul_k` (0: `matmul_k`),
 //! `attention_m`, `attention_n`, `attention_short_m` (0 never shortens), `vector_matmul_m`,
 //! `vector_matmul_n`), `split_programs` (any whole number; 0 never splits) or a
 //! hint for every kernel of one kind (`row_reduction.occupancy=4`, `matmul.num_ctas=2`,
@@ -98,6 +102,7 @@ impl Default for Tuning {
                 matmul_k: 32,
                 matmul_wide_n: 256,
                 matvec_k: 128,
+                quant_matmul_k: 128,
                 int_matmul: 32,
                 vector_matmul_m: 64,
                 vector_matmul_n: 32,
@@ -204,10 +209,13 @@ impl Tuning {
             self.tiles.split_programs = value;
             return Ok(());
         }
-        let never = matches!(key, "matmul_wide_n" | "attention_short_m") && value == 0;
+        let never = matches!(
+            key,
+            "matmul_wide_n" | "attention_short_m" | "quant_matmul_k"
+        ) && value == 0;
         if !(value.is_power_of_two() || never) {
             return Err(
-                "tile sizes are powers of two (matmul_wide_n and attention_short_m may be 0)"
+                "tile sizes are powers of two (matmul_wide_n, attention_short_m and quant_matmul_k may be 0)"
                     .into(),
             );
         }
@@ -220,6 +228,7 @@ impl Tuning {
             "matmul_k" => &mut t.matmul_k,
             "matmul_wide_n" => &mut t.matmul_wide_n,
             "matvec_k" => &mut t.matvec_k,
+            "quant_matmul_k" => &mut t.quant_matmul_k,
             "attention_m" => &mut t.attention_m,
             "attention_n" => &mut t.attention_n,
             "attention_short_m" => &mut t.attention_short_m,
@@ -228,7 +237,7 @@ impl Tuning {
             _ => {
                 return Err(format!(
                     "unknown key `{key}` (elementwise, row_elements, matmul_m, matmul_n, \
-                     matmul_k, matmul_wide_n, matvec_k, attention_m, attention_n, \
+                     matmul_k, matmul_wide_n, matvec_k, quant_matmul_k, attention_m, attention_n, \
                      attention_short_m, vector_matmul_m, vector_matmul_n, split_programs, \
                      KIND.occupancy, KIND.num_ctas, \
                      KIND.group_rows, KIND.tma, KIND.load_latency, KIND.persistent, KIND.warps, \

@@ -10,6 +10,7 @@
 //! tir-bench load-weights FILE    # on the GPU, in a fresh process: host and device memory of
 //!                                # loading them
 //! tir-bench soak --steps N       # on the GPU: the decode step N times (module `soak`)
+//! tir-bench quant-error          # anywhere: each weight format's error against fp16
 //! tir-bench plot RESULTS --out DIR  # anywhere: draw results.json as three SVG charts
 //! tir-bench mesh --devices N --out DIR  # on N GPUs: 1 GPU against tensor-parallel N, and the
 //!                                # all-reduce alone (module `mesh`; --compile-only here)
@@ -27,6 +28,11 @@
 //!   (`Executable::to_device`, `DeviceTensor::to_host`), what the `api` time is held against;
 //! - for the decode step, device memory before and after 10,000 more runs.
 //!
+//! With `$TIR_BENCH_PACKAGES=DIR`, `compile` also writes each workload's program and cubins as
+//! `DIR/NAME.tirpkg` and `run`/`profile` load a workload from there when its package exists,
+//! so a device call optimizes and lowers nothing (the 32-layer quantized decoders' graphs took
+//! the whole of one call to compile there).
+//!
 //! It writes, per workload, its inputs and outputs as `.npy` files under `DIR/NAME/` and its
 //! times to `DIR/tir.json`. `bench/peers.py` then times PyTorch on the same inputs, checks tir's
 //! outputs against PyTorch's, and writes the table and `bench/RESULTS.md` with `results.json`
@@ -35,12 +41,14 @@
 mod memory;
 mod mesh;
 mod plot;
+mod quant_error;
 mod results;
 mod soak;
 mod workloads;
 
 use backend_cuda::{CudaBackend, ExecMode, MatmulPolicy};
 use clap::{Parser, Subcommand};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -116,6 +124,9 @@ enum Command {
         #[arg(long, default_value = "sm_90")]
         arch: String,
     },
+    /// Each quantized format's error against the fp16 decoder, one layer at the bench's size,
+    /// on the f64 oracle (no GPU; one JSON line per format, module `quant_error`).
+    QuantError,
     /// Draw a run's results.json (from peers.py, or bench/results.json) as SVG charts in DIR:
     /// ratios to each peer, share of the roofline, launch overhead. Needs no GPU.
     Plot {
@@ -136,6 +147,7 @@ fn main() -> ExitCode {
         Command::Soak { steps } => soak::soak(steps),
         Command::Mlir { filter, bytecode } => print_mlir(&filter, bytecode.as_deref()),
         Command::Plot { results, out } => draw_plots(&results, &out),
+        Command::QuantError => quant_error::run(),
         Command::Mesh {
             devices,
             compile_only: true,
@@ -170,21 +182,51 @@ fn write_json(path: &Path, value: &serde_json::Value) -> Result<(), String> {
 }
 
 /// Lowers and compiles `graph`'s kernels for `arch` with `backend`; returns the seconds taken.
-fn compile_one(backend: &CudaBackend, graph: &Graph, arch: &str) -> Result<f64, String> {
+/// The variable naming the folder of the workloads' AOT packages (see the module doc).
+const PACKAGES_ENV: &str = "TIR_BENCH_PACKAGES";
+
+/// Where workload `name`'s package is, when `$TIR_BENCH_PACKAGES` is set.
+fn package_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os(PACKAGES_ENV).map(|dir| PathBuf::from(dir).join(format!("{name}.tirpkg")))
+}
+
+/// Compiles `graph` for `arch` into the kernel cache and, when `package` is given, writes its
+/// program and cubins there; returns the seconds it took (the package's write excluded).
+fn compile_one(
+    backend: &CudaBackend,
+    graph: &Graph,
+    arch: &str,
+    package: Option<&Path>,
+) -> Result<f64, String> {
     let start = Instant::now();
     let compiled =
         compile_graph(graph, &backend.target(), &Limits::default()).map_err(|e| e.to_string())?;
-    backend
+    let (kernels, _) = backend
         .compile_for(&compiled.program, &[arch.to_string()])
         .map_err(|e| e.to_string())?;
-    Ok(start.elapsed().as_secs_f64())
+    let seconds = start.elapsed().as_secs_f64();
+    if let Some(path) = package {
+        let pkg = backend_cuda::package::Package {
+            program: compiled.program,
+            abis: kernels.abis,
+            cubins: kernels.cubins,
+            toolchain: kernels.toolchain,
+            mesh: None,
+        };
+        backend_cuda::package::write(&pkg, path).map_err(|e| e.to_string())?;
+    }
+    Ok(seconds)
 }
 
 fn compile(out: &Path, arch: &str, filter: Option<&str>) -> Result<(), String> {
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     for w in matching(filter)? {
         let backend = CudaBackend::new().with_matmul(matmul_policy(&w)?);
-        let seconds = compile_one(&backend, &w.graph, arch)?;
+        let package = package_path(&w.name);
+        if let Some(dir) = package.as_deref().and_then(Path::parent) {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        let seconds = compile_one(&backend, &w.graph, arch, package.as_deref())?;
         println!("{:<40} compiled in {seconds:.2} s", w.name);
     }
     if filter.is_some() {
@@ -201,9 +243,9 @@ fn compile(out: &Path, arch: &str, filter: Option<&str>) -> Result<(), String> {
     let cold_dir = out.join("cold-cache");
     let _ = std::fs::remove_dir_all(&cold_dir);
     std::env::set_var("TIR_CACHE_DIR", &cold_dir);
-    let cold = compile_one(&CudaBackend::new(), &decoder, arch)?;
+    let cold = compile_one(&CudaBackend::new(), &decoder, arch, None)?;
     let warm: Vec<f64> = (0..5)
-        .map(|_| compile_one(&CudaBackend::new(), &decoder, arch))
+        .map(|_| compile_one(&CudaBackend::new(), &decoder, arch, None))
         .collect::<Result<_, _>>()?;
     let _ = std::fs::remove_dir_all(&cold_dir);
     // The optimizer alone on a 10,000-node graph (a 134-layer transformer).
@@ -302,6 +344,7 @@ fn tensors(w: &Workload, exe: &dyn Executable) -> Result<Tensors, String> {
         parameters: Vec::new(),
         inputs: Vec::new(),
     };
+    let mut seen: HashMap<(String, DType, Vec<u64>), HostTensor<'static>> = HashMap::new();
     for (i, id) in w.graph.node_ids().enumerate() {
         let (name, input) = match &w.graph.node(id).op {
             Op::Input { name } => (name.clone(), true),
@@ -310,6 +353,16 @@ fn tensors(w: &Workload, exe: &dyn Executable) -> Result<Tensors, String> {
         };
         let ty = w.graph.ty(id);
         let dims = concrete_dims(&ty.shape, &w.dims).map_err(|e| e.to_string())?;
+        // Layer `lN.`'s parameters repeat layer 0's values: drawing a 32-layer model's 13 GB
+        // element by element took a device call's whole time, and values change no timing.
+        let layer_free = layer_free_name(&name);
+        if let Some(value) = (!input)
+            .then(|| seen.get(&(layer_free.clone(), ty.dtype, dims.clone())))
+            .flatten()
+        {
+            out.parameters.push((name, value.clone()));
+            continue;
+        }
         let mut values = F64Tensor::random(ty.dtype, dims.clone(), i as u64);
         if let Some(fixed) = (w.fixed)(&name, &dims) {
             values.data = fixed;
@@ -329,10 +382,19 @@ fn tensors(w: &Workload, exe: &dyn Executable) -> Result<Tensors, String> {
                 .copy_from_slice(value.bytes());
             out.inputs.push((name, pinned));
         } else {
+            seen.insert((layer_free, ty.dtype, dims), value.clone());
             out.parameters.push((name, value));
         }
     }
     Ok(out)
+}
+
+/// `name` without a leading layer prefix `lN.` (the decoders' per-layer parameter names).
+fn layer_free_name(name: &str) -> String {
+    name.strip_prefix('l')
+        .and_then(|rest| rest.split_once('.'))
+        .filter(|(layer, _)| !layer.is_empty() && layer.bytes().all(|b| b.is_ascii_digit()))
+        .map_or_else(|| name.to_string(), |(_, rest)| rest.to_string())
 }
 
 fn write_npy(path: &Path, t: &HostTensor) -> Result<(), String> {
@@ -352,7 +414,8 @@ fn run(out: &Path, filter: Option<&str>) -> Result<(), String> {
     write_json(&out.join("tir.json"), &serde_json::Value::Array(results))
 }
 
-/// `w` compiled for this GPU in its mode and with its matmul policy.
+/// `w` compiled for this GPU in its mode and with its matmul policy, or loaded from its
+/// package where `$TIR_BENCH_PACKAGES` holds one.
 fn executable(w: &Workload) -> Result<backend_cuda::CudaExecutable, String> {
     let mode = if w.graph_replay {
         ExecMode::Graph
@@ -360,6 +423,10 @@ fn executable(w: &Workload) -> Result<backend_cuda::CudaExecutable, String> {
         ExecMode::Sync
     };
     let backend = CudaBackend::with_mode(mode).with_matmul(matmul_policy(w)?);
+    if let Some(path) = package_path(&w.name).filter(|p| p.exists()) {
+        let pkg = backend_cuda::package::read(&path).map_err(|e| e.to_string())?;
+        return backend.load_package(&pkg).map_err(|e| e.to_string());
+    }
     let compiled = compile_graph(&w.graph, &backend.target(), &Limits::default())
         .map_err(|e| e.to_string())?;
     backend

@@ -22,7 +22,7 @@ pub use backend::{
     HostTensors, MeshExecutable, Registry, TensorRef, WeightsBound,
 };
 pub use program::{Buffer, Program, Signature, Storage};
-pub use target::{Target, TileShapes, MATVEC_M, SHORT_ATTENTION_KEYS};
+pub use target::{Target, TileShapes, MATVEC_M, QUANT_SMALL_M, SHORT_ATTENTION_KEYS};
 pub mod lower;
 
 /// Users' kernels as graph ops (see [`lower::custom`]).

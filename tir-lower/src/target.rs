@@ -6,6 +6,10 @@ use tir_opt::FusionTarget;
 /// The most rows of a matmul's `m` tile that take [`TileShapes::matvec_k`] as their K step.
 pub const MATVEC_M: u64 = 8;
 
+/// The most rows of an `m` tile that take [`TileShapes::quant_matmul_k`] as the K step of a
+/// product of a quantized weight.
+pub const QUANT_SMALL_M: u64 = 16;
+
 /// The most keys an attention may walk to take [`TileShapes::attention_short_m`] query blocks.
 pub const SHORT_ATTENTION_KEYS: u64 = 4096;
 
@@ -31,6 +35,11 @@ pub struct TileShapes {
     /// product, say): its operands are nearly all matrix, and a longer step keeps more of it in
     /// flight per program.
     pub matvec_k: u64,
+    /// The K step of a product whose `b` operand is dequantized inside the kernel (a quantized
+    /// weight, see `quantized_operand` in the lowering) at an `m` tile above [`MATVEC_M`] rows
+    /// and at most [`QUANT_SMALL_M`] (a small decode batch): each step then loads a packed tile
+    /// as wide as a matrix-vector product's. 0 takes `matmul_k`.
+    pub quant_matmul_k: u64,
     /// The largest `m` and `n` of an integer matmul tile (integers have no tensor-core path
     /// wide enough for their `i64` accumulator, so their tiles are smaller).
     pub int_matmul: u64,
@@ -70,6 +79,7 @@ impl Default for TileShapes {
             matmul_k: 32,
             matmul_wide_n: 0,
             matvec_k: 32,
+            quant_matmul_k: 0,
             int_matmul: 64,
             vector_matmul_m: 64,
             vector_matmul_n: 64,

@@ -3,7 +3,7 @@
 use super::builder::{ceil_pow2, choose_tile, Ix, Space, SpaceId};
 use super::emit::{identity, KernelLowering, RowSpaces};
 use super::LowerError;
-use crate::target::{TileShapes, MATVEC_M};
+use crate::target::{TileShapes, MATVEC_M, QUANT_SMALL_M};
 use crate::tile::{
     Access, CmpOp, IndexOp, LibraryCall, Region, SliceStart, TileOp, Type, ValueId, WriteRegion,
 };
@@ -966,8 +966,14 @@ impl MatmulTiling {
         let mut tile = vec![1u64; rank];
         tile[rank - 2] = tile_for(&shape.dims()[rank - 2], tm);
         tile[rank - 1] = tile_for(&shape.dims()[rank - 1], tn);
-        let k_step = if tile[rank - 2] <= MATVEC_M {
+        let rows = tile[rank - 2];
+        let k_step = if rows <= MATVEC_M {
             tiles.matvec_k
+        } else if rows <= QUANT_SMALL_M
+            && tiles.quant_matmul_k > 0
+            && quantized_operand(g, g.operands(mm)[1])
+        {
+            tiles.quant_matmul_k
         } else {
             tiles.matmul_k
         };
@@ -991,6 +997,35 @@ impl MatmulTiling {
             tiles,
         )
     }
+}
+
+/// How many ops up from a product's `b` operand [`quantized_operand`] looks for the cast of a
+/// packed weight (AWQ's is six: words, shift, mask, subtract, cast, scale).
+const PROLOGUE_DEPTH: usize = 8;
+
+/// Whether `b` is computed from integer or 8-bit float values it casts (a quantized weight
+/// dequantized by the graph, which fusion puts in the product's prologue) within
+/// [`PROLOGUE_DEPTH`] ops: its tile is then a fraction of the bytes of an f16 one.
+fn quantized_operand(g: &Graph, b: NodeId) -> bool {
+    let mut frontier = vec![b];
+    for _ in 0..PROLOGUE_DEPTH {
+        let mut next = Vec::new();
+        for n in frontier {
+            let operands = g.operands(n);
+            if matches!(g.node(n).op, Op::Cast { .. }) {
+                let from = g.ty(operands[0]).dtype;
+                if from.is_int() || from.float8().is_some() {
+                    return true;
+                }
+            }
+            next.extend(operands.iter().copied());
+        }
+        if next.is_empty() {
+            return false;
+        }
+        frontier = next;
+    }
+    false
 }
 
 /// Whether a float product of `dtype` runs on the vector units (f32, f64): the tensor cores'
@@ -1103,4 +1138,56 @@ pub(super) fn operand_ix(shape: &Shape, rank: usize) -> Vec<Ix> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tir_graph::quant::WeightFormat;
+    use tir_graph::{shape, GraphBuilder};
+
+    /// `x: f16[m, 256]` times a `[256, 64]` weight stored in `format` (f16 when `None`):
+    /// the K step lowering picks for its product.
+    fn k_step(m: u64, format: Option<WeightFormat>, tiles: &TileShapes) -> u64 {
+        let g = GraphBuilder::new();
+        let x = g.input("x", DType::F16, shape![m, 256]).unwrap();
+        let w = match format {
+            Some(f) => f.declare(&g, "w", 256, 64).unwrap(),
+            None => g.parameter("w", DType::F16, shape![256, 64]).unwrap(),
+        };
+        g.output("y", &x.matmul(&w).unwrap()).unwrap();
+        let graph = g.finish().unwrap();
+        let mm = graph
+            .node_ids()
+            .find(|&n| graph.node(n).op == Op::MatMul)
+            .unwrap();
+        MatmulTiling::new(&graph, mm, tiles).tk
+    }
+
+    /// At a small batch a quantized weight's product takes `quant_matmul_k`, an f16 weight's
+    /// `matmul_k`; one row takes `matvec_k` either way, and 0 leaves `matmul_k`.
+    #[test]
+    fn quantized_products_take_their_own_k_step_at_small_batches() {
+        let mut tiles = TileShapes {
+            matmul_m: 128,
+            matmul_k: 32,
+            matvec_k: 64,
+            quant_matmul_k: 128,
+            ..TileShapes::default()
+        };
+        let formats = [
+            WeightFormat::Int8,
+            WeightFormat::Fp8(tir_graph::quant::Fp8Scale::Row),
+            WeightFormat::Awq { group: 128 },
+            WeightFormat::Gptq { group: 128 },
+        ];
+        for f in formats {
+            assert_eq!(k_step(16, Some(f), &tiles), 128, "{f:?} at 16 rows");
+            assert_eq!(k_step(1, Some(f), &tiles), 64, "{f:?} at one row");
+            assert_eq!(k_step(64, Some(f), &tiles), 32, "{f:?} at 64 rows");
+        }
+        assert_eq!(k_step(16, None, &tiles), 32);
+        tiles.quant_matmul_k = 0;
+        assert_eq!(k_step(16, Some(WeightFormat::Int8), &tiles), 32);
+    }
 }
