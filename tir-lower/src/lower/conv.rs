@@ -17,7 +17,7 @@
 //! writes it, so the legality certificate is that of any tile-per-program kernel.
 //! Guarantees: every output element is the sum over exactly its window.
 
-use super::builder::{choose_tile, Ix, Space};
+use super::builder::{choose_tile, Ix, Space, SpaceId};
 use super::emit::KernelLowering;
 use super::kernels::{accumulator, tile_for, StoreView};
 use super::LowerError;
@@ -82,27 +82,56 @@ impl KernelLowering<'_> {
 
         let input_permute = conv_input_permute(g, &self.members, conv);
         let x_view = self.window_view(x, input_permute, &geometry, coords[0], coords[1], to)?;
-        let w_view = self.weight_view(w, &geometry)?;
-        let bases = self.window_bases(&geometry, &coords[2..], &tq);
+        let (bases, bases_space) = self.window_bases(&geometry, &coords[2..], &tq);
 
         let acc_dtype = accumulator(out_ty.dtype);
         let acc_ty = Type::tile(acc_dtype, &[to, count]);
         let acc0 = self.b.constant(0.0, acc_dtype, &[to, count]);
-        let steps = self.b.index(k.div_ceil(tk) as i64);
+        // Channels-last input: K runs tap-major, a block of channels per step, so each pixel's
+        // channels are one contiguous run (the channel-major order would step by C per tap).
+        let tap_major = input_permute.and_then(|_| channel_block(geometry.channels_per_group(), tk));
         let (step, acc_in) = (self.b.fresh(), self.b.fresh());
-        self.b.open_block();
-        let w_tile = self.b.emit(
-            TileOp::Load {
-                view: w_view,
-                coords: vec![coords[1], step],
-                padding: 0.0,
-                token: None,
-            },
-            Type::tile(out_ty.dtype, &[to, tk]),
-        );
-        let cols = self.window_tile(x_view, &geometry, &bases, step, tk, &tq, out_ty.dtype);
         let zero = self.b.index(0);
-        let sum = self.close_k_loop(step, (zero, steps), (acc0, acc_in, acc_ty), w_tile, cols);
+        let sum = if let Some(tc) = tap_major {
+            let blocks = geometry.channels_per_group() / tc;
+            let steps = self.b.index((geometry.taps() * blocks) as i64);
+            let w_view = self.tap_weight_view(w, &geometry)?;
+            self.b.open_block();
+            let blocks = self.b.index(blocks as i64);
+            let tap = self.b.arith(IndexOp::Div, step, blocks);
+            let block = self.b.arith(IndexOp::Rem, step, blocks);
+            let w_tile = self.b.emit(
+                TileOp::Load {
+                    view: w_view,
+                    coords: vec![coords[1], tap, block],
+                    padding: 0.0,
+                    token: None,
+                },
+                Type::tile(out_ty.dtype, &[to, 1, tc]),
+            );
+            let w_tile = self.b.emit(
+                TileOp::Reshape { x: w_tile },
+                Type::tile(out_ty.dtype, &[to, tc]),
+            );
+            let taps = (tap, block, tc);
+            let cols = self.tap_tile(x_view, &geometry, (&bases, bases_space), taps, &tq, out_ty.dtype);
+            self.close_k_loop(step, (zero, steps), (acc0, acc_in, acc_ty), w_tile, cols)
+        } else {
+            let w_view = self.weight_view(w, &geometry)?;
+            let steps = self.b.index(k.div_ceil(tk) as i64);
+            self.b.open_block();
+            let w_tile = self.b.emit(
+                TileOp::Load {
+                    view: w_view,
+                    coords: vec![coords[1], step],
+                    padding: 0.0,
+                    token: None,
+                },
+                Type::tile(out_ty.dtype, &[to, tk]),
+            );
+            let cols = self.window_tile(x_view, &geometry, &bases, step, tk, &tq, out_ty.dtype);
+            self.close_k_loop(step, (zero, steps), (acc0, acc_in, acc_ty), w_tile, cols)
+        };
         let rounded = self.b.emit(
             TileOp::Cast { x: sum },
             Type::tile(out_ty.dtype, &[to, count]),
@@ -425,7 +454,7 @@ impl KernelLowering<'_> {
         geometry: &ConvShape,
         tile_coords: &[ValueId],
         tq: &[u64],
-    ) -> Vec<ValueId> {
+    ) -> (Vec<ValueId>, SpaceId) {
         let mut shape = vec![1];
         shape.extend(tq);
         let zero = self.b.index(0);
@@ -437,7 +466,7 @@ impl KernelLowering<'_> {
             coords,
             extents,
         });
-        (0..geometry.input.len())
+        let bases = (0..geometry.input.len())
             .map(|i| {
                 let start = Ix::Lin {
                     terms: vec![(i + 1, geometry.strides[i] as i64)],
@@ -446,7 +475,88 @@ impl KernelLowering<'_> {
                 };
                 self.b.materialize(&start, space)
             })
-            .collect()
+            .collect();
+        (bases, space)
+    }
+
+    /// The weights as `[O, taps, C/G]` (their own `[O, C/G, taps]` elements, strided), for a
+    /// tap-major K loop.
+    fn tap_weight_view(&mut self, w: NodeId, geometry: &ConvShape) -> Res<ValueId> {
+        let param = self.shared_param(w)?;
+        let (cpg, taps) = (geometry.channels_per_group(), geometry.taps());
+        let dims = [geometry.out_channels, taps, cpg];
+        let offset = self.b.index(0);
+        let extents = dims.iter().map(|&d| self.b.dim(&Dim::Static(d))).collect();
+        let strides = [cpg * taps, 1, taps]
+            .iter()
+            .map(|&s| self.b.index(s as i64))
+            .collect();
+        Ok(self.b.view(param, offset, extents, strides))
+    }
+
+    /// The `[TC, TQ]` tile of input windows for one tap and channel block `block` (of `tc`
+    /// channels): channel `block·tc + i` at `base + tap·dilation` along each spatial axis, a
+    /// contiguous run of channels per position in a channels-last input; a position in the
+    /// padding is outside the view and reads 0.
+    fn tap_tile(
+        &mut self,
+        view: ValueId,
+        geometry: &ConvShape,
+        (bases, bases_space): (&[ValueId], SpaceId),
+        (tap, block, tc): (ValueId, ValueId, u64),
+        tq: &[u64],
+        dtype: DType,
+    ) -> ValueId {
+        let rank = tq.len() + 1;
+        let mut c_shape = vec![1; rank];
+        c_shape[0] = tc;
+        let mut full = vec![tc];
+        full.extend(tq);
+        let zero = self.b.index(0);
+        let mut coords = vec![zero; rank];
+        coords[0] = block;
+        let c_space = self.b.add_space(Space {
+            tile: c_shape,
+            coords,
+            extents: vec![zero; rank],
+        });
+        let i64_full = Type::tile(DType::I64, &full);
+        let channel = self.b.materialize(&Ix::axis(0), c_space);
+        let mut indices = vec![self
+            .b
+            .emit(TileOp::Broadcast { x: channel }, i64_full.clone())];
+        // The tap's offset along each spatial axis (row-major over the kernel's axes).
+        let mut rest = tap;
+        let mut offsets = vec![zero; tq.len()];
+        for i in (0..tq.len()).rev() {
+            let size = self.b.index(geometry.kernel[i] as i64);
+            let dilation = self.b.index(geometry.dilations[i] as i64);
+            let along = self.b.arith(IndexOp::Rem, rest, size);
+            offsets[i] = self.b.arith(IndexOp::Mul, along, dilation);
+            rest = self.b.arith(IndexOp::Div, rest, size);
+        }
+        for (&base, &offset) in bases.iter().zip(&offsets) {
+            let at = self
+                .b
+                .ix_scalar_op(&Ix::Dyn(base), IndexOp::Add, offset, bases_space);
+            let at = self.b.materialize(&at, bases_space);
+            indices.push(self.b.emit(TileOp::Broadcast { x: at }, i64_full.clone()));
+        }
+        let mask = self.b.constant(1.0, DType::Bool, &full);
+        let windows = self.b.emit(
+            TileOp::LoadIndexed {
+                view,
+                indices,
+                mask,
+                padding: 0.0,
+            },
+            Type::tile(dtype, &full),
+        );
+        let count = tq.iter().product();
+        self.b.emit(
+            TileOp::Reshape { x: windows },
+            Type::tile(dtype, &[tc, count]),
+        )
     }
 
     /// The `[TK, TQ]` tile of input windows for K step `step`: K index `k` is channel
@@ -526,6 +636,13 @@ impl KernelLowering<'_> {
             Type::tile(dtype, &[tk, count]),
         )
     }
+}
+
+/// The channels per K step of a tap-major loop over `channels_per_group` channels: the largest
+/// power of two up to `tk` that divides them, at least 16 (a tensor-core step); `None` below.
+fn channel_block(channels_per_group: u64, tk: u64) -> Option<u64> {
+    let block = (1u64 << channels_per_group.trailing_zeros()).min(tk);
+    (block >= 16).then_some(block)
 }
 
 /// The library activation that computes `op` as the graph defines it, if there is one.
