@@ -335,7 +335,11 @@ pub fn all() -> Result<Vec<Workload>> {
         conv(256, 256, 28, 3, 1, 256),
     ] {
         let flops = c.flops();
-        out.push(workload(&c.name(), c.graph(false)?, Bound::Compute { flops }));
+        out.push(workload(
+            &c.name(),
+            c.graph(false)?,
+            Bound::Compute { flops },
+        ));
         // The same with NHWC tensors at the boundary, as torch.compile's channels_last peer has
         // them: what the layout pass makes of a conv between channels-last neighbours.
         let name = format!("{}_cl", c.name());

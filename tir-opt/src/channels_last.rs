@@ -143,10 +143,7 @@ impl Relayout<'_> {
         let mut padded = vec![Dim::Static(1); rank - dims.len()];
         padded.extend(dims);
         let one = Dim::Static(1);
-        let others_one = padded
-            .iter()
-            .enumerate()
-            .all(|(i, d)| i == 1 || *d == one);
+        let others_one = padded.iter().enumerate().all(|(i, d)| i == 1 || *d == one);
         let converted = if others_one && padded[1] == one {
             v
         } else if others_one {
@@ -201,12 +198,22 @@ impl Relayout<'_> {
             let (x, w) = (operands[0], operands[1]);
             // An input from outside the region is read as it lies (no permute pair to cancel).
             let x = match self.last.get(&x) {
-                Some(&xl) => self.add(Op::Permute { perm: to_first(rank) }, &[xl])?,
+                Some(&xl) => self.add(
+                    Op::Permute {
+                        perm: to_first(rank),
+                    },
+                    &[xl],
+                )?,
                 None => self.value_of(x)?,
             };
             let w = self.value_of(w)?;
             let conv = self.add(node.op.clone(), &[x, w])?;
-            self.add(Op::Permute { perm: to_last(rank) }, &[conv])?
+            self.add(
+                Op::Permute {
+                    perm: to_last(rank),
+                },
+                &[conv],
+            )?
         } else {
             let mapped = operands
                 .iter()
@@ -259,7 +266,11 @@ pub fn verify(before: &Graph, after: &Graph) -> Result<(), OptError> {
             .chain(g.states())
             .map(|(n, id)| (n, g.ty(id).clone()))
             .collect();
-        s.extend(g.outputs().iter().map(|(n, id)| (n.clone(), g.ty(*id).clone())));
+        s.extend(
+            g.outputs()
+                .iter()
+                .map(|(n, id)| (n.clone(), g.ty(*id).clone())),
+        );
         s
     };
     let (b, a) = (signature(before), signature(after));

@@ -16,7 +16,12 @@ fn sources(g: &Graph) -> BTreeMap<String, F64Tensor> {
         .enumerate()
         .map(|(i, (name, id))| {
             let ty = g.ty(id);
-            let dims = ty.shape.dims().iter().map(|d| d.as_static().unwrap()).collect();
+            let dims = ty
+                .shape
+                .dims()
+                .iter()
+                .map(|d| d.as_static().unwrap())
+                .collect();
             (name, F64Tensor::random(ty.dtype, dims, 7 + i as u64))
         })
         .collect()
@@ -31,7 +36,10 @@ fn assert_same_values(before: &Graph, after: &Graph) {
         let got = &b.outputs[name];
         assert_eq!(got.dims, want.dims, "{name}");
         assert!(want.data.iter().any(|v| *v != 0.0), "{name}: all zeros");
-        assert!(want.data.iter().all(|v| v.is_finite()), "{name}: not finite");
+        assert!(
+            want.data.iter().all(|v| v.is_finite()),
+            "{name}: not finite"
+        );
         assert_eq!(got.data, want.data, "{name}");
     }
 }
@@ -95,7 +103,8 @@ fn batchnorm_residual_and_pool_compute_channels_last() {
     // A residual from the graph's input, and a global average pool.
     let out = (&normed + &x).unwrap().relu().unwrap();
     g.output("y", &out).unwrap();
-    g.output("pooled", &out.sum(&[2, 3], false).unwrap()).unwrap();
+    g.output("pooled", &out.sum(&[2, 3], false).unwrap())
+        .unwrap();
     let graph = g.finish().unwrap();
     let relaid = channels_last(&graph).unwrap();
     assert_same_values(&graph, &relaid);
@@ -133,8 +142,14 @@ fn each_conv_kernel_reads_and_writes_through_its_permutes() {
     assert_eq!(kinds, [KernelKind::Conv, KernelKind::Conv]);
     let ops = |k: usize| -> Vec<&str> {
         let members = &fused.kernels[k].members;
-        members.iter().map(|&m| fused.graph.node(m).op.name()).collect()
+        members
+            .iter()
+            .map(|&m| fused.graph.node(m).op.name())
+            .collect()
     };
     assert_eq!(ops(0), ["conv", "permute", "add", "relu"]);
-    assert_eq!(ops(1), ["permute", "conv", "permute", "add", "relu", "permute"]);
+    assert_eq!(
+        ops(1),
+        ["permute", "conv", "permute", "add", "relu", "permute"]
+    );
 }

@@ -738,7 +738,8 @@ fn convs(c: &mut Corpus) -> Result<()> {
             let bias = g.input("bias", d, shape![16])?;
             let bias = bias.reshape(&[16.into(), 1.into(), 1.into()])?;
             let pads = [(1, 1), (1, 1)];
-            let y = g.input("x", d, shape![2, 8, 9, 9])?
+            let y = g
+                .input("x", d, shape![2, 8, 9, 9])?
                 .conv(&w1, &[1, 1], &[1, 1], &pads, 1)?;
             (&y + &bias)?.relu()?.conv(&w2, &[2, 2], &[1, 1], &pads, 1)
         }),
@@ -747,7 +748,9 @@ fn convs(c: &mut Corpus) -> Result<()> {
             let w = g.input("w", d, shape![16, 16, 3, 3])?;
             let bias = g.input("bias", d, shape![16])?;
             let bias = bias.reshape(&[16.into(), 1.into(), 1.into()])?;
-            let x = g.input("x", d, shape![2, 9, 9, 16])?.permute(&[0, 3, 1, 2])?;
+            let x = g
+                .input("x", d, shape![2, 9, 9, 16])?
+                .permute(&[0, 3, 1, 2])?;
             let y = x.conv(&w, &[1, 1], &[1, 1], &[(1, 1), (1, 1)], 1)?;
             (&y + &bias)?.relu()?.permute(&[0, 2, 3, 1])
         }),

@@ -89,7 +89,8 @@ impl KernelLowering<'_> {
         let acc0 = self.b.constant(0.0, acc_dtype, &[to, count]);
         // Channels-last input: K runs tap-major, a block of channels per step, so each pixel's
         // channels are one contiguous run (the channel-major order would step by C per tap).
-        let tap_major = input_permute.and_then(|_| channel_block(geometry.channels_per_group(), tk));
+        let tap_major =
+            input_permute.and_then(|_| channel_block(geometry.channels_per_group(), tk));
         let (step, acc_in) = (self.b.fresh(), self.b.fresh());
         let zero = self.b.index(0);
         let sum = if let Some(tc) = tap_major {
@@ -114,7 +115,14 @@ impl KernelLowering<'_> {
                 Type::tile(out_ty.dtype, &[to, tc]),
             );
             let taps = (tap, block, tc);
-            let cols = self.tap_tile(x_view, &geometry, (&bases, bases_space), taps, &tq, out_ty.dtype);
+            let cols = self.tap_tile(
+                x_view,
+                &geometry,
+                (&bases, bases_space),
+                taps,
+                &tq,
+                out_ty.dtype,
+            );
             self.close_k_loop(step, (zero, steps), (acc0, acc_in, acc_ty), w_tile, cols)
         } else {
             let w_view = self.weight_view(w, &geometry)?;
@@ -142,7 +150,8 @@ impl KernelLowering<'_> {
         );
         let canonical: Vec<Ix> = (0..spatial + 2).map(Ix::axis).collect();
         let depth = self.b.depth();
-        self.memo.insert((conv, canonical, out_space), (value, depth));
+        self.memo
+            .insert((conv, canonical, out_space), (value, depth));
         let perm = self.root_perm(conv, root)?;
         let root_ix: Vec<Ix> = perm.iter().map(|&a| Ix::axis(a)).collect();
         let value = self.value(root, &root_ix, out_space)?;
@@ -278,12 +287,7 @@ impl KernelLowering<'_> {
     /// add's axis `i` is the conv's axis `perm[i]`) and the member layout ops between the add
     /// and the bias's buffer: each only reinterprets contiguous elements, the buffer holds `O`
     /// of them, and the bias broadcasts along the channel axis alone.
-    fn conv_bias(
-        &self,
-        conv: NodeId,
-        add: NodeId,
-        perm: &[usize],
-    ) -> Option<(usize, Vec<NodeId>)> {
+    fn conv_bias(&self, conv: NodeId, add: NodeId, perm: &[usize]) -> Option<(usize, Vec<NodeId>)> {
         let g = self.g;
         if !matches!(g.node(add).op, Op::Binary(BinaryOp::Add)) {
             return None;

@@ -372,7 +372,8 @@ fn conv_fits(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId) -> bool {
         return false;
     };
     let side = operand_side(g, members, conv);
-    let input_ok = side.is_empty() || side == BTreeSet::from_iter(conv_input_permute(g, members, conv));
+    let input_ok =
+        side.is_empty() || side == BTreeSet::from_iter(conv_input_permute(g, members, conv));
     input_ok
         && perms.contains_key(&root)
         && members.iter().all(|&m| {
