@@ -156,6 +156,10 @@ def peer_fn(name):
         def f(x, w, b):
             groups = x.shape[1] if depthwise else 1
             return F.relu(F.conv2d(x, w, b, stride=stride, padding=k // 2, groups=groups))
+        if name.endswith("_cl"):
+            # NHWC in and out: PyTorch's channels_last memory format seen as NHWC.
+            return (lambda x, w, b: f(x.permute(0, 3, 1, 2), w, b).permute(0, 2, 3, 1)), \
+                ["x", "w", "b"], "y"
         return f, ["x", "w", "b"], "y"
     if name.startswith("mlp"):
         return (lambda x, w1, w2: F.gelu(x @ w1) @ w2), ["x", "w1", "w2"], "y"
@@ -221,8 +225,8 @@ def run_peer(entry, folder):
             compiled = torch.compile(fn)
             compiled(*args)
             row["compile_ms"] = timed(lambda: compiled(*args), reps)
-        if CONV.match(name):
-            # torch.compile with the input and weights channels-last, as a CNN runs it when
+        if CONV.match(name) and not name.endswith("_cl"):
+            # (A `_cl` workload's tensors are channels-last already.) torch.compile with the input and weights channels-last, as a CNN runs it when
             # its model and inputs are converted (the conversion is not timed).
             last = [a.contiguous(memory_format=torch.channels_last) if a.dim() == 4 else a
                     for a in args]

@@ -193,7 +193,9 @@ impl Conv {
         2.0 * (self.batch * self.out * q * q * taps) as f64
     }
 
-    fn graph(&self) -> Result<Graph> {
+    /// The graph: NCHW in and out, or, `channels_last`, NHWC in and out (the layout a
+    /// channels-last model hands over; the conv still reads through a permute to NCHW).
+    fn graph(&self, channels_last: bool) -> Result<Graph> {
         let Conv {
             batch,
             channels,
@@ -204,13 +206,24 @@ impl Conv {
             groups,
         } = *self;
         let g = GraphBuilder::new();
-        let x = g.input("x", DType::F16, shape![batch, channels, size, size])?;
+        let x = if channels_last {
+            g.input("x", DType::F16, shape![batch, size, size, channels])?
+                .permute(&[0, 3, 1, 2])?
+        } else {
+            g.input("x", DType::F16, shape![batch, channels, size, size])?
+        };
         let w = g.input("w", DType::F16, shape![out, channels / groups, k, k])?;
         let b = g.input("b", DType::F16, shape![out])?;
         let p = k / 2;
         let y = x.conv(&w, &[stride, stride], &[1, 1], &[(p, p), (p, p)], groups)?;
         let bias = b.reshape(&[out.into(), 1.into(), 1.into()])?;
-        g.output("y", &(&y + &bias)?.relu()?)?;
+        let y = (&y + &bias)?.relu()?;
+        let y = if channels_last {
+            y.permute(&[0, 2, 3, 1])?
+        } else {
+            y
+        };
+        g.output("y", &y)?;
         Ok(g.finish()?)
     }
 }
@@ -322,7 +335,15 @@ pub fn all() -> Result<Vec<Workload>> {
         conv(256, 256, 28, 3, 1, 256),
     ] {
         let flops = c.flops();
-        out.push(workload(&c.name(), c.graph()?, Bound::Compute { flops }));
+        out.push(workload(
+            &c.name(),
+            c.graph(false)?,
+            Bound::Compute { flops },
+        ));
+        // The same with NHWC tensors at the boundary, as torch.compile's channels_last peer has
+        // them: what the layout pass makes of a conv between channels-last neighbours.
+        let name = format!("{}_cl", c.name());
+        out.push(workload(&name, c.graph(true)?, Bound::Compute { flops }));
     }
     let mut mlp = workload(
         "mlp_2048x4096x16384",

@@ -901,3 +901,34 @@ fn mesh_steps_cut_the_schedule_at_collectives_and_hold_every_kernel_once() {
         }
     }
 }
+
+/// A conv between NHWC tensors (the layout pass keeps them channels-last): its library call
+/// carries NHWC strides for `x` and `y`, in the conv's `[N, C, H, W]` axis order.
+#[test]
+fn a_channels_last_conv_hands_the_library_nhwc_strides() {
+    use tir_graph::{shape, DType, GraphBuilder};
+    use tir_lower::tile::LibraryCall;
+    let g = GraphBuilder::new();
+    let x = g.input("x", DType::F16, shape![2, 10, 10, 8]).unwrap();
+    let w = g.parameter("w", DType::F16, shape![16, 8, 3, 3]).unwrap();
+    let b = g.parameter("b", DType::F16, shape![16]).unwrap();
+    let y = x
+        .permute(&[0, 3, 1, 2])
+        .unwrap()
+        .conv(&w, &[1, 1], &[1, 1], &[(1, 1), (1, 1)], 1)
+        .unwrap();
+    let bias = b.reshape(&[16.into(), 1.into(), 1.into()]).unwrap();
+    let y = (&y + &bias).unwrap().relu().unwrap();
+    g.output("y", &y.permute(&[0, 2, 3, 1]).unwrap()).unwrap();
+    let program = lower(&g.finish().unwrap());
+    assert_eq!(program.kernels.len(), 1);
+    let kernel = &program.kernels[0];
+    let Some(LibraryCall::Conv(call)) = &kernel.library else {
+        panic!("no library call: {:?}", kernel.library)
+    };
+    let name = |p: usize| program.buffers[kernel.params[p].buffer].name.as_str();
+    assert_eq!((name(call.x), call.bias.map(name)), ("x", Some("b")));
+    assert_eq!(call.layout[0], vec![800, 1, 80, 8]);
+    assert_eq!(call.layout[1], vec![72, 9, 3, 1]);
+    assert_eq!(call.layout[2], vec![1600, 1, 160, 16]);
+}

@@ -1,7 +1,9 @@
 //! tir-opt: the optimizer. A verified [`Graph`] in; a verified [`FusedGraph`] out: the same
 //! computation, simplified, with every computed node in exactly one kernel.
 //!
-//! Two stages, each built on the `egg` e-graph library and each checked by a verifier:
+//! First [`channels_last`] relays convolution chains out channels-last (a graph pass, checked by
+//! its own verifier); then two stages, each built on the `egg` e-graph library and each checked
+//! by a verifier:
 //! 1. [`simplify`]: algebraic and layout rewrite rules plus constant folding, saturated under
 //!    [`Limits`], then extraction (least depth). Checked by [`Graph::verify`] and an unchanged
 //!    signature.
@@ -13,6 +15,7 @@
 //! Both stages stop at their bounds with a correct result; [`OptReport::bounds_hit`] says which
 //! were hit. [`explain`] prints the result for people and as JSON.
 
+pub mod channels_last;
 pub mod explain;
 pub mod fused;
 pub mod fusion;
@@ -49,6 +52,10 @@ pub enum OptError {
     NoKernel { node: NodeId, op: &'static str },
     #[error("node {node} is computed by no kernel")]
     Unassigned { node: NodeId },
+    #[error("the channels-last pass left node {node} wrong: {why}")]
+    Layout { node: NodeId, why: String },
+    #[error("a pass changed the graph's signature: {0}")]
+    Signature(String),
     #[error("kernel {kernel} is malformed: {why}")]
     BadFusion { kernel: usize, why: String },
 }
@@ -79,7 +86,8 @@ pub struct OptReport {
 /// Simplifies and fuses `graph`.
 pub fn optimize(graph: &Graph, options: &OptOptions) -> Result<(FusedGraph, OptReport), OptError> {
     let start = Instant::now();
-    let (simplified, simplify_stats) = simplify::simplify(graph, &options.limits)?;
+    let relaid = channels_last::channels_last(graph)?;
+    let (simplified, simplify_stats) = simplify::simplify(&relaid, &options.limits)?;
     let (fused, fusion_stats) = fusion::fuse(&simplified, &options.target, &options.limits)?;
     let mut rules = simplify_stats.fired.clone();
     rules.extend(fusion_stats.fired.iter().map(|(k, v)| (*k, *v)));

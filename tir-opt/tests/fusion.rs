@@ -295,7 +295,9 @@ fn conv_takes_its_epilogue_but_reads_its_operands() {
             KernelKind::Reduction
         ]
     );
-    assert_eq!(ops(&fused, 1), ["reshape", "conv", "add", "silu"]);
+    // Channels-last: the conv writes through a permute, the bias is `[16]` as given, and the
+    // pool reads the channels-last value.
+    assert_eq!(ops(&fused, 1), ["conv", "permute", "add", "silu"]);
 }
 
 #[test]

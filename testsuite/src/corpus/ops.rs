@@ -669,7 +669,7 @@ fn matmuls(c: &mut Corpus) -> Result<()> {
 /// K steps.
 fn convs(c: &mut Corpus) -> Result<()> {
     type Build = fn(&GraphBuilder, DType) -> Result<Tensor>;
-    let cases: [(&str, u64, Build); 8] = [
+    let cases: [(&str, u64, Build); 10] = [
         ("1d_k3_pad1", 9, |g, d| {
             let w = g.input("w", d, shape![4, 3, 3])?;
             g.input("x", d, shape![2, 3, 17])?
@@ -730,6 +730,29 @@ fn convs(c: &mut Corpus) -> Result<()> {
             let w = g.input("w", d, shape![128, 64, 3, 3])?;
             g.input("x", d, shape![1, 64, 16, 16])?
                 .conv(&w, &[1, 1], &[1, 1], &[(1, 1), (1, 1)], 1)
+        }),
+        // Two convs: the second reads the first's channels-last result (the layout pass), tap-major.
+        ("2d_chain", 216, |g, d| {
+            let w1 = g.input("w1", d, shape![16, 8, 3, 3])?;
+            let w2 = g.input("w2", d, shape![32, 16, 3, 3])?;
+            let bias = g.input("bias", d, shape![16])?;
+            let bias = bias.reshape(&[16.into(), 1.into(), 1.into()])?;
+            let pads = [(1, 1), (1, 1)];
+            let y = g
+                .input("x", d, shape![2, 8, 9, 9])?
+                .conv(&w1, &[1, 1], &[1, 1], &pads, 1)?;
+            (&y + &bias)?.relu()?.conv(&w2, &[2, 2], &[1, 1], &pads, 1)
+        }),
+        // NHWC in and out: the conv reads and writes channels-last buffers through permutes.
+        ("2d_channels_last_io", 144, |g, d| {
+            let w = g.input("w", d, shape![16, 16, 3, 3])?;
+            let bias = g.input("bias", d, shape![16])?;
+            let bias = bias.reshape(&[16.into(), 1.into(), 1.into()])?;
+            let x = g
+                .input("x", d, shape![2, 9, 9, 16])?
+                .permute(&[0, 3, 1, 2])?;
+            let y = x.conv(&w, &[1, 1], &[1, 1], &[(1, 1), (1, 1)], 1)?;
+            (&y + &bias)?.relu()?.permute(&[0, 2, 3, 1])
         }),
     ];
     for d in FLOATS {

@@ -2,7 +2,7 @@
 
 use super::cost::FusionTarget;
 use crate::fused::KernelKind;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use tir_graph::{BinaryOp, Dim, Graph, NodeId, Op, ReduceOp, Shape, UnaryOp};
 
 /// What a member does, for the fusion rules.
@@ -359,30 +359,75 @@ pub fn residual_add(g: &Graph, members: &BTreeSet<NodeId>, mm: NodeId) -> Option
     })
 }
 
-/// A convolution kernel: the conv reads both operands from memory, and the other members are
-/// its epilogue: elementwise ops over exactly the conv's output shape, up to the root, and the
-/// layout ops that bring their other operands there (a bias reshaped to `[O, 1, 1]`), which do
-/// not depend on the conv.
+/// A convolution kernel: the conv reads its weights from memory and its input from memory,
+/// perhaps through the one permute back from channels-last ([`conv_input_permute`]); the other
+/// members are its epilogue ([`conv_epilogue`]): elementwise ops and permutes after the conv, up
+/// to the root, and the layout ops that bring the epilogue's other operands there (a bias
+/// reshaped to `[O, 1, 1]` or `[O]`), which do not depend on the conv.
 fn conv_fits(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId) -> bool {
     let Some(&conv) = members.iter().find(|&&m| role(&g.node(m).op) == Role::Conv) else {
         return false;
     };
-    let out = &g.ty(conv).shape;
-    // Node ids are topological: one pass finds every member that depends on the conv.
-    let mut after_conv = BTreeSet::from([conv]);
-    for &m in members {
-        if g.operands(m).iter().any(|o| after_conv.contains(o)) {
-            after_conv.insert(m);
-        }
-    }
-    operand_side(g, members, conv).is_empty()
-        && after_conv.contains(&root)
+    let Some(perms) = conv_epilogue(g, members, conv) else {
+        return false;
+    };
+    let side = operand_side(g, members, conv);
+    let input_ok =
+        side.is_empty() || side == BTreeSet::from_iter(conv_input_permute(g, members, conv));
+    input_ok
+        && perms.contains_key(&root)
         && members.iter().all(|&m| {
-            let r = role(&g.node(m).op);
-            m == conv
-                || (is_layout(r) && !after_conv.contains(&m))
-                || (r == Role::Elementwise && g.ty(m).shape == *out)
+            perms.contains_key(&m) || side.contains(&m) || (is_layout(role(&g.node(m).op)))
         })
+}
+
+/// The member permute through which `conv` reads its input, when there is one: `permute(v,
+/// to_first)` of a value `v` read from memory (a channels-last activation, see
+/// [`crate::channels_last`]).
+pub fn conv_input_permute(g: &Graph, members: &BTreeSet<NodeId>, conv: NodeId) -> Option<NodeId> {
+    let x = g.operands(conv)[0];
+    let Op::Permute { perm } = &g.node(x).op else {
+        return None;
+    };
+    let source = g.operands(x)[0];
+    (members.contains(&x)
+        && !members.contains(&source)
+        && *perm == crate::channels_last::to_first(g.ty(x).rank()))
+    .then_some(x)
+}
+
+/// The epilogue of `conv` in kernel `members`: every member that depends on the conv (the conv
+/// included), with the axis of the conv's result that each of its axes is (`perm[i]`: axis `i`
+/// of the member's value is axis `perm[i]` of the conv's), when every such member is an
+/// elementwise op over the conv's result permuted (all its operands that depend on the conv
+/// permuted alike) or a permute. `None` when a member is anything else.
+pub fn conv_epilogue(
+    g: &Graph,
+    members: &BTreeSet<NodeId>,
+    conv: NodeId,
+) -> Option<BTreeMap<NodeId, Vec<usize>>> {
+    let out = g.ty(conv).shape.dims().to_vec();
+    let mut perms = BTreeMap::from([(conv, (0..out.len()).collect::<Vec<usize>>())]);
+    // Node ids are topological: one pass finds every member that depends on the conv.
+    for &m in members.range(conv..).skip(1) {
+        let after: Vec<&Vec<usize>> = g.operands(m).iter().filter_map(|o| perms.get(o)).collect();
+        let Some(&first) = after.first() else {
+            continue;
+        };
+        let perm = match &g.node(m).op {
+            Op::Permute { perm } => perm.iter().map(|&p| first[p]).collect(),
+            op if role(op) == Role::Elementwise && after.iter().all(|p| *p == first) => {
+                first.clone()
+            }
+            _ => return None,
+        };
+        let permuted: Vec<Dim> = perm.iter().map(|&p| out[p].clone()).collect();
+        if g.ty(m).shape.dims() != permuted {
+            return None;
+        }
+        perms.insert(m, perm);
+    }
+    Some(perms)
 }
 
 /// The nodes of an attention pattern `softmax(f(q @ kt)) @ v`, found from its last product.

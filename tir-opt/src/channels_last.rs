@@ -1,0 +1,309 @@
+//! The channels-last layout pass: convolutions and the layout-agnostic ops after them compute on
+//! values whose channels are the innermost axis (`[N, S.., C]`, NHWC for 2-D), whatever layout
+//! the graph states.
+//!
+//! Takes a verified [`Graph`]. A *region* starts at every `conv` and grows forward through the
+//! ops whose meaning does not depend on the layout: elementwise ops (unary, cast, binary,
+//! select) of the conv's rank whose operands of that shape are region values or of the same
+//! shape, the others broadcasting (a channel bias `[C, 1, 1]`, the importer's BatchNorm
+//! parameters, scalars). Each region value is rebuilt channels-last: a conv becomes
+//! `permute(conv(x, w), to_last)` (the conv op itself stays channels-first, so the oracle and the
+//! text form are unchanged; lowering reads its operand and writes its result through those
+//! permutes with channels-last strides), an elementwise op applies to the channels-last operands
+//! (a channel bias becomes `[C]`, any other broadcast operand is permuted too), and a conv whose
+//! input is a region value reads `permute(v, to_first)`. A reduction over every spatial axis and
+//! not the channels (a global pool) reads the region value directly. Only where a region value
+//! leaves the region (a graph output, another op) is it permuted back, once per value.
+//!
+//! Guarantees: the same inputs, parameters, states and outputs with the same types, and the same
+//! values (every rewrite composes index maps exactly); every conv's result is used only by one
+//! permute to channels-last ([`verify`] checks both). A conv whose input comes from outside a
+//! region reads it as it lies, so the graph's boundary costs no permute on the way in: the first
+//! convolution's load is the transpose. The simplifier then cancels `permute(permute(x, p), q)`
+//! pairs ([`crate::simplify::layout`]).
+//!
+//! Why a pass before saturation rather than egg rules: which values live channels-last is a
+//! global decision over connected chains (a value is permuted once however many users it has),
+//! which a local rewrite would have to rediscover by pushing permutes through every elementwise
+//! op in both directions, rules that grow the e-graph with a copy of each op per layout and that
+//! the least-depth extraction would not prefer anyway. The pass is linear in the graph.
+
+use crate::OptError;
+use std::collections::{BTreeMap, BTreeSet};
+use tir_graph::{Dim, Graph, GraphError, NodeId, Op, ReshapeDim};
+
+/// The permutation taking a channels-first value of `rank` to channels-last: `[0, 2.., 1]`.
+pub fn to_last(rank: usize) -> Vec<usize> {
+    let mut perm = vec![0];
+    perm.extend(2..rank);
+    perm.push(1);
+    perm
+}
+
+/// The permutation taking a channels-last value of `rank` back to channels-first.
+pub fn to_first(rank: usize) -> Vec<usize> {
+    let mut perm = vec![0, rank - 1];
+    perm.extend(1..rank - 1);
+    perm
+}
+
+/// Whether `op` computes each element from the same element of its operands.
+fn is_elementwise(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Unary(_) | Op::Cast { .. } | Op::Binary(_) | Op::Select
+    )
+}
+
+/// Whether `conv` is a convolution the pass relays out (1 to 3 spatial axes).
+fn relaid_conv(g: &Graph, conv: NodeId) -> bool {
+    matches!(g.node(conv).op, Op::Conv { .. }) && (3..=5).contains(&g.ty(conv).rank())
+}
+
+/// The nodes whose values the pass holds channels-last.
+fn region(g: &Graph) -> BTreeSet<NodeId> {
+    let mut region = BTreeSet::new();
+    // Node ids are topological: operands are decided before their users.
+    for id in g.node_ids() {
+        let node = g.node(id);
+        let joins = if matches!(node.op, Op::Conv { .. }) {
+            relaid_conv(g, id)
+        } else if is_elementwise(&node.op) {
+            let operands = g.operands(id);
+            let shape = &node.ty.shape;
+            operands.iter().any(|o| region.contains(o))
+                && operands
+                    .iter()
+                    .all(|o| !region.contains(o) || g.ty(*o).shape == *shape)
+                && operands.iter().all(|o| g.ty(*o).rank() <= shape.rank())
+        } else {
+            false
+        };
+        if joins {
+            region.insert(id);
+        }
+    }
+    region
+}
+
+/// Whether `op` on a region value of `rank` is a reduction over every spatial axis and not the
+/// channels or the batch, removing them: its result is the same computed channels-last.
+fn spatial_pool_axes(op: &Op, rank: usize) -> Option<Vec<usize>> {
+    let Op::Reduce { axes, keepdims, .. } = op else {
+        return None;
+    };
+    let mut sorted = axes.clone();
+    sorted.sort_unstable();
+    let spatial: Vec<usize> = (2..rank).collect();
+    (!keepdims && sorted == spatial).then(|| (1..rank - 1).collect())
+}
+
+/// Rebuilds the graph with the region channels-last.
+struct Relayout<'a> {
+    old: &'a Graph,
+    region: BTreeSet<NodeId>,
+    new: Graph,
+    /// Each old node's value as the old graph lays it out, once built.
+    value: BTreeMap<NodeId, NodeId>,
+    /// Each region node's value channels-last.
+    last: BTreeMap<NodeId, NodeId>,
+    /// Non-region operands converted to channels-last for a region user, by old node.
+    converted: BTreeMap<NodeId, NodeId>,
+}
+
+impl Relayout<'_> {
+    fn add(&mut self, op: Op, operands: &[NodeId]) -> Result<NodeId, GraphError> {
+        self.new.add_node(op, operands, None)
+    }
+
+    /// Old node `id`'s value in its own layout (a region value is permuted back once).
+    fn value_of(&mut self, id: NodeId) -> Result<NodeId, GraphError> {
+        if let Some(&v) = self.value.get(&id) {
+            return Ok(v);
+        }
+        let last = self.last[&id];
+        let perm = to_first(self.old.ty(id).rank());
+        let v = self.add(Op::Permute { perm }, &[last])?;
+        self.value.insert(id, v);
+        Ok(v)
+    }
+
+    /// Operand `o` of a region op of shape rank `rank`, channels-last: a region value as it
+    /// is; a channel vector (every axis 1 but the channels', right-aligned) reshaped to `[C]`; a
+    /// value of ones as it is; anything else padded to `rank` and permuted.
+    fn operand_last(&mut self, o: NodeId, rank: usize) -> Result<NodeId, GraphError> {
+        if let Some(&v) = self.last.get(&o) {
+            return Ok(v);
+        }
+        if let Some(&v) = self.converted.get(&o) {
+            return Ok(v);
+        }
+        let v = self.value_of(o)?;
+        let dims = self.old.ty(o).shape.dims().to_vec();
+        let mut padded = vec![Dim::Static(1); rank - dims.len()];
+        padded.extend(dims);
+        let one = Dim::Static(1);
+        let others_one = padded.iter().enumerate().all(|(i, d)| i == 1 || *d == one);
+        let converted = if others_one && padded[1] == one {
+            v
+        } else if others_one {
+            let dims = vec![ReshapeDim::Dim(padded[1].clone())];
+            self.add(Op::Reshape { dims }, &[v])?
+        } else {
+            let full = if self.old.ty(o).rank() < rank {
+                let dims = padded.iter().cloned().map(ReshapeDim::Dim).collect();
+                self.add(Op::Reshape { dims }, &[v])?
+            } else {
+                v
+            };
+            let perm = to_last(rank);
+            self.add(Op::Permute { perm }, &[full])?
+        };
+        self.converted.insert(o, converted);
+        Ok(converted)
+    }
+
+    fn node(&mut self, id: NodeId) -> Result<(), GraphError> {
+        let node = self.old.node(id).clone();
+        let operands = self.old.operands(id);
+        let rank = node.ty.rank();
+        if !self.region.contains(&id) {
+            let pooled = operands
+                .first()
+                .filter(|o| self.region.contains(o))
+                .and_then(|&o| spatial_pool_axes(&node.op, self.old.ty(o).rank()).map(|a| (o, a)));
+            let v = match (pooled, &node.op) {
+                (Some((o, axes)), Op::Reduce { op, .. }) => {
+                    let op = Op::Reduce {
+                        op: *op,
+                        axes,
+                        keepdims: false,
+                    };
+                    let last = self.last[&o];
+                    self.add(op, &[last])?
+                }
+                _ => {
+                    let mapped = operands
+                        .iter()
+                        .map(|&o| self.value_of(o))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let declared = node.op.is_source().then(|| node.ty.clone());
+                    self.new.add_node(node.op.clone(), &mapped, declared)?
+                }
+            };
+            self.value.insert(id, v);
+            return Ok(());
+        }
+        let last = if matches!(node.op, Op::Conv { .. }) {
+            let (x, w) = (operands[0], operands[1]);
+            // An input from outside the region is read as it lies (no permute pair to cancel).
+            let x = match self.last.get(&x) {
+                Some(&xl) => self.add(
+                    Op::Permute {
+                        perm: to_first(rank),
+                    },
+                    &[xl],
+                )?,
+                None => self.value_of(x)?,
+            };
+            let w = self.value_of(w)?;
+            let conv = self.add(node.op.clone(), &[x, w])?;
+            self.add(
+                Op::Permute {
+                    perm: to_last(rank),
+                },
+                &[conv],
+            )?
+        } else {
+            let mapped = operands
+                .iter()
+                .map(|&o| self.operand_last(o, rank))
+                .collect::<Result<Vec<_>, _>>()?;
+            self.add(node.op.clone(), &mapped)?
+        };
+        self.last.insert(id, last);
+        Ok(())
+    }
+}
+
+/// Rewrites `graph` so that its convolutions and the layout-agnostic ops after them compute
+/// channels-last (see the module doc). A graph without convolutions comes back unchanged.
+pub fn channels_last(graph: &Graph) -> Result<Graph, OptError> {
+    let region = region(graph);
+    if region.is_empty() {
+        return Ok(graph.clone());
+    }
+    let mut pass = Relayout {
+        old: graph,
+        region,
+        new: Graph::new(),
+        value: BTreeMap::new(),
+        last: BTreeMap::new(),
+        converted: BTreeMap::new(),
+    };
+    for id in graph.node_ids() {
+        pass.node(id)?;
+    }
+    for (name, id) in graph.outputs() {
+        let v = pass.value_of(*id)?;
+        pass.new.add_output(name, v)?;
+    }
+    let relaid = pass.new;
+    verify(graph, &relaid)?;
+    Ok(relaid)
+}
+
+/// Checks what [`channels_last`] guarantees of `after` against `before`: a valid graph with the
+/// same signature (sources and outputs, by name and type, in order), and every relaid conv's
+/// result used by exactly one permute to channels-last.
+pub fn verify(before: &Graph, after: &Graph) -> Result<(), OptError> {
+    after.verify()?;
+    let signature = |g: &Graph| {
+        let mut s: Vec<(String, tir_graph::TensorType)> = g
+            .inputs()
+            .into_iter()
+            .chain(g.parameters())
+            .chain(g.states())
+            .map(|(n, id)| (n, g.ty(id).clone()))
+            .collect();
+        s.extend(
+            g.outputs()
+                .iter()
+                .map(|(n, id)| (n.clone(), g.ty(*id).clone())),
+        );
+        s
+    };
+    let (b, a) = (signature(before), signature(after));
+    if b.len() != a.len() {
+        return Err(OptError::Signature(format!(
+            "{} sources and outputs before, {} after",
+            b.len(),
+            a.len()
+        )));
+    }
+    for ((name, before), (_, after)) in b.into_iter().zip(a) {
+        if before != after {
+            return Err(OptError::TypeChanged {
+                what: name,
+                before,
+                after,
+            });
+        }
+    }
+    for id in after.node_ids() {
+        if !relaid_conv(after, id) {
+            continue;
+        }
+        let users = after.users(id);
+        let expected = Op::Permute {
+            perm: to_last(after.ty(id).rank()),
+        };
+        if users.len() != 1 || after.node(users[0]).op != expected {
+            return Err(OptError::Layout {
+                node: id,
+                why: "its result is not read through one permute to channels-last".into(),
+            });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,155 @@
+//! The channels-last layout pass: values unchanged (f64 oracle on random inputs), convolutions
+//! read and written channels-last, permutes only at the graph's boundary, and what fuses.
+
+use std::collections::BTreeMap;
+use tir_graph::eval::F64Tensor;
+use tir_graph::{evaluate, shape, DType, Graph, GraphBuilder, Op, Tensor};
+use tir_opt::channels_last::{channels_last, to_first, to_last};
+use tir_opt::simplify::simplify;
+use tir_opt::{optimize, KernelKind, Limits, OptOptions};
+
+/// Random values for every input and parameter of `g` (static shapes).
+fn sources(g: &Graph) -> BTreeMap<String, F64Tensor> {
+    g.inputs()
+        .into_iter()
+        .chain(g.parameters())
+        .enumerate()
+        .map(|(i, (name, id))| {
+            let ty = g.ty(id);
+            let dims = ty
+                .shape
+                .dims()
+                .iter()
+                .map(|d| d.as_static().unwrap())
+                .collect();
+            (name, F64Tensor::random(ty.dtype, dims, 7 + i as u64))
+        })
+        .collect()
+}
+
+/// `before` and `after` compute the same outputs, exactly (the pass only renumbers elements).
+fn assert_same_values(before: &Graph, after: &Graph) {
+    let s = sources(before);
+    let (a, b) = (evaluate(before, &s).unwrap(), evaluate(after, &s).unwrap());
+    assert!(!a.outputs.is_empty());
+    for (name, want) in &a.outputs {
+        let got = &b.outputs[name];
+        assert_eq!(got.dims, want.dims, "{name}");
+        assert!(want.data.iter().any(|v| *v != 0.0), "{name}: all zeros");
+        assert!(
+            want.data.iter().all(|v| v.is_finite()),
+            "{name}: not finite"
+        );
+        assert_eq!(got.data, want.data, "{name}");
+    }
+}
+
+fn conv_bias_relu(x: &Tensor, g: &GraphBuilder, name: &str, c: u64, o: u64) -> Tensor {
+    let dtype = x.ty().dtype;
+    let w = g
+        .parameter(&format!("{name}.w"), dtype, shape![o, c, 3, 3])
+        .unwrap();
+    let b = g.parameter(&format!("{name}.b"), dtype, shape![o]).unwrap();
+    let y = x.conv(&w, &[1, 1], &[1, 1], &[(1, 1), (1, 1)], 1).unwrap();
+    let bias = b.reshape(&[o.into(), 1.into(), 1.into()]).unwrap();
+    (&y + &bias).unwrap().relu().unwrap()
+}
+
+fn permutes(g: &Graph) -> Vec<Vec<usize>> {
+    g.node_ids()
+        .filter_map(|id| match &g.node(id).op {
+            Op::Permute { perm } => Some(perm.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_conv_chain_stays_channels_last_between_convolutions() {
+    let g = GraphBuilder::new();
+    let x = g.input("x", DType::F32, shape![2, 4, 6, 6]).unwrap();
+    let y = conv_bias_relu(&x, &g, "c1", 4, 8);
+    let y = conv_bias_relu(&y, &g, "c2", 8, 8);
+    g.output("y", &y).unwrap();
+    let graph = g.finish().unwrap();
+    let relaid = channels_last(&graph).unwrap();
+    assert_same_values(&graph, &relaid);
+    let (simplified, _) = simplify(&relaid, &Limits::default()).unwrap();
+    assert_same_values(&graph, &simplified);
+    // Each conv writes channels-last; the second reads its input back through one permute;
+    // the output leaves once. The first conv reads the graph's input as it lies.
+    let (last, first) = (to_last(4), to_first(4));
+    let mut found = permutes(&simplified);
+    found.sort();
+    let mut want = vec![last.clone(), last, first.clone(), first];
+    want.sort();
+    assert_eq!(found, want);
+}
+
+#[test]
+fn batchnorm_residual_and_pool_compute_channels_last() {
+    let g = GraphBuilder::new();
+    let x = g.input("x", DType::F32, shape![2, 4, 5, 5]).unwrap();
+    let y = conv_bias_relu(&x, &g, "c1", 4, 4);
+    // The ONNX importer's BatchNorm: (y - mean) * (rsqrt(var + eps) * scale) + bias on [C, 1, 1].
+    let p = |n: &str| g.parameter(n, DType::F32, shape![4, 1, 1]).unwrap();
+    let (mean, var, scale, bias) = (p("mean"), p("var"), p("scale"), p("bias"));
+    // A variance squared: positive, so that no value is NaN.
+    let var = (&var * &var).unwrap();
+    let inv = var.add_scalar(1e-5).unwrap().rsqrt().unwrap();
+    let factor = (&inv * &scale).unwrap();
+    let normed = (&(&y - &mean).unwrap() * &factor).unwrap();
+    let normed = (&normed + &bias).unwrap();
+    // A residual from the graph's input, and a global average pool.
+    let out = (&normed + &x).unwrap().relu().unwrap();
+    g.output("y", &out).unwrap();
+    g.output("pooled", &out.sum(&[2, 3], false).unwrap())
+        .unwrap();
+    let graph = g.finish().unwrap();
+    let relaid = channels_last(&graph).unwrap();
+    assert_same_values(&graph, &relaid);
+    // Only the residual's input comes in permuted, and only `y` goes out: the pool reads the
+    // channels-last value.
+    let (simplified, _) = simplify(&relaid, &Limits::default()).unwrap();
+    assert_same_values(&graph, &simplified);
+    let mut found = permutes(&simplified);
+    found.sort();
+    let mut want = vec![to_last(4), to_last(4), to_first(4)];
+    want.sort();
+    assert_eq!(found, want);
+}
+
+#[test]
+fn a_graph_without_convolutions_is_unchanged() {
+    let g = GraphBuilder::new();
+    let x = g.input("x", DType::F32, shape![2, 4, 5, 5]).unwrap();
+    g.output("y", &x.relu().unwrap()).unwrap();
+    let graph = g.finish().unwrap();
+    let relaid = channels_last(&graph).unwrap();
+    assert_eq!(relaid.len(), graph.len());
+}
+
+#[test]
+fn each_conv_kernel_reads_and_writes_through_its_permutes() {
+    let g = GraphBuilder::new();
+    let x = g.input("x", DType::F16, shape![2, 8, 6, 6]).unwrap();
+    let y = conv_bias_relu(&x, &g, "c1", 8, 8);
+    let y = conv_bias_relu(&y, &g, "c2", 8, 8);
+    g.output("y", &y).unwrap();
+    let (fused, _) = optimize(&g.finish().unwrap(), &OptOptions::default()).unwrap();
+    fused.verify().unwrap();
+    let kinds: Vec<KernelKind> = fused.kernels.iter().map(|k| k.kind).collect();
+    assert_eq!(kinds, [KernelKind::Conv, KernelKind::Conv]);
+    let ops = |k: usize| -> Vec<&str> {
+        let members = &fused.kernels[k].members;
+        members
+            .iter()
+            .map(|&m| fused.graph.node(m).op.name())
+            .collect()
+    };
+    assert_eq!(ops(0), ["conv", "permute", "add", "relu"]);
+    assert_eq!(
+        ops(1),
+        ["permute", "conv", "permute", "add", "relu", "permute"]
+    );
+}
