@@ -69,6 +69,51 @@ fn topk_matches_the_oracle_exactly() {
 }
 
 #[test]
+fn topk_is_one_kernel_writing_both_outputs() {
+    let graph = topk_graph(DType::F32, 37, 5);
+    let compiled = compile(&graph).unwrap();
+    let kernels = &compiled.program.kernels;
+    assert_eq!(
+        kernels.len(),
+        1,
+        "{:?}",
+        kernels.iter().map(|k| &k.name).collect::<Vec<_>>()
+    );
+    assert_eq!(kernels[0].name, "k0_custom_topk_values_indices");
+    assert_eq!(kernels[0].writes.len(), 2);
+    // Both writes are proven, in one certificate.
+    assert_eq!(compiled.program.certificates.len(), 1);
+    let mut exe = RefBackend::checking().compile(&compiled.program).unwrap();
+    let src = sources(vec![("x", random(DType::F32, &[4, 37], 7))]);
+    let got = exe.run_f64(&src).unwrap().outputs;
+    let want = tir_graph::evaluate(&graph, &src).unwrap().outputs;
+    for name in ["values", "indices"] {
+        assert!(got[name].data.iter().all(|v| !v.is_nan()), "{name}");
+        assert_eq!(got[name].data, want[name].data, "{name}");
+    }
+}
+
+#[test]
+fn an_unused_output_of_a_kernel_is_not_written() {
+    let kernel = topk(DType::F32, 20, 3).unwrap();
+    let g = GraphBuilder::new();
+    let x = g.input("x", DType::F32, shape!["batch", 20]).unwrap();
+    let out = g.custom(&kernel, &[&x]).unwrap();
+    g.output("indices", &out[1]).unwrap();
+    let graph = g.finish().unwrap();
+    let compiled = compile(&graph).unwrap();
+    let kernels = &compiled.program.kernels;
+    assert_eq!(kernels.len(), 1);
+    assert_eq!(kernels[0].name, "k0_custom_topk_indices");
+    assert_eq!(kernels[0].writes.len(), 1);
+    let mut exe = RefBackend::checking().compile(&compiled.program).unwrap();
+    let src = sources(vec![("x", random(DType::F32, &[3, 20], 11))]);
+    let got = exe.run_f64(&src).unwrap().outputs;
+    let want = tir_graph::evaluate(&graph, &src).unwrap().outputs;
+    assert_eq!(got["indices"].data, want["indices"].data);
+}
+
+#[test]
 fn ties_take_the_lowest_index_first() {
     let graph = topk_graph(DType::F32, 6, 3);
     let compiled = compile(&graph).unwrap();
