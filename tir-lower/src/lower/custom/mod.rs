@@ -18,6 +18,7 @@
 //! Kernels declared [`Safety::Unsafe`] are refused at lowering until the run-time checked path
 //! exists (see `docs/custom-kernels.md`).
 
+pub mod rope;
 pub mod topk;
 
 use crate::lower::builder::KernelBuilder;
