@@ -502,7 +502,10 @@ fn rope_variants(
     for (tag, rope) in variants {
         for (name, n) in [
             (format!("decoder_step_h4096_ctx2048_rope_{tag}"), 1),
-            (format!("decode_{layers}_layers_h4096_ctx2048_rope_{tag}"), layers),
+            (
+                format!("decode_{layers}_layers_h4096_ctx2048_rope_{tag}"),
+                layers,
+            ),
         ] {
             let mut w = workload(
                 &name,
