@@ -34,12 +34,13 @@ pub fn rope(
     let half = head_dim / 2;
     let float = matches!(dtype, DType::F16 | DType::BF16 | DType::F32);
     let position = matches!(pos_dtype, DType::I64 | DType::I32);
-    if !float || !position || half == 0 || !half.is_power_of_two() || !(base > 1.0) {
+    let base_ok = base.is_finite() && base > 1.0;
+    if !float || !position || half == 0 || !half.is_power_of_two() || !base_ok {
         return Err(super::body_error(
             name,
             format!(
                 "takes f16/bf16/f32 heads whose half is a power of two, an i64/i32 position and a \
-                 base above 1; got {dtype} heads of {head_dim}, a {pos_dtype} position, base {base}"
+                 finite base above 1; got {dtype} heads of {head_dim}, a {pos_dtype} position, base {base}"
             ),
         ));
     }
