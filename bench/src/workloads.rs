@@ -6,13 +6,16 @@ use tir_graph::models::{self, DecoderConfig};
 use tir_graph::quant::{Fp8Scale, QuantError, WeightFormat};
 use tir_graph::{shape, DType, Graph, GraphBuilder, GraphError};
 
-/// A workload's graph failed to build: a graph error, or a quantized layout refused.
+/// A workload's graph failed to build: a graph error, a quantized layout refused, or a custom
+/// kernel refused.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkloadError {
     #[error(transparent)]
     Graph(#[from] GraphError),
     #[error(transparent)]
     Quant(#[from] QuantError),
+    #[error(transparent)]
+    Kernel(#[from] tir_lower::custom::KernelError),
 }
 
 type Result<T> = std::result::Result<T, WorkloadError>;
@@ -408,6 +411,7 @@ pub fn all() -> Result<Vec<Workload>> {
     decode.graph_replay = true;
     decode.items = 1;
     out.push(decode);
+    rope_variants(&mut out, &cfg, layers, weights + kv)?;
     quantized(&mut out, &cfg)?;
     for n in [1usize, 10, 100, 1000] {
         for replay in [false, true] {
@@ -496,6 +500,47 @@ fn quantized(out: &mut Vec<Workload>, cfg: &DecoderConfig) -> Result<()> {
         decode.items = 1;
         decode.peer = false;
         out.push(decode);
+    }
+    Ok(())
+}
+
+/// The decode step with rotary embeddings on q and k (#40): as the composite of IR ops and as
+/// the custom kernel, one layer (`decoder_step_h4096_ctx2048_rope_*`, for per-kernel profiles)
+/// and `layers` of them (`decode_{layers}_layers_h4096_ctx2048_rope_*`, against the plain
+/// `decode_{layers}_layers_h4096_ctx2048`). `per_layer_bytes`: weights and cache per layer.
+fn rope_variants(
+    out: &mut Vec<Workload>,
+    cfg: &DecoderConfig,
+    layers: u64,
+    per_layer_bytes: f64,
+) -> Result<()> {
+    let head_dim = cfg.hidden / cfg.heads;
+    let kernel = tir_lower::custom::rope::rope(DType::F16, DType::I64, head_dim, 10000.0)?;
+    let variants = [
+        ("composite", models::Rope::Composite { base: 10000.0 }),
+        ("kernel", models::Rope::Kernel(kernel.into())),
+    ];
+    for (tag, rope) in variants {
+        for (name, n) in [
+            (format!("decoder_step_h4096_ctx2048_rope_{tag}"), 1),
+            (
+                format!("decode_{layers}_layers_h4096_ctx2048_rope_{tag}"),
+                layers,
+            ),
+        ] {
+            let mut w = workload(
+                &name,
+                models::decoder_rope(cfg, n, &rope)?,
+                Bound::Memory {
+                    bytes: n as f64 * per_layer_bytes * F16,
+                },
+            );
+            w.scale = 0.02;
+            w.graph_replay = true;
+            w.items = if n > 1 { 1 } else { 0 };
+            w.peer = false;
+            out.push(w);
+        }
     }
     Ok(())
 }

@@ -44,7 +44,7 @@ fn kernel_json(g: &Graph, k: &Kernel) -> KernelJson {
         kind: k.kind.name(),
         ops: k.members.iter().map(|&m| g.node(m).op.name()).collect(),
         inputs: k.inputs.iter().map(|&i| describe(g, i)).collect(),
-        outputs: vec![describe(g, k.root)],
+        outputs: k.outputs().iter().map(|&o| describe(g, o)).collect(),
         bytes: k.bytes_read + k.bytes_written,
         bytes_read: k.bytes_read,
         bytes_written: k.bytes_written,

@@ -3,7 +3,7 @@
 use crate::OptError;
 use serde::Serialize;
 use std::collections::BTreeSet;
-use tir_graph::{Graph, NodeId};
+use tir_graph::{Graph, NodeId, Op};
 
 /// What a kernel computes, which decides how it is lowered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -36,8 +36,9 @@ pub enum KernelKind {
     /// One collective (`all_reduce_*`, `all_gather`, `reduce_scatter`), alone: it reads its
     /// operand and writes its result on every device of the mesh.
     Collective,
-    /// One output of a user's kernel ([`tir_graph::Op::Custom`]), alone: its tile program is
-    /// the author's, so nothing fuses into it.
+    /// A user's kernel ([`tir_graph::Op::Custom`]): its sibling nodes (one per output it
+    /// writes, over the same operands), alone, since its tile program is the author's. It is the
+    /// one kind that writes every member ([`Kernel::outputs`]): one launch for all its outputs.
     Custom,
 }
 
@@ -59,11 +60,12 @@ impl KernelKind {
     }
 }
 
-/// One launch: a connected set of nodes whose only value written to memory is `root`'s.
+/// One launch: a connected set of nodes whose only value written to memory is `root`'s, or a
+/// custom kernel writing each of its members (one per output of the user's kernel).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Kernel {
     pub kind: KernelKind,
-    /// The node whose value the kernel writes (its one output).
+    /// The node whose value the kernel writes (its one output; a custom kernel's last output).
     pub root: NodeId,
     /// Every node the kernel computes, in topological order; the last is `root`.
     pub members: Vec<NodeId>,
@@ -72,6 +74,18 @@ pub struct Kernel {
     /// Estimated bytes read (each input once) and written, with the cost model's sizes.
     pub bytes_read: u64,
     pub bytes_written: u64,
+}
+
+impl Kernel {
+    /// The nodes whose values the kernel writes to memory: every member of a custom kernel,
+    /// the root of any other.
+    pub fn outputs(&self) -> &[NodeId] {
+        if self.kind == KernelKind::Custom {
+            &self.members
+        } else {
+            std::slice::from_ref(&self.root)
+        }
+    }
 }
 
 /// The optimized graph and its kernels, in an order where each kernel follows those it reads.
@@ -84,8 +98,10 @@ pub struct FusedGraph {
 impl FusedGraph {
     /// Checks: every computed node is in exactly one kernel; a kernel's inputs are exactly the
     /// operands of its members that it does not compute, each a source or an earlier kernel's
-    /// root (so the kernel graph is acyclic); a member other than the root is used only inside
-    /// its kernel and is not a graph output; every output and state update is a source or a root.
+    /// output (so the kernel graph is acyclic); a member other than an output
+    /// ([`Kernel::outputs`]) is used only inside its kernel and is not a graph output; every
+    /// output and state update is a source or a kernel's output; a custom kernel's members are
+    /// custom nodes of one kernel over the same operands, each a different output of it.
     pub fn verify(&self) -> Result<(), OptError> {
         self.graph.verify()?;
         let g = &self.graph;
@@ -98,6 +114,12 @@ impl FusedGraph {
             {
                 return fail(k, "members must be distinct and end with the root".into());
             }
+            if kernel.kind == KernelKind::Custom {
+                if let Err(why) = check_custom_siblings(g, kernel) {
+                    return fail(k, why);
+                }
+            }
+            let written = kernel.outputs();
             for &m in &kernel.members {
                 if g.node(m).op.is_source() {
                     return fail(k, format!("{m} is a source, not a computed node"));
@@ -105,10 +127,11 @@ impl FusedGraph {
                 if let Some(other) = owner[m.index()].replace(k) {
                     return fail(k, format!("{m} is also in kernel {other}"));
                 }
-                if m != kernel.root && g.users(m).iter().any(|u| !members.contains(u)) {
+                let inner = !written.contains(&m);
+                if inner && g.users(m).iter().any(|u| !members.contains(u)) {
                     return fail(k, format!("{m} is used outside the kernel but not written"));
                 }
-                if m != kernel.root && g.outputs().iter().any(|(_, o)| *o == m) {
+                if inner && g.outputs().iter().any(|(_, o)| *o == m) {
                     return fail(k, format!("{m} is an output but not the kernel's root"));
                 }
             }
@@ -127,7 +150,7 @@ impl FusedGraph {
             {
                 return fail(k, format!("reads {i} before any kernel writes it"));
             }
-            materialized.insert(kernel.root);
+            materialized.extend(written.iter().copied());
         }
         let results = g.outputs().iter().map(|(_, o)| *o).chain(g.state_updates());
         for r in results {
@@ -143,4 +166,24 @@ impl FusedGraph {
         }
         Ok(())
     }
+}
+
+/// A custom kernel's members are nodes of one custom kernel over the same operands, each a
+/// different output of it (so one launch of its program writes them all).
+fn check_custom_siblings(g: &Graph, kernel: &Kernel) -> Result<(), String> {
+    let first = kernel.members[0];
+    let Op::Custom { kernel: shared, .. } = &g.node(first).op else {
+        return Err(format!("{first} is not a custom op"));
+    };
+    let mut seen = BTreeSet::new();
+    for &m in &kernel.members {
+        let same = matches!(&g.node(m).op, Op::Custom { kernel: k, output }
+            if k == shared && seen.insert(*output));
+        if !same || g.operands(m) != g.operands(first) {
+            return Err(format!(
+                "{m} is not another output of {first}'s custom kernel over the same operands"
+            ));
+        }
+    }
+    Ok(())
 }

@@ -11,15 +11,66 @@
 //! two geometries (one with odd sizes), batch 1 and 3, run after run at consecutive positions
 //! that cross page boundaries, the pool carried by the backend; tables that keep the contract
 //! (distinct pages). Exact: every element is copied or kept.
+//!
+//! Rotary embedding at a run-time position (`tir_lower::custom::rope`) of one token's heads,
+//! `[1, heads, 1, head_dim]` with `heads` symbolic, in f16, bf16 and f32, with i64 and i32
+//! positions in `0..=32`. Its angles are rounded in f32 (an error under `0.75 · 2^-22 · pos`
+//! radians against the oracle, see the kernel's module), which grows with the position like a
+//! reduction's error with the square root of its length: the tolerance is the composite class
+//! with `len = (8 · 32)^2`, `4 · 256 · 2^-24` relative, a margin of 4 over the kernel's bound
+//! for a device whose `exp` is a few times less exact than the reference's.
 
 use super::{Corpus, Result};
 use crate::tolerance::Tolerance;
 use crate::values::Values;
-use tir_graph::{shape, DType, GraphBuilder};
+use tir_graph::{shape, DType, GraphBuilder, Shape};
 use tir_lower::custom::paged_kv::{paged_append, PagedLayout};
-use tir_lower::custom::topk::topk;
+use tir_lower::custom::{rope::rope, topk::topk};
 
 pub(super) fn add(c: &mut Corpus) -> Result<()> {
+    add_topk(c)?;
+    add_rope(c)?;
+    paged(c)
+}
+
+/// The largest position the rotary cases draw.
+const ROPE_MAX_POS: u64 = 32;
+
+fn add_rope(c: &mut Corpus) -> Result<()> {
+    let cases = [
+        (DType::F16, DType::I64, 128u64),
+        (DType::F16, DType::I32, 64),
+        (DType::F32, DType::I64, 128),
+        (DType::F32, DType::I64, 8),
+        (DType::BF16, DType::I64, 128),
+    ];
+    for (dtype, pos_dtype, head_dim) in cases {
+        // The table above holds only sizes rope takes: a refusal is a bug of it.
+        let kernel = rope(dtype, pos_dtype, head_dim, 10000.0)
+            .unwrap_or_else(|e| panic!("the rope table: {e}"));
+        let g = GraphBuilder::new();
+        let x = g.input("x", dtype, shape![1, "heads", 1, head_dim])?;
+        let pos = g.input("pos", pos_dtype, Shape::scalar())?;
+        let out = g.custom(&kernel, &[&x, &pos])?;
+        g.output("y", &out[0])?;
+        let name = format!("custom/rope/{dtype}/1_x_heads_x1_x{head_dim}_pos_{pos_dtype}");
+        let values = |input: &str| match input {
+            "pos" => Values::Uniform(0.0, ROPE_MAX_POS as f64),
+            _ => Values::Default,
+        };
+        let len = (8 * ROPE_MAX_POS).pow(2);
+        c.add(
+            name,
+            g.finish()?,
+            &[vec![("heads", 32)], vec![("heads", 1)], vec![("heads", 5)]],
+            &values,
+            Tolerance::composite(len),
+        );
+    }
+    Ok(())
+}
+
+fn add_topk(c: &mut Corpus) -> Result<()> {
     let shapes: [(u64, u64); 5] = [(37, 5), (100, 64), (7, 7), (1, 1), (1000, 16)];
     for dtype in [DType::F16, DType::F32] {
         for (n, k) in shapes {
@@ -43,7 +94,7 @@ pub(super) fn add(c: &mut Corpus) -> Result<()> {
             }
         }
     }
-    paged(c)
+    Ok(())
 }
 
 /// A geometry, its tables (one row per sequence, distinct pages) and the runs: sequence `b` at

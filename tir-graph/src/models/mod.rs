@@ -3,7 +3,7 @@
 //! builders for tests and benchmarks at other sizes.
 
 use crate::quant::{QuantError, WeightFormat};
-use crate::{shape, DType, Graph, GraphBuilder, GraphError, ReshapeDim, Tensor};
+use crate::{shape, DType, Dim, Graph, GraphBuilder, GraphError, ReshapeDim, Tensor};
 
 pub mod bert;
 
@@ -146,7 +146,32 @@ pub fn decoder_block(cfg: &DecoderConfig) -> Result<Graph> {
 /// plain names), all at position `pos`: the token loop of a decoder-only model without its
 /// embedding and head.
 pub fn decoder(cfg: &DecoderConfig, layers: u64) -> Result<Graph> {
-    decoder_with(cfg, layers, &|g, name, k, n| {
+    decoder_rope(cfg, layers, &Rope::None)
+}
+
+/// How a decode step applies rotary position embeddings to each layer's q and new k (before
+/// the k cache write) at the step's position `pos`.
+#[derive(Clone, Debug, Default)]
+pub enum Rope {
+    /// None: the plain decoder ([`decoder`]).
+    #[default]
+    None,
+    /// [`rope_at`] with frequencies `base^(-2i / head_dim)`, built from IR ops (fusion decides
+    /// where its cos, sin and products go).
+    Composite {
+        /// The frequency base (10000 in most models).
+        base: f64,
+    },
+    /// A user's kernel taking `(x: f16[1, heads, 1, head_dim], pos: i64[])` to `y` of `x`'s
+    /// type, applied to q and to the new k: `tir_lower::custom::rope::rope`'s, built by the
+    /// caller (tir-graph sits below the kernel's author, tir-lower).
+    Kernel(crate::CustomRef),
+}
+
+/// [`decoder`] with rotary position embeddings on each layer's q and new k, applied as `rope`
+/// says; [`Rope::None`] is [`decoder`] itself.
+pub fn decoder_rope(cfg: &DecoderConfig, layers: u64, rope: &Rope) -> Result<Graph> {
+    decoder_with(cfg, layers, rope, &|g, name, k, n| {
         g.parameter(name, DType::F16, shape![k, n])
     })
 }
@@ -162,7 +187,9 @@ pub fn quantized_decoder(
     layers: u64,
     format: WeightFormat,
 ) -> std::result::Result<Graph, QuantError> {
-    decoder_with(cfg, layers, &|g, name, k, n| format.declare(g, name, k, n))
+    decoder_with(cfg, layers, &Rope::None, &|g, name, k, n| {
+        format.declare(g, name, k, n)
+    })
 }
 
 /// Declares the `[k, n]` projection `name` and returns it as f16.
@@ -172,6 +199,7 @@ type Projection<'a, E> =
 fn decoder_with<E: From<GraphError>>(
     cfg: &DecoderConfig,
     layers: u64,
+    rope: &Rope,
     weight: &Projection<'_, E>,
 ) -> std::result::Result<Graph, E> {
     let g = GraphBuilder::new();
@@ -183,21 +211,48 @@ fn decoder_with<E: From<GraphError>>(
         } else {
             format!("l{layer}.")
         };
-        x = decoder_layer(&g, cfg, &prefix, &x, &pos, weight)?;
+        let layer = Layer {
+            prefix: &prefix,
+            pos: &pos,
+            rope,
+        };
+        x = decoder_layer(&g, cfg, &layer, &x, weight)?;
     }
     g.output("y", &x)?;
     Ok(g.finish()?)
 }
 
-/// One decoder block's step on `x` at `pos`, its parameters and states named with `prefix`.
+/// What a decoder layer is built with besides its sizes: its names' prefix, the step's position
+/// and how it applies rotary embeddings.
+struct Layer<'a> {
+    prefix: &'a str,
+    pos: &'a Tensor,
+    rope: &'a Rope,
+}
+
+/// `x` (q or the new k, `[1, heads, 1, head_dim]`) rotated at `pos` as `rope` says.
+fn apply_rope(x: Tensor, pos: &Tensor, rope: &Rope) -> Result<Tensor> {
+    match rope {
+        Rope::None => Ok(x),
+        Rope::Composite { base } => rope_at(&x, pos, *base),
+        Rope::Kernel(kernel) => {
+            let out = x.builder().custom(kernel.kernel(), &[&x, pos])?;
+            // A kernel with no output is refused when declared.
+            Ok(out.into_iter().next().unwrap_or(x))
+        }
+    }
+}
+
+/// One decoder block's step on `x` at `layer.pos`, its parameters and states named with
+/// `layer.prefix`.
 fn decoder_layer<E: From<GraphError>>(
     g: &GraphBuilder,
     cfg: &DecoderConfig,
-    prefix: &str,
+    layer: &Layer<'_>,
     x: &Tensor,
-    pos: &Tensor,
     weight: &Projection<'_, E>,
 ) -> std::result::Result<Tensor, E> {
+    let (prefix, pos) = (layer.prefix, layer.pos);
     let (hidden, heads, ctx, ffn) = (cfg.hidden, cfg.heads, cfg.context, cfg.ffn);
     let head_dim = hidden / heads;
     let name = |n: &str| format!("{prefix}{n}");
@@ -221,7 +276,9 @@ fn decoder_layer<E: From<GraphError>>(
 
     let h = x.rms_norm(&norm1, 1e-5)?;
     let q = split_heads(&h.matmul(&wq)?, 1, heads, head_dim)?;
+    let q = apply_rope(q, pos, layer.rope)?;
     let k_new = split_heads(&h.matmul(&wk)?, 1, heads, head_dim)?;
+    let k_new = apply_rope(k_new, pos, layer.rope)?;
     let v_new = split_heads(&h.matmul(&wv)?, 1, heads, head_dim)?;
     k_cache.write_slice_at(&k_new, 2, pos)?;
     v_cache.write_slice_at(&v_new, 2, pos)?;
@@ -302,6 +359,32 @@ pub fn transformer(cfg: &TransformerConfig) -> Result<Graph> {
     let final_norm = g.parameter("final_norm", DType::F16, shape![hidden])?;
     g.output("y", &x.rms_norm(&final_norm, 1e-5)?)?;
     g.finish()
+}
+
+/// Rotary position embedding of `x: [.., head_dim]` at the run-time position `pos` (an i64 or
+/// i32 scalar): `x * cos + rotate_half(x) * sin` (half-split, as [`transformer`] applies it),
+/// where lane `j` of cos and sin is the angle `pos * base^(-2 (j mod h) / head_dim)`,
+/// `h = head_dim / 2`. Built from IR ops: the inverse frequencies are an f32 constant, the
+/// angles, cos and sin are computed in f32 and rounded to `x`'s dtype. What `Rope::Composite`
+/// applies in the decoder, and the reference of `tir_lower::custom::rope`'s kernel.
+pub fn rope_at(x: &Tensor, pos: &Tensor, base: f64) -> Result<Tensor> {
+    let g = x.builder();
+    let shape = x.shape();
+    // A symbolic or odd last dim makes the halves disagree with `x`: inference then refuses the
+    // product `x * cos`, naming the node.
+    let head_dim = shape.dims().last().and_then(Dim::as_static).unwrap_or(0);
+    let half = head_dim / 2;
+    let inverse: Vec<f64> = (0..half)
+        .map(|i| base.powf(-2.0 * i as f64 / head_dim as f64) as f32 as f64)
+        .collect();
+    let inverse = g.constant(DType::F32, shape![half], &inverse)?;
+    let angle = (&pos.cast(DType::F32)? * &inverse)?;
+    let dtype = x.ty().dtype;
+    let cos = angle.cos()?.cast(dtype)?;
+    let sin = angle.sin()?.cast(dtype)?;
+    let cos = g.concat(&[&cos, &cos], 0)?;
+    let sin = g.concat(&[&sin, &sin], 0)?;
+    rotary(x, &cos, &sin)
 }
 
 /// Rotary embedding of `x: [.., seq, head_dim]`: `x * cos + rotate_half(x) * sin`.

@@ -90,6 +90,8 @@ struct Job {
     members: BTreeSet<NodeId>,
     inputs: Vec<NodeId>,
     out: usize,
+    /// The other nodes it writes, with their buffers: a custom kernel's outputs but the root's.
+    siblings: Vec<(NodeId, usize)>,
     /// A kernel too small to fill the target: its loop runs as two kernels.
     split: Option<Split>,
 }
@@ -215,19 +217,25 @@ fn assign_buffers(fused: &FusedGraph) -> Assigned {
     };
     let mut jobs = Vec::new();
     for (i, k) in fused.kernels.iter().enumerate() {
-        let out = if g.node(k.root).op.is_state_update() {
-            buffer_of[&g.operands(k.root)[0]]
-        } else if let Some(name) = output_name(k.root) {
-            add(
-                &mut buffers,
-                format!("output \"{name}\""),
-                k.root,
-                Storage::Output,
-            )
-        } else {
-            add(&mut buffers, k.root.to_string(), k.root, Storage::Arena)
-        };
-        buffer_of.insert(k.root, out);
+        let mut written = Vec::with_capacity(k.outputs().len());
+        for &node in k.outputs() {
+            let out = if g.node(node).op.is_state_update() {
+                buffer_of[&g.operands(node)[0]]
+            } else if let Some(name) = output_name(node) {
+                add(
+                    &mut buffers,
+                    format!("output \"{name}\""),
+                    node,
+                    Storage::Output,
+                )
+            } else {
+                add(&mut buffers, node.to_string(), node, Storage::Arena)
+            };
+            buffer_of.insert(node, out);
+            written.push((node, out));
+        }
+        let out = buffer_of[&k.root];
+        written.retain(|(node, _)| *node != k.root);
         jobs.push(Job {
             name: format!("k{i}_{}", k.kind.name()),
             kind: k.kind,
@@ -235,6 +243,7 @@ fn assign_buffers(fused: &FusedGraph) -> Assigned {
             members: k.members.iter().copied().collect(),
             inputs: k.inputs.clone(),
             out,
+            siblings: written,
             split: None,
         });
     }
@@ -257,6 +266,7 @@ fn assign_buffers(fused: &FusedGraph) -> Assigned {
                     members: BTreeSet::new(),
                     inputs: vec![*node],
                     out,
+                    siblings: Vec::new(),
                     split: None,
                 });
                 out
@@ -359,6 +369,7 @@ fn move_out_of_place(
         members: BTreeSet::new(),
         inputs: vec![root],
         out: state_buffer,
+        siblings: Vec::new(),
         split: None,
     });
 }
@@ -383,7 +394,11 @@ fn predecessors(g: &Graph, jobs: &[Job], buffers: &[Buffer]) -> Vec<BTreeSet<usi
         .iter()
         .enumerate()
         .filter(|(_, j)| !j.members.is_empty())
-        .map(|(i, j)| (j.root, i))
+        .flat_map(|(i, j)| {
+            std::iter::once(j.root)
+                .chain(j.siblings.iter().map(|(n, _)| *n))
+                .map(move |n| (n, i))
+        })
         .collect();
     let mut preds: Vec<BTreeSet<usize>> = jobs
         .iter()
@@ -637,7 +652,8 @@ fn lower_kind(l: &mut KernelLowering, job: &Job, tiles: &TileShapes) -> Result<(
     Ok(())
 }
 
-/// A user's kernel ([`custom::instantiate`]) bound to `job`'s buffers.
+/// A user's kernel ([`custom::instantiate`]) bound to `job`'s buffers: one program writing
+/// every output the job's custom nodes are.
 fn lower_custom(
     g: &Graph,
     job: &Job,
@@ -648,11 +664,24 @@ fn lower_custom(
         kernel: job.name.clone(),
         reason,
     };
-    let Op::Custom { kernel, output } = &g.node(job.root).op else {
+    let Op::Custom { kernel, .. } = &g.node(job.root).op else {
         return Err(unsupported(
             "a custom kernel's root is not a custom op".into(),
         ));
     };
+    let mut written = Vec::with_capacity(1 + job.siblings.len());
+    for &(node, buffer) in std::iter::once(&(job.root, job.out)).chain(&job.siblings) {
+        let Op::Custom { output, .. } = &g.node(node).op else {
+            return Err(unsupported(format!(
+                "{node} of a custom kernel is not a custom op"
+            )));
+        };
+        if buffer >= buffers.len() {
+            return Err(unsupported("a custom kernel's output has no buffer".into()));
+        }
+        written.push((*output, buffer));
+    }
+    written.sort_unstable();
     let operands = g.operands(job.root);
     let types: Vec<&TensorType> = operands.iter().map(|&o| g.ty(o)).collect();
     let inputs = operands
@@ -660,23 +689,27 @@ fn lower_custom(
         .map(|o| buffer_of.get(o).copied())
         .collect::<Option<Vec<usize>>>()
         .ok_or_else(|| unsupported("an operand of a custom kernel has no buffer".into()))?;
-    if job.out >= buffers.len() {
-        return Err(unsupported("a custom kernel's output has no buffer".into()));
-    }
     let k = kernel.kernel();
-    if k.in_place_output() == Some(*output) && inputs.first() != Some(&job.out) {
-        let state = inputs.first().map_or("?", |&b| buffers[b].name.as_str());
-        return Err(unsupported(format!(
-            "custom kernel {} updates state `{state}` in place, but a kernel reads both the \
-             state's value from the start of the run and its new value; compute the read from \
-             one of them",
-            k.name()
-        )));
+    if let Some(&(_, buffer)) = written
+        .iter()
+        .find(|(o, _)| Some(*o) == k.in_place_output())
+    {
+        if inputs.first() != Some(&buffer) {
+            let state = inputs.first().map_or("?", |&b| buffers[b].name.as_str());
+            return Err(unsupported(format!(
+                "custom kernel {} updates state `{state}` in place, but a kernel reads both \
+                 the state's value from the start of the run and its new value; compute the \
+                 read from one of them",
+                k.name()
+            )));
+        }
     }
-    let out_name = k.outputs().get(*output).map_or("", |o| o.name.as_str());
-    let name = format!("{}_{}_{out_name}", job.name, k.name());
-    custom::instantiate(k, *output, &types, &inputs, job.out, name)
-        .map_err(|e| unsupported(e.to_string()))
+    let out_names: Vec<&str> = written
+        .iter()
+        .map(|(o, _)| k.outputs().get(*o).map_or("", |o| o.name.as_str()))
+        .collect();
+    let name = format!("{}_{}_{}", job.name, k.name(), out_names.join("_"));
+    custom::instantiate(k, &written, &types, &inputs, name).map_err(|e| unsupported(e.to_string()))
 }
 
 /// The contract of `job`'s kernel if it is an unsafe user's kernel.

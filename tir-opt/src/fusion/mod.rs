@@ -18,6 +18,8 @@
 //! anyway, so fusing its computation as well would compute it twice (never done: a matmul used
 //! by two kernels stays its own kernel); and it makes each node belong to exactly one kernel.
 //! The kernel graph cannot have a cycle: every member of a kernel is an ancestor of its root.
+//! The one exception to "one root": after extraction, the custom nodes of one user's kernel over
+//! the same operands (one per output) are merged into one kernel writing them all.
 
 pub mod cost;
 pub mod kinds;
@@ -27,9 +29,9 @@ use crate::saturate::{Bound, Limits, SaturationStats};
 use crate::OptError;
 use cost::FusionTarget;
 use egg::{CostFunction, EGraph, Extractor, Id, Language};
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Instant;
-use tir_graph::{Graph, NodeId, Op};
+use tir_graph::{CustomRef, Graph, NodeId, Op};
 
 /// An e-node of the fusion e-graph.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -535,6 +537,44 @@ fn extract(search: &Search) -> Result<Vec<Kernel>, OptError> {
             bytes_written: search.target.bytes(g.ty(*root)),
         });
     }
-    kernels.sort_by_key(|k| k.root);
+    let mut kernels = merge_custom_siblings(g, kernels);
+    // A kernel's first output comes after everything it reads and before every reader of its
+    // outputs, so this order has each kernel after those it reads.
+    kernels.sort_by_key(|k| k.outputs().iter().min().copied());
     Ok(kernels)
+}
+
+/// Merges the kernels of sibling custom nodes (one kernel's outputs over the same operands)
+/// into one kernel writing them all: the program runs once for all its outputs, not once per
+/// output with the others' stores dropped. Each was a kernel alone, so the merged one reads the
+/// same inputs and nothing else changes.
+fn merge_custom_siblings(g: &Graph, kernels: Vec<Kernel>) -> Vec<Kernel> {
+    let mut merged: Vec<Kernel> = Vec::with_capacity(kernels.len());
+    let mut group_of: HashMap<(CustomRef, Vec<NodeId>), usize> = HashMap::new();
+    for kernel in kernels {
+        let Op::Custom { kernel: shared, .. } = &g.node(kernel.root).op else {
+            merged.push(kernel);
+            continue;
+        };
+        let key = (shared.clone(), g.operands(kernel.root).to_vec());
+        match group_of.get(&key) {
+            Some(&i)
+                if !merged[i]
+                    .members
+                    .iter()
+                    .any(|&m| g.node(m).op == g.node(kernel.root).op) =>
+            {
+                let into = &mut merged[i];
+                into.members.push(kernel.root);
+                into.members.sort_unstable();
+                into.root = *into.members.last().unwrap_or(&kernel.root);
+                into.bytes_written += kernel.bytes_written;
+            }
+            _ => {
+                group_of.insert(key, merged.len());
+                merged.push(kernel);
+            }
+        }
+    }
+    merged
 }

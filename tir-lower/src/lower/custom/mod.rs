@@ -10,9 +10,10 @@
 //!
 //! Lowering ([`instantiate`]) decodes the program, binds the kernel's symbols to the operands'
 //! dims (a static size becomes a constant, a symbol the graph's symbol), keeps the stores of the
-//! one output its node is (a node has one value: the program runs once per output node), and
-//! binds the parameters to the kernel's buffers. The result is an ordinary [`TileKernel`]
-//! writing its output [`Region::Whole`]: the legality pass proves it with the obligations of
+//! outputs its nodes are (fusion gathers a kernel's sibling output nodes into one kernel, so the
+//! program runs once for all of them; an output no node uses is not written), and binds the
+//! parameters to the kernel's buffers. The result is an ordinary [`TileKernel`] writing each of
+//! its outputs [`Region::Whole`]: the legality pass proves it with the obligations of
 //! [`crate::legality`], unchanged, or refuses it naming the kernel, the programs and the region.
 //!
 //! **In place.** An output declared with [`KernelDef::output_in_place`] updates input 0, a graph
@@ -29,6 +30,7 @@
 //! may take its grid from an input ([`KernelDef::grid_over`]) when its writes are data-dependent.
 
 pub mod paged_kv;
+pub mod rope;
 pub mod topk;
 
 use crate::lower::builder::KernelBuilder;
@@ -482,33 +484,28 @@ impl Body<'_> {
     }
 }
 
-/// The tile program of `kernel`'s output `output`, bound to the buffers `inputs` (one per
-/// operand, of the operands' `types`) and `out`, named `name` (see the module doc). An output
-/// updating input 0 in place is bound to `out`, the state's buffer, as parameter 0.
+/// The tile program of `kernel` writing its outputs `written` (`(output, buffer)`, each output
+/// once, in output order), bound to the buffers `inputs` (one per operand, of the operands'
+/// `types`), named `name` (see the module doc). An output updating input 0 in place is bound to
+/// its buffer, the state's, as parameter 0.
 pub fn instantiate(
     kernel: &CustomKernel,
-    output: usize,
+    written: &[(usize, usize)],
     types: &[&TensorType],
     inputs: &[usize],
-    out: usize,
     name: String,
 ) -> Result<TileKernel, KernelError> {
     let fail = |reason: String| body_error(kernel.name(), reason);
-    let body = kernel.body();
-    if body.version != BODY_VERSION {
-        return Err(fail(format!(
-            "its body is encoding version {}, this build reads {BODY_VERSION}",
-            body.version
-        )));
-    }
-    let (mut program, _): (TileKernel, usize) =
-        bincode::serde::decode_from_slice(&body.bytes, bincode::config::standard())
-            .map_err(|e| fail(format!("its body does not decode: {e}")))?;
+    let mut program = decode(kernel)?;
     let bound = kernel.bind(types)?;
     let n = kernel.inputs().len();
-    if output >= kernel.outputs().len()
+    let outputs = kernel.outputs().len();
+    let in_order = written.windows(2).all(|w| w[0].0 < w[1].0);
+    if written.is_empty()
+        || !in_order
+        || written.iter().any(|(o, _)| *o >= outputs)
         || inputs.len() != n
-        || program.params.len() != n + kernel.outputs().len()
+        || program.params.len() != n + outputs
     {
         return Err(fail(
             "its body's parameters do not match its signature".into(),
@@ -516,43 +513,73 @@ pub fn instantiate(
     }
     bind_dims(&mut program.grid_body, &bound).map_err(&fail)?;
     bind_dims(&mut program.body, &bound).map_err(&fail)?;
-    let in_place = kernel.outputs()[output].updates.is_some();
-    // Parameter `n + output` becomes `n` (in place: 0, the state it updates, read and written
-    // through one parameter); the other outputs' parameters go.
-    let written_at = if in_place { 0 } else { n };
+    let in_place = |o: usize| kernel.outputs()[o].updates.is_some();
+    // Each written output's parameter: in place, 0 (the state it updates, read and written
+    // through one parameter); else the next after the inputs. Unwritten outputs' go.
+    let mut next = n;
+    let at: Vec<usize> = written
+        .iter()
+        .map(|&(o, _)| {
+            if in_place(o) {
+                return 0;
+            }
+            next += 1;
+            next - 1
+        })
+        .collect();
     let remap = |p: usize| -> Option<usize> {
         if p < n {
-            Some(p)
-        } else if p == n + output {
-            Some(written_at)
-        } else {
-            None
+            return Some(p);
         }
+        written.iter().position(|(o, _)| n + o == p).map(|j| at[j])
     };
-    keep_output(&mut program.body, &remap, &mut Vec::new());
-    let mut params = Vec::with_capacity(n + 1);
+    keep_outputs(&mut program.body, &remap, &mut Vec::new());
+    let mut params = Vec::with_capacity(n + written.len());
     for (i, &buffer) in inputs.iter().enumerate() {
         let mut p = program.params[i].clone();
         p.buffer = buffer;
         params.push(p);
     }
-    let mut written = program.params[n + output].clone();
-    written.buffer = out;
-    if in_place {
-        params[0] = written;
-    } else {
-        params.push(written);
+    for (&(output, buffer), &param) in written.iter().zip(&at) {
+        let mut p = program.params[n + output].clone();
+        p.buffer = buffer;
+        if param == 0 {
+            params[0] = p;
+        } else {
+            params.push(p);
+        }
     }
     program.params = params;
-    let region = match kernel.safety() {
-        Safety::Unsafe { .. } if in_place => Region::Scattered,
-        _ => Region::Whole,
-    };
-    program.writes = vec![WriteRegion {
-        param: written_at,
-        region,
-    }];
+    program.writes = written
+        .iter()
+        .zip(&at)
+        .map(|(&(output, _), &param)| WriteRegion {
+            param,
+            region: match kernel.safety() {
+                Safety::Unsafe { .. } if in_place(output) => Region::Scattered,
+                _ => Region::Whole,
+            },
+        })
+        .collect();
     program.name = name;
+    Ok(program)
+}
+
+/// The kernel's tile program, decoded from its body.
+fn decode(kernel: &CustomKernel) -> Result<TileKernel, KernelError> {
+    let body = kernel.body();
+    if body.version != BODY_VERSION {
+        return Err(body_error(
+            kernel.name(),
+            format!(
+                "its body is encoding version {}, this build reads {BODY_VERSION}",
+                body.version
+            ),
+        ));
+    }
+    let (program, _): (TileKernel, usize) =
+        bincode::serde::decode_from_slice(&body.bytes, bincode::config::standard())
+            .map_err(|e| body_error(kernel.name(), format!("its body does not decode: {e}")))?;
     Ok(program)
 }
 
@@ -579,9 +606,9 @@ fn bind_dims(block: &mut Block, bound: &BTreeMap<String, Dim>) -> Result<(), Str
 }
 
 /// Drops the views and stores of the parameters `remap` removes (a dropped store's token
-/// becomes a fresh token: it ordered nothing the kept output needs, since each output is
+/// becomes a fresh token: it ordered nothing the kept outputs need, since each output is
 /// stored once and never loaded) and renumbers the others.
-fn keep_output(
+fn keep_outputs(
     block: &mut Block,
     remap: &impl Fn(usize) -> Option<usize>,
     dropped_views: &mut Vec<ValueId>,
@@ -601,7 +628,7 @@ fn keep_output(
             }
             TileOp::LoadScalar { param, .. } => *param = remap(*param).unwrap_or(*param),
             TileOp::For { body, carried, .. } => {
-                keep_output(body, remap, dropped_views);
+                keep_outputs(body, remap, dropped_views);
                 for (_, t) in carried {
                     remap_type(t, remap);
                 }
