@@ -34,8 +34,9 @@ use tir_lower::{Program, Signature};
 /// residual; 7: cubins shared by several kernels, as batches assemble them, are stored once;
 /// 8: dims may be expressions; 9: a kernel that reads dims has a second entry for dims that
 /// 16 divides; 10: a program cut for a mesh carries its sharding plan; 11: a convolution kernel
-/// may carry a cuDNN library call).
-pub const FORMAT_VERSION: u32 = 11;
+/// may carry a cuDNN library call; 12: a user's unsafe kernel may write a scattered region, and
+/// a custom kernel several outputs).
+pub const FORMAT_VERSION: u32 = 12;
 /// The first bytes of every package.
 pub const MAGIC: [u8; 8] = *b"TIRPKG\0\0";
 /// Magic, version, payload length, checksum.
