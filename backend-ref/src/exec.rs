@@ -344,9 +344,18 @@ impl RefExecutable {
         dims: &BTreeMap<String, u64>,
     ) -> Result<(), BackendError> {
         let kernel = &self.program.kernels[k];
+        let unproven = self.program.certificates[k].is_unproven();
         let fail = |reason: String| BackendError::Kernel {
             kernel: kernel.name.clone(),
-            reason,
+            // An unsafe kernel runs on its author's word: what breaks in it is that contract.
+            reason: if unproven {
+                reason.replace(
+                    "a lowering bug",
+                    "this unsafe kernel's contract does not hold for these inputs",
+                )
+            } else {
+                reason
+            },
         };
         for check in &self.program.certificates[k].checks {
             let first = |b: usize| {

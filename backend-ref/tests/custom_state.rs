@@ -303,6 +303,29 @@ fn checking_mode_catches_a_table_naming_one_page_twice() {
     exe.run_f64(&inputs).unwrap();
 }
 
+#[test]
+fn an_index_an_unsafe_kernel_reads_out_of_range_blames_its_contract_not_lowering() {
+    // Position 9 is block 4 of a table row of 2 blocks: the read leaves the table.
+    let graph = paged_graph(DType::F32, DType::I64);
+    let compiled = compile(&graph).unwrap();
+    let inputs = sources(vec![
+        ("table", tensor(DType::I64, &[1, 2], vec![3.0, 1.0])),
+        ("pos", tensor(DType::I64, &[1], vec![9.0])),
+        ("new", random(DType::F32, &[1, 2, 12], 5)),
+    ]);
+    let mut exe = RefBackend::new().compile(&compiled.program).unwrap();
+    match exe.run_f64(&inputs) {
+        Err(BackendError::Kernel { reason, .. }) => {
+            assert!(
+                reason.contains("this unsafe kernel's contract does not hold for these inputs"),
+                "{reason}"
+            );
+            assert!(!reason.contains("lowering bug"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 /// An unsafe kernel whose program `p` stores its tile at `p / 2`: programs 0 and 1 both write
 /// tile 0 (and tiles 2 and 3 are never written).
 fn halves() -> CustomKernel {

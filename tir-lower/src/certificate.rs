@@ -37,6 +37,17 @@ pub struct Certificate {
     pub checks: Vec<LaunchCheck>,
 }
 
+/// How an unsafe user's kernel's certificate begins ([`crate::legality::unproven`]).
+pub const UNPROVEN: &str = "unproven: declared by its author";
+
+impl Certificate {
+    /// Whether the kernel is an unsafe user's kernel, run on its author's word: an index out of
+    /// range or a double write in it breaks that contract, not a rule lowering promised.
+    pub fn is_unproven(&self) -> bool {
+        self.facts.first().is_some_and(|f| f.starts_with(UNPROVEN))
+    }
+}
+
 /// `all_reduce_sum over 2 devices`, `all_gather along axis 1 over 2 devices`.
 pub fn collective_text(op: &tir_graph::Op) -> String {
     match op {

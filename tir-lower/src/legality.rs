@@ -438,7 +438,7 @@ pub fn certify(kernel: &TileKernel, buffers: &[Buffer]) -> Result<Certificate, L
 /// The certificate of an unsafe user's kernel: nothing is proven of its writes; it records its
 /// author's `contract` verbatim, what it claims of each buffer it writes, and who checks it.
 pub fn unproven(kernel: &TileKernel, buffers: &[Buffer], contract: &str) -> Certificate {
-    let mut facts = vec![format!("unproven: declared by its author: \"{contract}\"")];
+    let mut facts = vec![format!("{}: \"{contract}\"", crate::certificate::UNPROVEN)];
     for write in &kernel.writes {
         let name = kernel
             .params

@@ -270,7 +270,14 @@ fn compile_and_run(graph: &Graph) {
         0,
     );
     if let Err(BackendError::Kernel { kernel, reason }) = exe.run_f64(&sources) {
-        if COMPILER_BUGS.iter().any(|bug| reason.contains(bug)) {
+        // An unsafe user's kernel given inputs that break its author's contract (random block
+        // tables) fails as checking mode should, not as a compiler bug.
+        let unproven = compiled
+            .program
+            .certificates
+            .iter()
+            .any(|c| c.kernel == kernel && c.is_unproven());
+        if !unproven && COMPILER_BUGS.iter().any(|bug| reason.contains(bug)) {
             panic!("kernel {kernel}: {reason}");
         }
     }
