@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 use backend_ref::RefBackend;
 use common::{random, sources};
 use tir_graph::{shape, CustomKernel, DType, Dim, Graph, GraphBuilder};
-use tir_lower::custom::{rope::rope, topk::topk, KernelDef};
+use tir_lower::custom::rope::{rope, rope_into_cache};
+use tir_lower::custom::{topk::topk, KernelDef};
 use tir_lower::testing::RunF64;
 use tir_lower::tile::IndexOp;
 use tir_lower::{Backend, LowerError};
@@ -140,8 +141,8 @@ fn topk_round_trips_through_files_and_text() {
     );
     let parsed = tir_graph::text::parse(&text).unwrap();
     assert_eq!(parsed.to_data(), graph.to_data());
-    // A version-5 reader refuses the file with its one line (version 6: in-place outputs).
-    assert_eq!(tir_graph::file::FORMAT_VERSION, 6);
+    // A version-6 reader refuses the file with its one line (version 7: slices of states).
+    assert_eq!(tir_graph::file::FORMAT_VERSION, 7);
 }
 
 #[test]
@@ -289,22 +290,32 @@ fn the_decoder_with_rope_matches_the_oracle() {
         context: 8,
         ffn: 48,
     };
-    let kernel = rope(DType::F16, DType::I64, 16, 10000.0).unwrap();
+    let kernels = Rope::Kernel {
+        q: rope(DType::F16, DType::I64, 16, 10000.0).unwrap().into(),
+        k_into_cache: rope_into_cache(DType::F16, DType::I64, 16, 10000.0)
+            .unwrap()
+            .into(),
+    };
     let variants = [
         ("composite", Rope::Composite { base: 10000.0 }),
-        ("kernel", Rope::Kernel(kernel.into())),
+        ("kernel", kernels),
     ];
     let plain = decoder(&cfg, 2).unwrap();
     for (what, variant) in variants {
         let graph = decoder_rope(&cfg, 2, &variant).unwrap();
         let compiled = compile(&graph).unwrap();
-        let customs = compiled
-            .program
-            .kernels
-            .iter()
-            .filter(|k| k.name.contains("custom_rope"))
-            .count();
-        assert_eq!(customs, if what == "kernel" { 4 } else { 0 }, "{what}");
+        let named = |part: &str| {
+            compiled
+                .program
+                .kernels
+                .iter()
+                .filter(|k| k.name.contains(part))
+                .count()
+        };
+        // Per layer: q rotated, the new k rotated straight into its cache (no copy of its own).
+        let per_layer = if what == "kernel" { 2 } else { 0 };
+        assert_eq!(named("custom_rope_y"), per_layer, "{what}");
+        assert_eq!(named("custom_rope_into_cache"), per_layer, "{what}");
         let mut exe = RefBackend::checking().compile(&compiled.program).unwrap();
         let mut states = BTreeMap::new();
         for pos in [0u64, 1, 2] {

@@ -2,7 +2,9 @@
 //! a safe in-place accumulator proven and matching the oracle across runs (ordered after a
 //! reader of the state's old value), a safe in-place kernel reading another program's tile
 //! refused, the paged KV-cache append (unsafe) against the oracle across page boundaries, and
-//! checking mode catching an unsafe kernel's double writes.
+//! checking mode catching an unsafe kernel's double writes; a safe kernel writing a slice of its
+//! state at a run-time position (the rotary embedding into a key cache) proven, checked at
+//! launch, and matching the oracle.
 
 mod common;
 
@@ -12,6 +14,7 @@ use std::collections::BTreeMap;
 use tir_graph::eval::F64Tensor;
 use tir_graph::{shape, CustomKernel, DType, Dim, Graph, GraphBuilder};
 use tir_lower::custom::paged_kv::{paged_append, PagedLayout, CONTRACT};
+use tir_lower::custom::rope::rope_into_cache;
 use tir_lower::custom::KernelDef;
 use tir_lower::testing::RunF64;
 use tir_lower::tile::IndexOp;
@@ -365,5 +368,152 @@ fn checking_mode_catches_an_unsafe_kernels_programs_writing_one_element() {
         err,
         "kernel k0_custom_halves_y: programs [0] and [1] both write element 0 (index [0]) of \
          buffer output \"y\""
+    );
+}
+
+/// A key cache `k_cache: dtype[1, 3, 5, head_dim]` that `rope_into_cache` writes the rotated `x`
+/// into at `pos`.
+fn rope_cache_graph(dtype: DType, head_dim: u64) -> Graph {
+    let kernel = rope_into_cache(dtype, DType::I64, head_dim, 10000.0).unwrap();
+    let g = GraphBuilder::new();
+    let cache = g
+        .state("k_cache", dtype, shape![1, 3, 5, head_dim])
+        .unwrap();
+    let x = g.input("x", dtype, shape![1, 3, 1, head_dim]).unwrap();
+    let pos = g
+        .input("pos", DType::I64, tir_graph::Shape::scalar())
+        .unwrap();
+    g.custom(&kernel, &[&cache, &x, &pos]).unwrap();
+    g.finish().unwrap()
+}
+
+fn position(pos: i64) -> F64Tensor {
+    tensor(DType::I64, &[], vec![pos as f64])
+}
+
+#[test]
+fn rope_into_cache_is_proven_on_its_slice_and_matches_the_oracle_run_after_run() {
+    for (dtype, head_dim, eps) in [(DType::F32, 8, 1e-6), (DType::F16, 64, 2e-3)] {
+        let graph = rope_cache_graph(dtype, head_dim);
+        assert_eq!(graph.state_updates().len(), 1);
+        let compiled = compile(&graph).unwrap();
+        // One kernel: no rotated copy, no separate cache write.
+        assert_eq!(compiled.program.kernels.len(), 1);
+        let cert = &compiled.program.certificates[0];
+        let facts = cert.facts.join("\n");
+        assert!(
+            facts
+                .contains("the slice of k_cache of length 1 along axis 2 at the run-time position"),
+            "{facts}"
+        );
+        assert_eq!(cert.checks.len(), 1, "the position is checked at launch");
+        let mut exe = RefBackend::checking().compile(&compiled.program).unwrap();
+        let mut state = BTreeMap::new();
+        state.insert(
+            "k_cache".to_string(),
+            tensor(
+                dtype,
+                &[1, 3, 5, head_dim],
+                vec![0.0; 15 * head_dim as usize],
+            ),
+        );
+        // Out of order, so rows written earlier must keep their values.
+        for (run, pos) in [3i64, 0, 4, 1, 3].into_iter().enumerate() {
+            let x = random(dtype, &[1, 3, 1, head_dim], 40 + run as u64);
+            let src = sources(vec![("x", x), ("pos", position(pos))]);
+            exe.run_f64(&src).unwrap();
+            let mut oracle = src.clone();
+            oracle.extend(state.clone());
+            let want = tir_graph::evaluate(&graph, &oracle).unwrap();
+            state = exe.states_f64();
+            let (got, want) = (&state["k_cache"].data, &want.states["k_cache"].data);
+            assert_eq!(got.len(), want.len());
+            for (i, (g, w)) in got.iter().zip(want).enumerate() {
+                assert!(
+                    (g - w).abs() <= eps * (1.0 + w.abs()),
+                    "{dtype} run {run} pos {pos} element {i}: {g} against {w}"
+                );
+            }
+            // The row just written is rotated (pos 0 is the identity), the others not all zero.
+            if pos > 0 {
+                assert!(got.iter().any(|v| *v != 0.0));
+            }
+        }
+    }
+}
+
+#[test]
+fn rope_into_cache_at_a_position_past_the_cache_is_refused_at_launch() {
+    let graph = rope_cache_graph(DType::F32, 8);
+    let compiled = compile(&graph).unwrap();
+    let mut exe = RefBackend::checking().compile(&compiled.program).unwrap();
+    let x = random(DType::F32, &[1, 3, 1, 8], 5);
+    exe.run_f64(&sources(vec![("x", x.clone()), ("pos", position(2))]))
+        .unwrap();
+    let before = exe.states_f64();
+    for pos in [5, -1] {
+        let src = sources(vec![("x", x.clone()), ("pos", position(pos))]);
+        let err = exe.run_f64(&src).unwrap_err().to_string();
+        assert!(
+            err.contains("the write position of state `k_cache` (custom kernel rope_into_cache)"),
+            "{err}"
+        );
+        assert!(!err.contains('\n'), "one line: {err}");
+        assert_eq!(exe.states_f64()["k_cache"].data, before["k_cache"].data);
+    }
+}
+
+/// A slice kernel storing its tiles at the state's first rows instead of its slice.
+fn stores_outside_its_slice() -> CustomKernel {
+    let g = GraphBuilder::new();
+    let cache = g.input("cache", DType::F32, shape![4, 8]).unwrap();
+    let row = g.input("row", DType::F32, shape![1, 8]).unwrap();
+    let pos = g
+        .input("pos", DType::I64, tir_graph::Shape::scalar())
+        .unwrap();
+    let at = g
+        .iota(Dim::Static(4))
+        .unwrap()
+        .eq(&pos)
+        .unwrap()
+        .unsqueeze(&[1])
+        .unwrap();
+    g.output("cache_new", &at.select(&row, &cache).unwrap())
+        .unwrap();
+    let reference = g.finish().unwrap();
+    KernelDef::new("misplaced")
+        .input("cache", DType::F32, &[Dim::Static(4), Dim::Static(8)])
+        .input("row", DType::F32, &[Dim::Static(1), Dim::Static(8)])
+        .input("pos", DType::I64, &[])
+        .output_in_place_slice("cache_new", &[1, 8], (0, Dim::Static(1), 2))
+        .build(&reference, |b| {
+            let at = [b.program_id(0)?, b.program_id(1)?];
+            let rows = b.input_view(1)?;
+            let tile = b.load(rows, &at, &[1, 8], 0.0)?;
+            // The whole state's view, not the slice's: row 0 whatever the position.
+            let whole = b.input_view(0)?;
+            b.store(whole, &at, tile)
+        })
+        .unwrap()
+}
+
+#[test]
+fn a_slice_kernel_storing_outside_its_slice_is_refused_naming_the_state() {
+    let g = GraphBuilder::new();
+    let cache = g.state("cache", DType::F32, shape![4, 8]).unwrap();
+    let row = g.input("row", DType::F32, shape![1, 8]).unwrap();
+    let pos = g
+        .input("pos", DType::I64, tir_graph::Shape::scalar())
+        .unwrap();
+    g.custom(&stores_outside_its_slice(), &[&cache, &row, &pos])
+        .unwrap();
+    let err = compile(&g.finish().unwrap()).unwrap_err().to_string();
+    // Its one program stores a tile of the whole state, which the partition of the slice's
+    // one row does not cover.
+    assert!(
+        err.contains(
+            "kernel k0_custom_misplaced_cache_new: the partition of cache does not cover it"
+        ),
+        "{err}"
     );
 }

@@ -515,10 +515,19 @@ fn rope_variants(
     per_layer_bytes: f64,
 ) -> Result<()> {
     let head_dim = cfg.hidden / cfg.heads;
-    let kernel = tir_lower::custom::rope::rope(DType::F16, DType::I64, head_dim, 10000.0)?;
+    let kernels = models::Rope::Kernel {
+        q: tir_lower::custom::rope::rope(DType::F16, DType::I64, head_dim, 10000.0)?.into(),
+        k_into_cache: tir_lower::custom::rope::rope_into_cache(
+            DType::F16,
+            DType::I64,
+            head_dim,
+            10000.0,
+        )?
+        .into(),
+    };
     let variants = [
         ("composite", models::Rope::Composite { base: 10000.0 }),
-        ("kernel", models::Rope::Kernel(kernel.into())),
+        ("kernel", kernels),
     ];
     for (tag, rope) in variants {
         for (name, n) in [

@@ -16,7 +16,8 @@
 //! A kernel with several outputs is one [`crate::Op::Custom`] node per output (a node has one
 //! value); each names the output it is. An output may update input 0 in place
 //! ([`CustomOutput::updates`]): its node is then a state update of the state given as operand 0,
-//! ordered like `state_write_slice`, and its reference output is the state's whole new value.
+//! ordered like `state_write_slice`, and its reference output is the state's whole new value;
+//! it writes all of the state, or a slice of it at a run-time position ([`StateSlice`]).
 //! Guarantees of [`CustomKernel::new`]: names are unique, every output dim is static or a symbol
 //! of an input, every tile dim is a power of two and as many as the output's rank, at most one
 //! output updates an input, and that is input 0 with the output's dtype and dims, and the
@@ -56,6 +57,37 @@ pub struct CustomOutput {
     /// like `state_write_slice` (its buffer is the state's). Only input 0 can be updated: a
     /// state update names its state as operand 0.
     pub updates: Option<usize>,
+    /// With [`CustomOutput::updates`]: the part of the state the kernel writes, when not all of
+    /// it. The partition then tiles that slice ([`CustomOutput::written_dims`]), and the rest of
+    /// the state keeps its value.
+    pub slice: Option<StateSlice>,
+}
+
+/// A slice of a state at a run-time position, what an in-place output writes: `len` elements
+/// along `axis` from the position held by input `start` (an `i32`/`i64` scalar), every other
+/// axis whole, as `state_write_slice` writes (and, like it, checked to lie inside the state
+/// before each launch).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateSlice {
+    /// The axis sliced.
+    pub axis: usize,
+    /// Elements along it: a size or a symbol of an input.
+    pub len: Dim,
+    /// The input holding the first element's position.
+    pub start: usize,
+}
+
+impl CustomOutput {
+    /// The dims the partition tiles: the output's, or its [`StateSlice`]'s.
+    pub fn written_dims(&self) -> Vec<Dim> {
+        let mut dims = self.dims.clone();
+        if let Some(slice) = &self.slice {
+            if let Some(d) = dims.get_mut(slice.axis) {
+                *d = slice.len.clone();
+            }
+        }
+        dims
+    }
 }
 
 /// Whether the legality pass must prove the kernel's writes.
@@ -219,6 +251,34 @@ impl CustomKernel {
                 out.name, input.name, out.dtype, out.dims, input.dtype, input.dims
             )));
         }
+        out.slice
+            .as_ref()
+            .map_or(Ok(()), |slice| self.check_slice(out, slice))
+    }
+
+    /// A [`StateSlice`] is along an axis of the state, of a size or an input's symbol, from a
+    /// scalar integer input other than the state.
+    fn check_slice(&self, out: &CustomOutput, slice: &StateSlice) -> Result<(), CustomError> {
+        if slice.axis >= out.dims.len() || matches!(slice.len, Dim::Expr(_)) {
+            return Err(self.fail(format!(
+                "output {} writes a slice of length {} along axis {} of a rank-{} state; the \
+                 axis must be the state's and the length a size or a symbol",
+                out.name,
+                slice.len,
+                slice.axis,
+                out.dims.len()
+            )));
+        }
+        let position = self.inputs.get(slice.start).filter(|i| {
+            slice.start != 0 && i.dims.is_empty() && matches!(i.dtype, DType::I32 | DType::I64)
+        });
+        if position.is_none() {
+            return Err(self.fail(format!(
+                "output {} writes a slice from the position in input {}; that must be an i32 \
+                 or i64 scalar input other than the state",
+                out.name, slice.start
+            )));
+        }
         Ok(())
     }
 
@@ -230,6 +290,21 @@ impl CustomKernel {
         }) {
             return Err(self.fail(format!(
                 "output {} has dim {d}, neither a size nor a symbol of an input",
+                out.name
+            )));
+        }
+        if let Some(slice) = out.slice.as_ref().filter(|s| match &s.len {
+            Dim::Symbolic(name) => !symbols.contains(name),
+            _ => false,
+        }) {
+            return Err(self.fail(format!(
+                "output {} writes a slice of length {}, neither a size nor a symbol of an input",
+                out.name, slice.len
+            )));
+        }
+        if out.slice.is_some() && out.updates.is_none() {
+            return Err(self.fail(format!(
+                "output {} writes a slice of a state but updates no input in place",
                 out.name
             )));
         }
@@ -388,14 +463,7 @@ impl CustomKernel {
                 self.outputs.len()
             ))
         })?;
-        let dims: Vec<Dim> = out
-            .dims
-            .iter()
-            .map(|d| match d {
-                Dim::Symbolic(s) => bound.get(s).cloned().unwrap_or_else(|| d.clone()),
-                d => d.clone(),
-            })
-            .collect();
+        let dims: Vec<Dim> = out.dims.iter().map(|d| bind_dim(d, bound)).collect();
         let shape =
             crate::Shape::new(dims).map_err(|e| self.fail(format!("output {}: {e}", out.name)))?;
         Ok(TensorType::new(out.dtype, shape))
@@ -406,6 +474,14 @@ impl CustomKernel {
         let bytes = bincode::serde::encode_to_vec(self, bincode::config::standard())
             .expect("a custom kernel always encodes");
         crate::file::checksum(&bytes)
+    }
+}
+
+/// `dim` with a kernel's symbols replaced by their binding ([`CustomKernel::bind`]).
+pub fn bind_dim(dim: &Dim, bound: &BTreeMap<String, Dim>) -> Dim {
+    match dim {
+        Dim::Symbolic(s) => bound.get(s).cloned().unwrap_or_else(|| dim.clone()),
+        d => d.clone(),
     }
 }
 
@@ -514,6 +590,7 @@ mod tests {
                 dims: out_dims,
                 tile,
                 updates: None,
+                slice: None,
             }],
             Safety::Safe,
             &g.finish().unwrap(),
@@ -546,6 +623,90 @@ mod tests {
             err.to_string().contains("the reference has no output `y`"),
             "{err}"
         );
+    }
+
+    /// A kernel updating `cache: f32[4, 8]` in the slice `slice`, with `updates`, from inputs
+    /// `cache`, `row: f32[1, 8]`, `pos: i64[]`.
+    fn slice_writer(
+        slice: StateSlice,
+        updates: Option<usize>,
+    ) -> Result<CustomKernel, CustomError> {
+        let g = GraphBuilder::new();
+        let cache = g.input("cache", DType::F32, shape![4, 8]).unwrap();
+        g.input("row", DType::F32, shape![1, 8]).unwrap();
+        g.input("pos", DType::I64, crate::Shape::scalar()).unwrap();
+        g.output("cache_new", &cache).unwrap();
+        let input = |name: &str, dims: &[u64], dtype| CustomInput {
+            name: name.into(),
+            dtype,
+            dims: dims.iter().map(|&d| Dim::Static(d)).collect(),
+        };
+        CustomKernel::new(
+            "writer",
+            vec![
+                input("cache", &[4, 8], DType::F32),
+                input("row", &[1, 8], DType::F32),
+                input("pos", &[], DType::I64),
+            ],
+            vec![CustomOutput {
+                name: "cache_new".into(),
+                dtype: DType::F32,
+                dims: vec![Dim::Static(4), Dim::Static(8)],
+                tile: vec![1, 8],
+                updates,
+                slice: Some(slice),
+            }],
+            Safety::Safe,
+            &g.finish().unwrap(),
+            KernelBody {
+                version: 1,
+                bytes: vec![1],
+            },
+        )
+    }
+
+    #[test]
+    fn state_slices_are_checked() {
+        let slice = |axis, len: Dim, start| StateSlice { axis, len, start };
+        let k = slice_writer(slice(0, Dim::Static(1), 2), Some(0)).unwrap();
+        assert_eq!(
+            k.outputs()[0].written_dims(),
+            vec![Dim::Static(1), Dim::Static(8)]
+        );
+        for (bad, updates, want) in [
+            (
+                slice(2, Dim::Static(1), 2),
+                Some(0),
+                "along axis 2 of a rank-2 state",
+            ),
+            (
+                slice(0, Dim::Static(1), 1),
+                Some(0),
+                "must be an i32 or i64 scalar input",
+            ),
+            (
+                slice(0, Dim::Static(1), 0),
+                Some(0),
+                "must be an i32 or i64 scalar input",
+            ),
+            (
+                slice(0, Dim::from("m"), 2),
+                Some(0),
+                "neither a size nor a symbol",
+            ),
+            (
+                slice(0, Dim::Static(1), 2),
+                None,
+                "but updates no input in place",
+            ),
+        ] {
+            let err = slice_writer(bad, updates).unwrap_err().to_string();
+            assert!(
+                err.starts_with("custom kernel writer: output cache_new"),
+                "{err}"
+            );
+            assert!(err.contains(want), "{err}");
+        }
     }
 
     #[test]

@@ -28,9 +28,13 @@ pub const MAGIC: [u8; 8] = *b"TIRGRAPH";
 /// which changed how a custom op is stored: a version-5 reader refuses version 6 files as newer;
 /// version 2 to 5 files without a custom op are version 6 files, and a version-5 file with one is
 /// refused naming its version (write it again from its source).
-pub const FORMAT_VERSION: u32 = 6;
+/// Version 7 added slices at a run-time position to in-place outputs
+/// ([`crate::custom::CustomOutput::slice`]), changing again how a custom op is stored: a
+/// version-6 reader refuses version 7 files as newer; version 2 to 6 files without a custom op
+/// are version 7 files, and a version-5 or 6 file with one is refused naming its version.
+pub const FORMAT_VERSION: u32 = 7;
 /// The last version whose custom ops this build cannot read (see [`FORMAT_VERSION`]).
-const CUSTOM_CHANGED_AFTER: u32 = 5;
+const CUSTOM_CHANGED_AFTER: u32 = 6;
 /// The oldest format version this build reads.
 pub const OLDEST_READ_VERSION: u32 = 2;
 /// The header's size in bytes: magic, version, body length, checksum.
@@ -219,10 +223,11 @@ pub fn decode(bytes: &[u8]) -> Result<Graph, FileError> {
         return Err(FileError::Checksum { stored, computed });
     }
     let (data, used): (GraphData, usize) = decode_bincode(body).map_err(|e| {
-        FileError::Decode(if version == CUSTOM_CHANGED_AFTER {
+        FileError::Decode(if (5..=CUSTOM_CHANGED_AFTER).contains(&version) {
             format!(
                 "{e} (a version-{version} file that holds a custom op: custom ops are stored \
-                 differently since version 6; write the file again from its source)"
+                 differently since version {}; write the file again from its source)",
+                CUSTOM_CHANGED_AFTER + 1
             )
         } else {
             e

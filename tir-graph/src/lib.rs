@@ -30,7 +30,7 @@ pub mod weights;
 
 pub use builder::{GraphBuilder, Tensor};
 pub use custom::{
-    CustomError, CustomInput, CustomKernel, CustomOutput, CustomRef, KernelBody, Safety,
+    CustomError, CustomInput, CustomKernel, CustomOutput, CustomRef, KernelBody, Safety, StateSlice,
 };
 pub use dtype::DType;
 pub use eval::{evaluate, EvalError, Evaluation, F64Tensor};

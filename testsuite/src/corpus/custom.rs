@@ -19,17 +19,25 @@
 //! reduction's error with the square root of its length: the tolerance is the composite class
 //! with `len = (8 · 32)^2`, `4 · 256 · 2^-24` relative, a margin of 4 over the kernel's bound
 //! for a device whose `exp` is a few times less exact than the reference's.
+//!
+//! The same rotation written in place into a key cache at the position
+//! (`tir_lower::custom::rope::rope_into_cache`, a safe kernel writing a slice of its state),
+//! `custom/rope_into_cache/DTYPE/...`: an odd context, run after run at positions out of order
+//! (the first, the last, the middle), the cache carried by the backend, so rows written by
+//! earlier runs must keep their values.
 
 use super::{Corpus, Result};
 use crate::tolerance::Tolerance;
 use crate::values::Values;
 use tir_graph::{shape, DType, GraphBuilder, Shape};
 use tir_lower::custom::paged_kv::{paged_append, PagedLayout};
-use tir_lower::custom::{rope::rope, topk::topk};
+use tir_lower::custom::rope::{rope, rope_into_cache};
+use tir_lower::custom::topk::topk;
 
 pub(super) fn add(c: &mut Corpus) -> Result<()> {
     add_topk(c)?;
     add_rope(c)?;
+    add_rope_into_cache(c)?;
     paged(c)
 }
 
@@ -93,6 +101,45 @@ fn add_topk(c: &mut Corpus) -> Result<()> {
                 );
             }
         }
+    }
+    Ok(())
+}
+
+fn add_rope_into_cache(c: &mut Corpus) -> Result<()> {
+    let (heads, ctx) = (3u64, 9u64);
+    let positions = [4u64, 0, 8, 5, 1];
+    for (dtype, pos_dtype, head_dim) in [
+        (DType::F16, DType::I64, 128u64),
+        (DType::F32, DType::I32, 8),
+        (DType::BF16, DType::I64, 64),
+    ] {
+        // The table above holds only sizes the kernel takes: a refusal is a bug of it.
+        let kernel = rope_into_cache(dtype, pos_dtype, head_dim, 10000.0)
+            .unwrap_or_else(|e| panic!("the rope_into_cache table: {e}"));
+        let g = GraphBuilder::new();
+        let cache = g.state("k_cache", dtype, shape![1, heads, ctx, head_dim])?;
+        let x = g.input("x", dtype, shape![1, heads, 1, head_dim])?;
+        let pos = g.input("pos", pos_dtype, Shape::scalar())?;
+        let out = g.custom(&kernel, &[&cache, &x, &pos])?;
+        g.output("k_cache_after", &out[0])?;
+        let graph = g.finish()?;
+        let name =
+            format!("custom/rope_into_cache/{dtype}/1x{heads}x{ctx}x{head_dim}_pos_{pos_dtype}");
+        let runs = positions
+            .iter()
+            .enumerate()
+            .map(|(run, &at)| {
+                let mut s = c.sources(&name, &graph, &Vec::new(), run, &|_| Values::Default);
+                s.insert("pos".into(), super::explicit(pos_dtype, &[], &[at as f64]));
+                s
+            })
+            .collect();
+        c.add_runs(
+            name,
+            graph,
+            runs,
+            Tolerance::composite((8 * ROPE_MAX_POS).pow(2)),
+        );
     }
     Ok(())
 }

@@ -162,10 +162,18 @@ pub enum Rope {
         /// The frequency base (10000 in most models).
         base: f64,
     },
-    /// A user's kernel taking `(x: f16[1, heads, 1, head_dim], pos: i64[])` to `y` of `x`'s
-    /// type, applied to q and to the new k: `tir_lower::custom::rope::rope`'s, built by the
-    /// caller (tir-graph sits below the kernel's author, tir-lower).
-    Kernel(crate::CustomRef),
+    /// Users' kernels, built by the caller (tir-graph sits below their author, tir-lower):
+    /// `q` takes `(x: f16[1, heads, 1, head_dim], pos: i64[])` to `y` of `x`'s type
+    /// (`tir_lower::custom::rope::rope`), `k_into_cache` rotates the new k straight into the
+    /// k cache at `pos`, in place (`rope::rope_into_cache`: operands the cache, the new k and
+    /// `pos`). Attention then reads the updated caches (rows `0..=pos`) instead of the old cache
+    /// beside the new token: the rotated key is never a tensor of its own.
+    Kernel {
+        /// Rotates q.
+        q: crate::CustomRef,
+        /// Rotates the new k into the k cache.
+        k_into_cache: crate::CustomRef,
+    },
 }
 
 /// [`decoder`] with rotary position embeddings on each layer's q and new k, applied as `rope`
@@ -235,12 +243,17 @@ fn apply_rope(x: Tensor, pos: &Tensor, rope: &Rope) -> Result<Tensor> {
     match rope {
         Rope::None => Ok(x),
         Rope::Composite { base } => rope_at(&x, pos, *base),
-        Rope::Kernel(kernel) => {
-            let out = x.builder().custom(kernel.kernel(), &[&x, pos])?;
-            // A kernel with no output is refused when declared.
-            Ok(out.into_iter().next().unwrap_or(x))
-        }
+        Rope::Kernel { q, .. } => first_output(q, &[&x, pos]),
     }
+}
+
+/// Output 0 of `kernel` on `operands` (a kernel with no output is refused when declared).
+fn first_output(kernel: &crate::CustomRef, operands: &[&Tensor]) -> Result<Tensor> {
+    let out = operands[0].builder().custom(kernel.kernel(), operands)?;
+    Ok(out
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| operands[0].clone()))
 }
 
 /// One decoder block's step on `x` at `layer.pos`, its parameters and states named with
@@ -278,14 +291,26 @@ fn decoder_layer<E: From<GraphError>>(
     let q = split_heads(&h.matmul(&wq)?, 1, heads, head_dim)?;
     let q = apply_rope(q, pos, layer.rope)?;
     let k_new = split_heads(&h.matmul(&wk)?, 1, heads, head_dim)?;
-    let k_new = apply_rope(k_new, pos, layer.rope)?;
+    let k_new = match layer.rope {
+        Rope::Kernel { .. } => k_new,
+        rope => apply_rope(k_new, pos, rope)?,
+    };
     let v_new = split_heads(&h.matmul(&wv)?, 1, heads, head_dim)?;
-    k_cache.write_slice_at(&k_new, 2, pos)?;
-    v_cache.write_slice_at(&v_new, 2, pos)?;
-    let keys = g.concat(&[&k_cache, &k_new], 2)?;
-    let values = g.concat(&[&v_cache, &v_new], 2)?;
-    let cached = g.arange(DType::I64, ctx)?.lt(pos)?;
-    let visible = g.concat(&[&cached, &g.constant(DType::Bool, shape![1], &[1.0])?], 0)?;
+    let (keys, values, visible) = if let Rope::Kernel { k_into_cache, .. } = layer.rope {
+        // The caches' new values, rows 0..=pos visible.
+        let keys = first_output(k_into_cache, &[&k_cache, &k_new, pos])?;
+        let values = v_cache.write_slice_at(&v_new, 2, pos)?;
+        (keys, values, g.arange(DType::I64, ctx)?.le(pos)?)
+    } else {
+        // The old caches (rows 0..pos visible) beside the new token.
+        k_cache.write_slice_at(&k_new, 2, pos)?;
+        v_cache.write_slice_at(&v_new, 2, pos)?;
+        let keys = g.concat(&[&k_cache, &k_new], 2)?;
+        let values = g.concat(&[&v_cache, &v_new], 2)?;
+        let cached = g.arange(DType::I64, ctx)?.lt(pos)?;
+        let visible = g.concat(&[&cached, &g.constant(DType::Bool, shape![1], &[1.0])?], 0)?;
+        (keys, values, visible)
+    };
     let attn = q.attention_masked(&keys, &values, Some(&visible))?;
     let x = (x + &merge_heads(&attn, 1, hidden)?.matmul(&wo)?)?;
 

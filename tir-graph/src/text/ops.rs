@@ -255,6 +255,7 @@ pub(crate) fn custom_template() -> Option<Op> {
             dims: Vec::new(),
             tile: Vec::new(),
             updates: None,
+            slice: None,
         }],
         crate::Safety::Safe,
         &reference,

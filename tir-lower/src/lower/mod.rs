@@ -598,7 +598,8 @@ fn lower_job(
             l.lower_attention_combine((job.root, job.out), &partials, splits, tiles)?;
         }
         None if job.kind == KernelKind::Custom => {
-            return Ok(vec![(lower_custom(g, job, buffers, buffer_of)?, None)])
+            let check = custom_launch_check(g, job, buffers, buffer_of);
+            return Ok(vec![(lower_custom(g, job, buffers, buffer_of)?, check)]);
         }
         None => lower_kind(&mut l, job, tiles)?,
     }
@@ -742,6 +743,36 @@ fn launch_check(
         len: g.ty(operands[1]).shape.dims()[axis].clone(),
         size: g.ty(operands[0]).shape.dims()[axis].clone(),
         what: format!("the write position of state `{}`", state.name),
+    })
+}
+
+/// A user's kernel writing a slice of its state at a run-time position
+/// ([`tir_graph::StateSlice`]) is checked before its launch like `state_write_slice`.
+fn custom_launch_check(
+    g: &Graph,
+    job: &Job,
+    buffers: &[Buffer],
+    buffer_of: &HashMap<NodeId, usize>,
+) -> Option<LaunchCheck> {
+    let Op::Custom { kernel, .. } = &g.node(job.root).op else {
+        return None;
+    };
+    let k = kernel.kernel();
+    let out = &k.outputs()[k.in_place_output()?];
+    let slice = out.slice.as_ref()?;
+    let operands = g.operands(job.root);
+    let types: Vec<&TensorType> = operands.iter().map(|&o| g.ty(o)).collect();
+    let bound = k.bind(&types).ok()?;
+    let state = &buffers[*buffer_of.get(operands.first()?)?];
+    Some(LaunchCheck::SliceInBounds {
+        offset_buffer: *buffer_of.get(operands.get(slice.start)?)?,
+        len: tir_graph::custom::bind_dim(&slice.len, &bound),
+        size: types[0].shape.dims().get(slice.axis)?.clone(),
+        what: format!(
+            "the write position of state `{}` (custom kernel {})",
+            state.name,
+            k.name()
+        ),
     })
 }
 

@@ -22,6 +22,13 @@
 //! state: each program loads only the tile it stores, before the store (loads of input 0 are
 //! ordered by tokens). A safe in-place kernel claims the whole state.
 //!
+//! **In a slice.** An in-place output declared with [`KernelDef::output_in_place_slice`]
+//! writes only a slice of its state at a run-time position (a cache append): its partition
+//! tiles the slice, its view starts at the position, and it claims [`Region::Slice`] from the
+//! position's parameter, so the legality pass proves the stores cover the slice one to one and
+//! lowering adds the launch check that the slice lies inside the state, as for
+//! `state_write_slice`.
+//!
 //! **Unsafe.** A kernel declared [`Safety::Unsafe`] is not proven: lowering records its
 //! contract in an unproven certificate ([`crate::legality::unproven`]). Its output is claimed
 //! [`Region::Whole`] (every element exactly once), or, in place, [`Region::Scattered`] (some
@@ -34,11 +41,13 @@ pub mod rope;
 pub mod topk;
 
 use crate::lower::builder::KernelBuilder;
-use crate::tile::{Access, Block, IndexOp, Region, TileKernel, TileOp, Type, ValueId, WriteRegion};
+use crate::tile::{
+    Access, Block, IndexOp, Region, SliceStart, TileKernel, TileOp, Type, ValueId, WriteRegion,
+};
 use std::collections::{BTreeMap, HashMap};
 use tir_graph::{
     CustomError, CustomInput, CustomKernel, CustomOutput, DType, Dim, Graph, KernelBody, Safety,
-    TensorType,
+    StateSlice, TensorType,
 };
 
 /// The version of the body encoding this build writes and reads (bincode of a [`TileKernel`]
@@ -110,6 +119,7 @@ impl KernelDef {
             dims: dims.to_vec(),
             tile: tile.to_vec(),
             updates: None,
+            slice: None,
         });
         self
     }
@@ -129,8 +139,28 @@ impl KernelDef {
             dims,
             tile: tile.to_vec(),
             updates: Some(0),
+            slice: None,
         });
         self
+    }
+
+    /// Adds an output that updates input 0 (a graph state) in place in one slice only: `len`
+    /// elements along `axis` from the run-time position in input `start` (an `i32`/`i64`
+    /// scalar), every other element keeping its value. `tile` partitions the slice;
+    /// [`Body::output_view`] is a view of the slice, so [`Body::store_own`] writes the program's
+    /// tile of it. The legality pass proves the stores cover the slice one to one, and the
+    /// backends check before each launch that the slice lies inside the state.
+    pub fn output_in_place_slice(
+        self,
+        name: &str,
+        tile: &[u64],
+        (axis, len, start): (usize, Dim, usize),
+    ) -> KernelDef {
+        let mut def = self.output_in_place(name, tile);
+        if let Some(out) = def.outputs.last_mut() {
+            out.slice = Some(StateSlice { axis, len, start });
+        }
+        def
     }
 
     /// An unsafe kernel's grid: one program per tile of `tile` over input `input` (for writes
@@ -183,7 +213,8 @@ impl KernelDef {
             .ok_or_else(|| body_error(&self.name, "it declares no output"))?;
         let (grid_dims, grid_tile) = self.grid_shape(first)?;
         for out in &self.outputs[1..] {
-            if self.grid.is_none() && (out.dims != first.dims || out.tile != first.tile) {
+            let same = out.written_dims() == first.written_dims() && out.tile == first.tile;
+            if self.grid.is_none() && !same {
                 return Err(body_error(
                     &self.name,
                     format!(
@@ -236,7 +267,7 @@ impl KernelDef {
     /// [`KernelDef::grid_over`] input's.
     fn grid_shape(&self, first: &CustomOutput) -> Result<(Vec<Dim>, Vec<u64>), KernelError> {
         let Some((input, tile)) = &self.grid else {
-            return Ok((first.dims.clone(), first.tile.clone()));
+            return Ok((first.written_dims(), first.tile.clone()));
         };
         if self.safety == Safety::Safe {
             return Err(body_error(
@@ -331,25 +362,51 @@ impl Body<'_> {
         Ok(self.whole_view(input, &dims))
     }
 
-    /// A view of all of output `output` (row-major).
+    /// A view of all of output `output` (row-major), or of the slice it writes
+    /// ([`KernelDef::output_in_place_slice`]: the state's strides, from the run-time position).
     pub fn output_view(&mut self, output: usize) -> Result<ValueId, KernelError> {
-        let dims = self
-            .def
-            .outputs
-            .get(output)
-            .ok_or_else(|| body_error(&self.def.name, format!("there is no output {output}")))?
-            .dims
-            .clone();
-        Ok(self.whole_view(self.def.inputs.len() + output, &dims))
+        let out =
+            self.def.outputs.get(output).ok_or_else(|| {
+                body_error(&self.def.name, format!("there is no output {output}"))
+            })?;
+        let (dims, written, slice) = (out.dims.clone(), out.written_dims(), out.slice.clone());
+        let param = self.def.inputs.len() + output;
+        let Some(slice) = slice else {
+            return Ok(self.view_from(param, &dims, &dims, None));
+        };
+        let zero = self.index(0);
+        let position = self.op(
+            TileOp::LoadScalar {
+                param: slice.start,
+                index: zero,
+            },
+            Type::Index,
+        );
+        Ok(self.view_from(param, &dims, &written, Some((slice.axis, position))))
     }
 
     fn whole_view(&mut self, param: usize, dims: &[Dim]) -> ValueId {
-        let offset = self.index(0);
-        let shape: Vec<ValueId> = dims.iter().map(|d| self.dim(d)).collect();
+        self.view_from(param, dims, dims, None)
+    }
+
+    /// A view of `shape` into parameter `param` laid out row-major as `dims`, at element 0 or at
+    /// `position` along `axis`.
+    fn view_from(
+        &mut self,
+        param: usize,
+        dims: &[Dim],
+        shape: &[Dim],
+        at: Option<(usize, ValueId)>,
+    ) -> ValueId {
+        let shape: Vec<ValueId> = shape.iter().map(|d| self.dim(d)).collect();
         let strides = self.b.contiguous_strides(dims);
         for &s in &strides {
             self.types.insert(s, Type::Index);
         }
+        let offset = match at {
+            Some((axis, position)) => self.arith(IndexOp::Mul, position, strides[axis]),
+            None => self.index(0),
+        };
         let rank = shape.len();
         let v = self.b.view(param, offset, shape, strides);
         self.types.insert(v, Type::View { param, rank });
@@ -367,7 +424,7 @@ impl Body<'_> {
     ) -> Result<ValueId, KernelError> {
         let dtype = self.view_dtype(view)?;
         let ty = Type::tile(dtype, shape);
-        let in_place = matches!(self.types.get(&view), Some(Type::View { param, .. }) if self.def.updated_in_place(*param));
+        let in_place = matches!(self.types.get(&view), Some(Type::View { param, .. }) if self.is_in_place(*param));
         // A state updated in place is read before its store in token order (the legality pass's
         // in-place obligation), like every mutable access.
         let token = in_place.then(|| self.b.token());
@@ -414,6 +471,19 @@ impl Body<'_> {
         let view = self.output_view(output)?;
         let coords = self.programs.clone();
         self.store(view, &coords, value)
+    }
+
+    /// Whether parameter `param` is a state updated in place (the input, or the output that
+    /// updates it).
+    fn is_in_place(&self, param: usize) -> bool {
+        let n = self.def.inputs.len();
+        self.def.updated_in_place(param)
+            || (param >= n
+                && self
+                    .def
+                    .outputs
+                    .get(param - n)
+                    .is_some_and(|o| o.updates.is_some()))
     }
 
     fn view_dtype(&self, view: ValueId) -> Result<DType, KernelError> {
@@ -555,14 +625,26 @@ pub fn instantiate(
         .zip(&at)
         .map(|(&(output, _), &param)| WriteRegion {
             param,
-            region: match kernel.safety() {
-                Safety::Unsafe { .. } if in_place(output) => Region::Scattered,
-                _ => Region::Whole,
-            },
+            region: written_region(kernel, output, &bound),
         })
         .collect();
     program.name = name;
     Ok(program)
+}
+
+/// What output `output` writes of its buffer: an unsafe in-place output some elements, a slice
+/// output its slice (the length bound as [`CustomKernel::bind`] bound the operands), else all.
+fn written_region(kernel: &CustomKernel, output: usize, bound: &BTreeMap<String, Dim>) -> Region {
+    let out = &kernel.outputs()[output];
+    match (kernel.safety(), &out.slice) {
+        (Safety::Unsafe { .. }, _) if out.updates.is_some() => Region::Scattered,
+        (_, Some(slice)) => Region::Slice {
+            axis: slice.axis,
+            start: SliceStart::Param(slice.start),
+            len: tir_graph::custom::bind_dim(&slice.len, bound),
+        },
+        _ => Region::Whole,
+    }
 }
 
 /// The kernel's tile program, decoded from its body.
