@@ -300,10 +300,15 @@ fn print_mlir(filter: &str, bytecode: Option<&Path>) -> Result<(), String> {
 }
 
 /// The workloads whose name contains `filter`, or one of its `|`-separated alternatives (all
-/// of them without one).
+/// of them without one); an alternative ending in `$` matches the end of the name (the fp16
+/// `decode_32_layers_h4096_ctx2048$` without its quantized and RoPE variants).
 fn matching(filter: Option<&str>) -> Result<Vec<Workload>, String> {
     let mut all = workloads::all().map_err(|e| e.to_string())?;
-    all.retain(|w| filter.is_none_or(|f| f.split('|').any(|f| w.name.contains(f))));
+    let hit = |name: &str, f: &str| match f.strip_suffix('$') {
+        Some(end) => name.ends_with(end),
+        None => name.contains(f),
+    };
+    all.retain(|w| filter.is_none_or(|f| f.split('|').any(|f| hit(&w.name, f))));
     Ok(all)
 }
 

@@ -561,10 +561,44 @@ pub fn cast(e: &mut Emitter, from: DType, to: DType, x: Value) -> Value {
     }
     match (from.is_float(), to.is_float()) {
         (true, true) => e.ftof(x, dst),
-        (false, true) => e.itof(x, dst, signed(from)),
+        (false, true) => match byte_to_float(e, from, dst, x) {
+            Some(y) => y,
+            None => e.itof(x, dst, signed(from)),
+        },
         (false, false) => e.int_resize(x, dst, signed(from)),
         (true, false) => e.float_to_int(x, dst),
     }
+}
+
+/// An 8-bit integer `x` to `f32` or `f16` by placing its byte in the mantissa of a float whose
+/// exponent makes one mantissa step 1 (2^23 for f32, 2^10 for f16), then subtracting that
+/// float: `bits(2^23) | (u ^ 0x80) = 2^23 + q + 128` for `i8` (`u` its byte, `u ^ 0x80 = q +
+/// 128`), `2^23 + u` for `u8`. Every step is exact. A zero-extend, one `xor` and one add, all at
+/// full rate, where `IToF` is a quarter-rate convert (the K loop of an int8 weight's product
+/// converts every element).
+fn byte_to_float(e: &mut Emitter, from: DType, dst: ScalarType, x: Value) -> Option<Value> {
+    let (int, exponent_bits, one_step) = match dst {
+        ScalarType::F32 => (ScalarType::I32, 0x4B00_0000_i64, 2f64.powi(23)),
+        ScalarType::F16 => (ScalarType::I16, 0x6400, 2f64.powi(10)),
+        _ => return None,
+    };
+    let offset = match from {
+        DType::I8 => 128,
+        DType::U8 => 0,
+        _ => return None,
+    };
+    let shape = e.shape(x);
+    let byte = e.int_resize(x, int, false);
+    let magic = e.constant(int, (exponent_bits | offset) as f64, &shape);
+    let bits = e.same(Opcode::XOrI, byte, magic, vec![]);
+    let biased = e.op1(
+        Opcode::Bitcast,
+        &[bits],
+        vec![],
+        super::emit::tile(dst, &shape),
+    );
+    let bias = e.constant(dst, one_step + offset as f64, &shape);
+    Some(e.float_op(Opcode::SubF, biased, bias))
 }
 
 /// `x` of `from` rounded to the f8 type `dst`. `ftof` rounds once from `f32` and `f16`, and
