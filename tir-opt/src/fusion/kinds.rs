@@ -97,6 +97,9 @@ pub fn classify(
         return (root_updates && rest_simple && state_read_in_place(g, members, root))
             .then_some(KernelKind::StateUpdate);
     }
+    if members.len() > 1 && conv_reads_back(g, root) {
+        return None;
+    }
     if count(Role::Conv) > 0 {
         return (count(Role::Conv) == 1 && conv_fits(g, members, root)).then_some(KernelKind::Conv);
     }
@@ -394,6 +397,21 @@ pub fn conv_input_permute(g: &Graph, members: &BTreeSet<NodeId>, conv: NodeId) -
         && !members.contains(&source)
         && *perm == crate::channels_last::to_first(g.ty(x).rank()))
     .then_some(x)
+}
+
+/// Whether `node` is a permute to channels-first that a conv reads as its input: it belongs in
+/// that conv's kernel ([`conv_input_permute`]), never at the root of another, since a kernel
+/// ending in it would store channels-first and leave the conv a channels-first input (the
+/// same bytes moved, but the slow layout for cuDNN and for the pair of permutes
+/// [`crate::channels_last::copy_conv_inputs`] puts there, the layout it meant to change).
+fn conv_reads_back(g: &Graph, node: NodeId) -> bool {
+    let Op::Permute { perm } = &g.node(node).op else {
+        return false;
+    };
+    *perm == crate::channels_last::to_first(g.ty(node).rank())
+        && g.users(node)
+            .iter()
+            .any(|&u| matches!(g.node(u).op, Op::Conv { .. }) && g.operands(u)[0] == node)
 }
 
 /// The epilogue of `conv` in kernel `members`: every member that depends on the conv (the conv
