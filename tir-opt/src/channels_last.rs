@@ -18,9 +18,9 @@
 //! Guarantees: the same inputs, parameters, states and outputs with the same types, and the same
 //! values (every rewrite composes index maps exactly); every conv's result is used only by one
 //! permute to channels-last ([`verify`] checks both). A conv whose input comes from outside a
-//! region reads it as it lies, so the graph's boundary costs no permute on the way in: the first
-//! convolution's load is the transpose. The simplifier then cancels `permute(permute(x, p), q)`
-//! pairs ([`crate::simplify::layout`]).
+//! region reads it as it lies (no permute pair for the simplifier to cancel; whether it reads a
+//! channels-last copy instead is decided after simplification, below). The simplifier then
+//! cancels `permute(permute(x, p), q)` pairs ([`crate::simplify::layout`]).
 //!
 //! **Inputs from outside a chain** ([`copy_conv_inputs`], after simplification, where the
 //! backend asks for it: [`crate::FusionTarget::conv_inputs_channels_last`]): a convolution
@@ -29,11 +29,13 @@
 //! permute a layout kernel of its own or the end of the kernel that produces `x`, and puts the
 //! outer one in the conv's kernel, which then reads a channels-last buffer
 //! ([`crate::fusion::kinds`] keeps the pair out of one kernel). It runs after the simplifier,
-//! which would cancel the pair. The cost argument: the copy is one more pass over the input
-//! (read and write: 25.7 MB for the n32 c64 56x56 fp16 input, about 10 µs on an H200), and
-//! the output costs nothing more, since the conv's epilogue stores through the permute back.
-//! Against it, cuDNN's fused NHWC engines are far faster than its NCHW ones on large images
-//! (H200, that conv: 0.031 against 0.502 ms; a 1x1 256→64 at 56x56: 0.024 against 0.27).
+//! which would cancel the pair. A conv kernel that reads channels-last also stores
+//! channels-last (fusion's rule), so the permute back to the graph's layout is a layout kernel
+//! too, or the load of whatever reads the value. The cost argument: two more passes, over the
+//! input and over the output (H200, n32 c64 56x56 fp16: 13 µs each, at 2 TB/s), against
+//! cuDNN's NCHW engines (that 3x3 conv: 0.502 ms NCHW, 0.030 NHWC; a 1x1 256→64 at 56x56:
+//! 0.27 against 0.023). Storing NCHW from the NHWC-reading conv instead, fused, is no saving:
+//! cuDNN's engines for mixed layouts measured 0.64 ms on that 3x3.
 //! Left as they lie: a depthwise or grouped conv of fewer than
 //! [`MIN_GROUP_CHANNELS`] channels a group (cuDNN's NHWC depthwise measured 0.356 against 0.138
 //! ms NCHW), and an input whose two layouts are the same bytes (one channel, or one position).
