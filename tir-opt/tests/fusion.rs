@@ -298,7 +298,10 @@ fn conv_takes_its_epilogue_but_reads_its_operands() {
     // Channels-last: the conv reads the copy back and writes through a permute, the bias is
     // `[16]` as given, and the pool reads the channels-last value.
     assert_eq!(ops(&fused, 0), ["relu", "permute"]);
-    assert_eq!(ops(&fused, 1), ["permute", "conv", "permute", "add", "silu"]);
+    assert_eq!(
+        ops(&fused, 1),
+        ["permute", "conv", "permute", "add", "silu"]
+    );
 }
 
 #[test]
