@@ -372,14 +372,22 @@ impl Backend for CudaBackend {
     }
 
     /// [`gpu_target`] for this backend's tuning and matmul policy (the defaults where a
-    /// setting cannot be read; compiling then reports it).
+    /// setting cannot be read; compiling then reports it); convolutions read channels-last
+    /// copies of their inputs unless every one takes the generated kernel by policy (its NCHW
+    /// gather beats its NHWC loop on most shapes: `tir_opt::channels_last`).
     fn target(&self) -> Target {
         let default_tuning = Tuning::default();
         let default_policy = MatmulPolicy::default();
-        gpu_target(
+        let mut target = gpu_target(
             self.tuning().unwrap_or(&default_tuning),
             self.matmul_policy().unwrap_or(&default_policy),
-        )
+        );
+        let all_generated = self.conv_policy().is_ok_and(|p| {
+            p.default == ConvPath::Generated
+                && p.per_kernel.values().all(|&k| k == ConvPath::Generated)
+        });
+        target.fusion.conv_inputs_channels_last = !all_generated;
+        target
     }
 
     fn capabilities(&self) -> Capabilities {

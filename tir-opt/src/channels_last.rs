@@ -18,9 +18,31 @@
 //! Guarantees: the same inputs, parameters, states and outputs with the same types, and the same
 //! values (every rewrite composes index maps exactly); every conv's result is used only by one
 //! permute to channels-last ([`verify`] checks both). A conv whose input comes from outside a
-//! region reads it as it lies, so the graph's boundary costs no permute on the way in: the first
-//! convolution's load is the transpose. The simplifier then cancels `permute(permute(x, p), q)`
-//! pairs ([`crate::simplify::layout`]).
+//! region reads it as it lies (no permute pair for the simplifier to cancel; whether it reads a
+//! channels-last copy instead is decided after simplification, below). The simplifier then
+//! cancels `permute(permute(x, p), q)` pairs ([`crate::simplify::layout`]).
+//!
+//! **Inputs from outside a chain** ([`copy_conv_inputs`], after simplification, where the
+//! backend asks for it: [`crate::FusionTarget::conv_inputs_channels_last`]): a convolution
+//! whose input is read as it lies, channels-first (an NCHW graph input, or a value no chain
+//! made), reads it through `permute(permute(x, to_last), to_first)`. Fusion makes the inner
+//! permute a layout kernel of its own or the end of the kernel that produces `x`, and puts the
+//! outer one in the conv's kernel, which then reads a channels-last buffer
+//! ([`crate::fusion::kinds`] keeps the pair out of one kernel). It runs after the simplifier,
+//! which would cancel the pair. A conv kernel that reads channels-last also stores
+//! channels-last (fusion's rule), so the permute back to the graph's layout is a layout kernel
+//! too, or the load of whatever reads the value. The cost argument: two more passes, over the
+//! input and over the output (H200, n32 c64 56x56 fp16: 13 µs each, at 2 TB/s), against
+//! cuDNN's NCHW engines (that 3x3 conv: 0.502 ms NCHW, 0.030 NHWC; a 1x1 256→64 at 56x56:
+//! 0.27 against 0.023). Storing NCHW from the NHWC-reading conv instead, fused, is no saving:
+//! cuDNN's engines for mixed layouts measured 0.64 ms on that 3x3.
+//! Left as they lie: a depthwise or grouped conv of fewer than
+//! [`MIN_GROUP_CHANNELS`] channels a group (cuDNN's NHWC depthwise measured 0.356 against 0.138
+//! ms NCHW), and an input whose two layouts are the same bytes (one channel, or one position).
+//! The generated kernel's tap-major NHWC loop is slower than its NCHW gather on three of the
+//! five bench shapes (c64 56x56: 0.55 against 0.19 ms), so a backend that runs convolutions
+//! by its generated kernel by policy turns the copy off (the CUDA backend under
+//! `$TIR_CONV=generated`); under `auto` without cuDNN the generated kernel reads the copy.
 //!
 //! Why a pass before saturation rather than egg rules: which values live channels-last is a
 //! global decision over connected chains (a value is permuted once however many users it has),
@@ -30,7 +52,7 @@
 
 use crate::OptError;
 use std::collections::{BTreeMap, BTreeSet};
-use tir_graph::{Dim, Graph, GraphError, NodeId, Op, ReshapeDim};
+use tir_graph::{DType, Dim, Graph, GraphError, NodeId, Op, ReshapeDim};
 
 /// The permutation taking a channels-first value of `rank` to channels-last: `[0, 2.., 1]`.
 pub fn to_last(rank: usize) -> Vec<usize> {
@@ -253,10 +275,110 @@ pub fn channels_last(graph: &Graph) -> Result<Graph, OptError> {
     Ok(relaid)
 }
 
+/// Grouped convolutions with fewer channels a group than this read their input as it lies.
+pub const MIN_GROUP_CHANNELS: u64 = 8;
+
+/// Whether `conv` reads its input as it lies, channels-first, where a channels-last copy pays
+/// (see the module doc): a relaid conv whose input is not already read back from
+/// channels-last, of at least [`MIN_GROUP_CHANNELS`] channels a group, whose input's two
+/// layouts differ, and not of bf16: on the H200, cuDNN's bf16 engine for a lone conv read and
+/// stored channels-last (`op/conv/bf16/2d_bias_sigmoid` with bias and sigmoid) wrote 2 of 800
+/// elements wrong where the channels-first plan is right; until that is understood, bf16 keeps
+/// the plan that was checked.
+fn reads_copy(g: &Graph, conv: NodeId) -> bool {
+    let Op::Conv { groups, .. } = g.node(conv).op else {
+        return false;
+    };
+    if !relaid_conv(g, conv) || g.ty(conv).dtype == DType::BF16 {
+        return false;
+    }
+    let x = g.operands(conv)[0];
+    let rank = g.ty(x).rank();
+    if g.node(x).op
+        == (Op::Permute {
+            perm: to_first(rank),
+        })
+    {
+        return false;
+    }
+    let dims = g.ty(x).shape.dims();
+    let is = |d: &Dim, n: u64| *d == Dim::Static(n);
+    let channels = dims[1].as_static();
+    let per_group = channels.map(|c| c / groups);
+    let one_position = dims[2..].iter().all(|d| is(d, 1));
+    per_group.is_none_or(|c| c >= MIN_GROUP_CHANNELS) && !is(&dims[1], 1) && !one_position
+}
+
+/// Rewrites a simplified `graph` so that every convolution that reads its input as it lies
+/// where a channels-last copy pays ([`reads_copy`]) reads it through
+/// `permute(permute(x, to_last), to_first)` (see the module doc). Values are unchanged; a graph
+/// without such a convolution comes back unchanged.
+pub fn copy_conv_inputs(graph: &Graph) -> Result<Graph, OptError> {
+    let convs: BTreeSet<NodeId> = graph
+        .node_ids()
+        .filter(|&id| reads_copy(graph, id))
+        .collect();
+    if convs.is_empty() {
+        return Ok(graph.clone());
+    }
+    let mut new = Graph::new();
+    let mut value: BTreeMap<NodeId, NodeId> = BTreeMap::new();
+    for id in graph.node_ids() {
+        let node = graph.node(id);
+        let mut operands: Vec<NodeId> = graph.operands(id).iter().map(|o| value[o]).collect();
+        if convs.contains(&id) {
+            let rank = node.ty.rank();
+            let last = new.add_node(
+                Op::Permute {
+                    perm: to_last(rank),
+                },
+                &operands[..1],
+                None,
+            )?;
+            operands[0] = new.add_node(
+                Op::Permute {
+                    perm: to_first(rank),
+                },
+                &[last],
+                None,
+            )?;
+        }
+        let declared = node.op.is_source().then(|| node.ty.clone());
+        value.insert(id, new.add_node(node.op.clone(), &operands, declared)?);
+    }
+    for (name, id) in graph.outputs() {
+        new.add_output(name, value[id])?;
+    }
+    verify_signature(graph, &new)?;
+    Ok(new)
+}
+
 /// Checks what [`channels_last`] guarantees of `after` against `before`: a valid graph with the
 /// same signature (sources and outputs, by name and type, in order), and every relaid conv's
 /// result used by exactly one permute to channels-last.
 pub fn verify(before: &Graph, after: &Graph) -> Result<(), OptError> {
+    verify_signature(before, after)?;
+    for id in after.node_ids() {
+        if !relaid_conv(after, id) {
+            continue;
+        }
+        let users = after.users(id);
+        let expected = Op::Permute {
+            perm: to_last(after.ty(id).rank()),
+        };
+        if users.len() != 1 || after.node(users[0]).op != expected {
+            return Err(OptError::Layout {
+                node: id,
+                why: "its result is not read through one permute to channels-last".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Checks that `after` is a valid graph with `before`'s signature: sources and outputs, by
+/// name and type, in order.
+fn verify_signature(before: &Graph, after: &Graph) -> Result<(), OptError> {
     after.verify()?;
     let signature = |g: &Graph| {
         let mut s: Vec<(String, tir_graph::TensorType)> = g
@@ -287,21 +409,6 @@ pub fn verify(before: &Graph, after: &Graph) -> Result<(), OptError> {
                 what: name,
                 before,
                 after,
-            });
-        }
-    }
-    for id in after.node_ids() {
-        if !relaid_conv(after, id) {
-            continue;
-        }
-        let users = after.users(id);
-        let expected = Op::Permute {
-            perm: to_last(after.ty(id).rank()),
-        };
-        if users.len() != 1 || after.node(users[0]).op != expected {
-            return Err(OptError::Layout {
-                node: id,
-                why: "its result is not read through one permute to channels-last".into(),
             });
         }
     }

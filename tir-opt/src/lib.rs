@@ -2,7 +2,8 @@
 //! computation, simplified, with every computed node in exactly one kernel.
 //!
 //! First [`channels_last`] relays convolution chains out channels-last (a graph pass, checked by
-//! its own verifier); then two stages, each built on the `egg` e-graph library and each checked
+//! its own verifier; after simplification it gives the other convolutions channels-last copies
+//! of their inputs, where the backend asks); then two stages, each built on the `egg` e-graph library and each checked
 //! by a verifier:
 //! 1. [`simplify`]: algebraic and layout rewrite rules plus constant folding, saturated under
 //!    [`Limits`], then extraction (least depth). Checked by [`Graph::verify`] and an unchanged
@@ -87,7 +88,10 @@ pub struct OptReport {
 pub fn optimize(graph: &Graph, options: &OptOptions) -> Result<(FusedGraph, OptReport), OptError> {
     let start = Instant::now();
     let relaid = channels_last::channels_last(graph)?;
-    let (simplified, simplify_stats) = simplify::simplify(&relaid, &options.limits)?;
+    let (mut simplified, simplify_stats) = simplify::simplify(&relaid, &options.limits)?;
+    if options.target.conv_inputs_channels_last {
+        simplified = channels_last::copy_conv_inputs(&simplified)?;
+    }
     let (fused, fusion_stats) = fusion::fuse(&simplified, &options.target, &options.limits)?;
     let mut rules = simplify_stats.fired.clone();
     rules.extend(fusion_stats.fired.iter().map(|(k, v)| (*k, *v)));

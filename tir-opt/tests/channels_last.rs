@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use tir_graph::eval::F64Tensor;
 use tir_graph::{evaluate, shape, DType, Graph, GraphBuilder, Op, Tensor};
-use tir_opt::channels_last::{channels_last, to_first, to_last};
+use tir_opt::channels_last::{channels_last, copy_conv_inputs, to_first, to_last};
 use tir_opt::simplify::simplify;
-use tir_opt::{optimize, KernelKind, Limits, OptOptions};
+use tir_opt::{optimize, FusedGraph, FusionTarget, KernelKind, Limits, OptOptions};
 
 /// Random values for every input and parameter of `g` (static shapes).
 fn sources(g: &Graph) -> BTreeMap<String, F64Tensor> {
@@ -138,18 +138,95 @@ fn each_conv_kernel_reads_and_writes_through_its_permutes() {
     g.output("y", &y).unwrap();
     let (fused, _) = optimize(&g.finish().unwrap(), &OptOptions::default()).unwrap();
     fused.verify().unwrap();
-    let kinds: Vec<KernelKind> = fused.kernels.iter().map(|k| k.kind).collect();
-    assert_eq!(kinds, [KernelKind::Conv, KernelKind::Conv]);
-    let ops = |k: usize| -> Vec<&str> {
-        let members = &fused.kernels[k].members;
-        members
-            .iter()
-            .map(|&m| fused.graph.node(m).op.name())
-            .collect()
-    };
-    assert_eq!(ops(0), ["conv", "permute", "add", "relu"]);
+    // The first conv reads a channels-last copy of the graph's input, made by a layout kernel;
+    // both store channels-last, and a layout kernel permutes the output back.
+    use KernelKind::{Conv, Layout};
+    assert_eq!(kinds(&fused), [Layout, Conv, Conv, Layout]);
+    assert_eq!(ops(&fused, 0), ["permute"]);
+    for k in [1, 2] {
+        assert_eq!(
+            ops(&fused, k),
+            ["permute", "conv", "permute", "add", "relu"]
+        );
+    }
+    assert_eq!(ops(&fused, 3), ["permute"]);
+}
+
+fn kinds(fused: &FusedGraph) -> Vec<KernelKind> {
+    fused.kernels.iter().map(|k| k.kind).collect()
+}
+
+fn ops(fused: &FusedGraph, k: usize) -> Vec<&'static str> {
+    let members = &fused.kernels[k].members;
+    members
+        .iter()
+        .map(|&m| fused.graph.node(m).op.name())
+        .collect()
+}
+
+/// One NCHW conv with its bias and ReLU, its input computed by `input` from a graph input.
+fn lone_conv(input: impl Fn(&Tensor) -> Tensor, channels: u64, groups: u64) -> Graph {
+    let g = GraphBuilder::new();
+    let x = g.input("x", DType::F16, shape![2, channels, 6, 6]).unwrap();
+    let x = input(&x);
+    let w = g
+        .parameter("w", DType::F16, shape![channels, channels / groups, 3, 3])
+        .unwrap();
+    let b = g.parameter("b", DType::F16, shape![channels]).unwrap();
+    let y = x
+        .conv(&w, &[1, 1], &[1, 1], &[(1, 1), (1, 1)], groups)
+        .unwrap();
+    let bias = b.reshape(&[channels.into(), 1.into(), 1.into()]).unwrap();
+    g.output("y", &(&y + &bias).unwrap().relu().unwrap())
+        .unwrap();
+    g.finish().unwrap()
+}
+
+#[test]
+fn a_lone_nchw_conv_computes_channels_last_between_two_layout_kernels() {
+    let graph = lone_conv(|x| x.clone(), 8, 1);
+    let relaid = channels_last(&graph).unwrap();
+    let (simplified, _) = simplify(&relaid, &Limits::default()).unwrap();
+    let copied = copy_conv_inputs(&simplified).unwrap();
+    assert_same_values(&graph, &copied);
+    let (fused, _) = optimize(&graph, &OptOptions::default()).unwrap();
+    fused.verify().unwrap();
+    use KernelKind::{Conv, Layout};
+    assert_eq!(kinds(&fused), [Layout, Conv, Layout]);
+    // The copy's permute to channels-last, the conv reading it back and storing channels-last
+    // (cuDNN's fast engines write NHWC), and the permute back to the graph's layout.
+    let perm_of = |k: usize| &fused.graph.node(fused.kernels[k].root).op;
+    assert_eq!(*perm_of(0), Op::Permute { perm: to_last(4) });
     assert_eq!(
-        ops(1),
-        ["permute", "conv", "permute", "add", "relu", "permute"]
+        ops(&fused, 1),
+        ["permute", "conv", "permute", "add", "relu"]
     );
+    assert_eq!(*perm_of(2), Op::Permute { perm: to_first(4) });
+}
+
+#[test]
+fn the_copy_of_a_conv_input_fuses_into_the_kernel_that_computes_it() {
+    let graph = lone_conv(|x| x.sigmoid().unwrap(), 8, 1);
+    let (fused, _) = optimize(&graph, &OptOptions::default()).unwrap();
+    fused.verify().unwrap();
+    use KernelKind::{Conv, Elementwise, Layout};
+    assert_eq!(kinds(&fused), [Elementwise, Conv, Layout]);
+    assert_eq!(ops(&fused, 0), ["sigmoid", "permute"]);
+}
+
+#[test]
+fn depthwise_convs_and_backends_that_ask_no_copy_read_their_input_as_it_lies() {
+    let depthwise = lone_conv(|x| x.clone(), 8, 8);
+    let (fused, _) = optimize(&depthwise, &OptOptions::default()).unwrap();
+    assert_eq!(kinds(&fused), [KernelKind::Conv]);
+    let no_copy = OptOptions {
+        target: FusionTarget {
+            conv_inputs_channels_last: false,
+            ..FusionTarget::default()
+        },
+        ..OptOptions::default()
+    };
+    let (fused, _) = optimize(&lone_conv(|x| x.clone(), 8, 1), &no_copy).unwrap();
+    assert_eq!(kinds(&fused), [KernelKind::Conv]);
+    assert_eq!(ops(&fused, 0)[0], "conv");
 }

@@ -274,8 +274,8 @@ fn conv_takes_its_epilogue_but_reads_its_operands() {
     let w = g.parameter("w", DType::F16, shape![16, 8, 3, 3]).unwrap();
     let b = g.parameter("b", DType::F16, shape![16]).unwrap();
     let pads = [(1, 1), (1, 1)];
-    // A producer of the input stays a kernel of its own: the conv gathers its windows from
-    // memory.
+    // A producer of the input stays a kernel of its own, which also writes the channels-last
+    // copy the conv reads: the conv gathers its windows from memory.
     let y = x
         .relu()
         .unwrap()
@@ -295,9 +295,13 @@ fn conv_takes_its_epilogue_but_reads_its_operands() {
             KernelKind::Reduction
         ]
     );
-    // Channels-last: the conv writes through a permute, the bias is `[16]` as given, and the
-    // pool reads the channels-last value.
-    assert_eq!(ops(&fused, 1), ["conv", "permute", "add", "silu"]);
+    // Channels-last: the conv reads the copy back and writes through a permute, the bias is
+    // `[16]` as given, and the pool reads the channels-last value.
+    assert_eq!(ops(&fused, 0), ["relu", "permute"]);
+    assert_eq!(
+        ops(&fused, 1),
+        ["permute", "conv", "permute", "add", "silu"]
+    );
 }
 
 #[test]

@@ -669,7 +669,7 @@ fn matmuls(c: &mut Corpus) -> Result<()> {
 /// K steps.
 fn convs(c: &mut Corpus) -> Result<()> {
     type Build = fn(&GraphBuilder, DType) -> Result<Tensor>;
-    let cases: [(&str, u64, Build); 10] = [
+    let cases: [(&str, u64, Build); 11] = [
         ("1d_k3_pad1", 9, |g, d| {
             let w = g.input("w", d, shape![4, 3, 3])?;
             g.input("x", d, shape![2, 3, 17])?
@@ -753,6 +753,13 @@ fn convs(c: &mut Corpus) -> Result<()> {
                 .permute(&[0, 3, 1, 2])?;
             let y = x.conv(&w, &[1, 1], &[1, 1], &[(1, 1), (1, 1)], 1)?;
             (&y + &bias)?.relu()?.permute(&[0, 2, 3, 1])
+        }),
+        // A lone NCHW conv of a computed input over a symbolic batch: the kernel computing the
+        // input also writes the channels-last copy the conv reads.
+        ("2d_copied_input_symbolic", 144, |g, d| {
+            let w = g.input("w", d, shape![16, 16, 3, 3])?;
+            let x = g.input("x", d, shape!["n", 16, 7, 7])?.tanh()?;
+            x.conv(&w, &[1, 1], &[1, 1], &[(1, 1), (1, 1)], 1)
         }),
     ];
     for d in FLOATS {

@@ -644,15 +644,39 @@ pub const SYMBOLIC_TILE: u64 = 128;
 /// innermost axis outwards; a symbolic extent takes what is left, at most [`SYMBOLIC_TILE`]
 /// unless it is the outermost axis.
 pub fn choose_tile(extents: &[Dim], budget: u64) -> Vec<u64> {
+    fill_tile(extents, budget, &[])
+}
+
+/// The most a transpose's tile takes along each of its two contiguous axes.
+pub const TRANSPOSE_RUN: u64 = 32;
+
+/// [`choose_tile`] for a value whose operand's innermost axis is `axis` of the value (a
+/// transpose): the value's innermost axis and `axis` first, at most [`TRANSPOSE_RUN`] each, so
+/// that both the stores and the loads move runs of contiguous elements (a tile filled from the
+/// innermost axis alone reads one element per run when the operand's innermost axis gets 1:
+/// an NHWC to NCHW permute of 25.7 MB took 47 µs on an H200, 0.55 TB/s).
+pub fn transpose_tile(extents: &[Dim], budget: u64, axis: usize) -> Vec<u64> {
+    fill_tile(extents, budget, &[extents.len() - 1, axis])
+}
+
+/// A tile filled first along the axes of `runs` (at most [`TRANSPOSE_RUN`] each), then from
+/// the innermost axis outwards (see [`choose_tile`]).
+fn fill_tile(extents: &[Dim], budget: u64, runs: &[usize]) -> Vec<u64> {
     let mut left = floor_pow2(budget.max(1));
     let mut tile = vec![1u64; extents.len()];
-    for (a, d) in extents.iter().enumerate().rev() {
-        let want = match d {
+    let rest = (0..extents.len()).rev().filter(|a| !runs.contains(a));
+    for a in runs.iter().copied().chain(rest) {
+        let want = match &extents[a] {
             Dim::Static(n) => ceil_pow2(*n),
             Dim::Symbolic(_) | Dim::Expr(_) if a > 0 => left.min(SYMBOLIC_TILE),
             Dim::Symbolic(_) | Dim::Expr(_) => left,
         };
-        tile[a] = want.min(left);
+        let cap = if runs.contains(&a) {
+            TRANSPOSE_RUN
+        } else {
+            u64::MAX
+        };
+        tile[a] = want.min(cap).min(left);
         left /= tile[a];
     }
     tile

@@ -1,6 +1,6 @@
 //! One function per kernel shape: the spaces and grid of the kernel, its loops, and its store.
 
-use super::builder::{ceil_pow2, choose_tile, Ix, Space, SpaceId};
+use super::builder::{ceil_pow2, choose_tile, transpose_tile, Ix, Space, SpaceId};
 use super::channel_scale::{channel_scale, holds_narrow_values, is_narrow, ChannelScale};
 use super::emit::{identity, KernelLowering, RowSpaces};
 use super::LowerError;
@@ -129,7 +129,10 @@ impl KernelLowering<'_> {
     pub fn lower_pointwise(&mut self, root: NodeId, out: usize, tiles: &TileShapes) -> Res<()> {
         let shape = self.g.ty(root).shape.clone();
         let extents = space_dims(&shape);
-        let tile = choose_tile(&extents, tiles.elementwise);
+        let tile = match transposed_axis(&self.g.node(root).op) {
+            Some(axis) => transpose_tile(&extents, tiles.elementwise, axis),
+            None => choose_tile(&extents, tiles.elementwise),
+        };
         let space = self.grid_space(&extents, &tile);
         let value = self.root_value(root, space)?;
         let view = self.row_major(&self.buffers[out].ty.shape, extents.len());
@@ -1141,6 +1144,18 @@ pub fn splits_to_fill(
 }
 
 /// The dims of a space for values of `shape`: a scalar lives in a space of one element.
+/// The axis of a permute's result that is its operand's innermost axis, when that is not the
+/// result's innermost axis too (a transpose, such as the channels-last copies around a conv).
+fn transposed_axis(op: &Op) -> Option<usize> {
+    let Op::Permute { perm } = op else {
+        return None;
+    };
+    let innermost = perm.len().checked_sub(1)?;
+    perm.iter()
+        .position(|&p| p == innermost)
+        .filter(|&axis| axis != innermost)
+}
+
 fn space_dims(shape: &Shape) -> Vec<Dim> {
     if shape.rank() == 0 {
         vec![Dim::Static(1)]

@@ -28,6 +28,10 @@ pub struct FusionTarget {
     /// fused epilogue would tie the product to its own kernel; integer matmuls, which no library
     /// runs, always take their epilogues.
     pub fuse_matmul_epilogue: bool,
+    /// Whether a convolution whose input comes from outside a channels-last chain reads a
+    /// channels-last copy of it ([`crate::channels_last::copy_conv_inputs`]): for a backend
+    /// whose convolutions run faster on NHWC tensors.
+    pub conv_inputs_channels_last: bool,
     /// The fixed cost of one launch, in bytes of memory traffic.
     pub launch_cost_bytes: f64,
     /// The size assumed for a symbolic dim when estimating bytes.
@@ -40,6 +44,7 @@ impl Default for FusionTarget {
             max_inputs: 16,
             max_reduction_width: 32_768,
             fuse_matmul_epilogue: true,
+            conv_inputs_channels_last: true,
             // ~3 µs of launch and tail at ~3 TB/s.
             launch_cost_bytes: 8.0e6,
             symbolic_dim_estimate: 1024,

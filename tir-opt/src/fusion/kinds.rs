@@ -97,6 +97,9 @@ pub fn classify(
         return (root_updates && rest_simple && state_read_in_place(g, members, root))
             .then_some(KernelKind::StateUpdate);
     }
+    if members.len() > 1 && conv_reads_back(g, root) {
+        return None;
+    }
     if count(Role::Conv) > 0 {
         return (count(Role::Conv) == 1 && conv_fits(g, members, root)).then_some(KernelKind::Conv);
     }
@@ -360,7 +363,8 @@ pub fn residual_add(g: &Graph, members: &BTreeSet<NodeId>, mm: NodeId) -> Option
 }
 
 /// A convolution kernel: the conv reads its weights from memory and its input from memory,
-/// perhaps through the one permute back from channels-last ([`conv_input_permute`]); the other
+/// perhaps through the one permute back from channels-last ([`conv_input_permute`]); a conv
+/// whose input is such a permute (a member or not) stores channels-last; the other
 /// members are its epilogue ([`conv_epilogue`]): elementwise ops and permutes after the conv, up
 /// to the root, and the layout ops that bring the epilogue's other operands there (a bias
 /// reshaped to `[O, 1, 1]` or `[O]`), which do not depend on the conv.
@@ -372,9 +376,25 @@ fn conv_fits(g: &Graph, members: &BTreeSet<NodeId>, root: NodeId) -> bool {
         return false;
     };
     let side = operand_side(g, members, conv);
-    let input_ok =
-        side.is_empty() || side == BTreeSet::from_iter(conv_input_permute(g, members, conv));
+    let read_back = conv_input_permute(g, members, conv);
+    let input_ok = side.is_empty() || side == BTreeSet::from_iter(read_back);
+    // A conv reading a channels-last input stores channels-last: cuDNN's NHWC engines are fast
+    // only writing NHWC (H200, n32 c64 56x56 3x3: 0.64 ms storing NCHW, 0.030 NHWC), so the
+    // permute back to channels-first is a layout kernel of its own or a load of the next one.
+    let rank = g.ty(conv).rank();
+    let x = g.operands(conv)[0];
+    let reads_last = g.node(x).op
+        == Op::Permute {
+            perm: crate::channels_last::to_first(rank),
+        };
+    // (The conv alone is a kernel whatever it reads: fusion must never leave one out.)
+    let store_ok = !reads_last
+        || members.len() == 1
+        || perms
+            .get(&root)
+            .is_some_and(|p| *p == crate::channels_last::to_last(rank));
     input_ok
+        && store_ok
         && perms.contains_key(&root)
         && members.iter().all(|&m| {
             perms.contains_key(&m) || side.contains(&m) || (is_layout(role(&g.node(m).op)))
@@ -394,6 +414,21 @@ pub fn conv_input_permute(g: &Graph, members: &BTreeSet<NodeId>, conv: NodeId) -
         && !members.contains(&source)
         && *perm == crate::channels_last::to_first(g.ty(x).rank()))
     .then_some(x)
+}
+
+/// Whether `node` is a permute to channels-first that a conv reads as its input: it belongs in
+/// that conv's kernel ([`conv_input_permute`]), never at the root of another, since a kernel
+/// ending in it would store channels-first and leave the conv a channels-first input (the
+/// same bytes moved, but the slow layout for cuDNN and for the pair of permutes
+/// [`crate::channels_last::copy_conv_inputs`] puts there, the layout it meant to change).
+fn conv_reads_back(g: &Graph, node: NodeId) -> bool {
+    let Op::Permute { perm } = &g.node(node).op else {
+        return false;
+    };
+    *perm == crate::channels_last::to_first(g.ty(node).rank())
+        && g.users(node)
+            .iter()
+            .any(|&u| matches!(g.node(u).op, Op::Conv { .. }) && g.operands(u)[0] == node)
 }
 
 /// The epilogue of `conv` in kernel `members`: every member that depends on the conv (the conv

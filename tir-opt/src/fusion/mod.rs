@@ -437,7 +437,26 @@ struct FusionCost<'a> {
 /// product still reads through a layout op where storing it would cost a kernel more.
 const OFF_LIBRARY_BYTES: f64 = 1.0;
 
+/// What a convolution kernel adds to its cost when the one user of its result is an
+/// elementwise op it left out of its epilogue: a byte, so that of two extractions moving the
+/// same bytes (the epilogue in the conv's kernel and a layout kernel after it, or the epilogue
+/// in the layout kernel) the one whose conv kernel holds its bias and activation wins, the one
+/// the library route fuses ([`kinds::conv_epilogue`]). Only a tie-breaker.
+const EPILOGUE_LEFT_OUT_BYTES: f64 = 1.0;
+
 impl FusionCost<'_> {
+    /// [`EPILOGUE_LEFT_OUT_BYTES`] for a conv kernel whose result's one user is elementwise.
+    fn epilogue_left_out(&self, kind: KernelKind, root: NodeId) -> f64 {
+        let g = self.graph;
+        let users = g.users(root);
+        let left_out = matches!(users.as_slice(), [u] if kinds::is_elementwise(&g.node(*u).op));
+        if kind == KernelKind::Conv && left_out {
+            EPILOGUE_LEFT_OUT_BYTES
+        } else {
+            0.0
+        }
+    }
+
     /// [`OFF_LIBRARY_BYTES`] for a float matmul kernel that is no library call
     /// ([`kinds::is_library_matmul`]) on a target that runs those on a library, else 0.
     fn off_library(&self, kind: KernelKind, members: &[NodeId], root: NodeId) -> f64 {
@@ -472,7 +491,8 @@ impl CostFunction<FusionNode> for FusionCost<'_> {
                 let written = self.target.bytes(self.graph.ty(*root)) as f64;
                 let own = self.target.launch_cost_bytes
                     + written
-                    + self.off_library(*kind, members, *root);
+                    + self.off_library(*kind, members, *root)
+                    + self.epilogue_left_out(*kind, *root);
                 inputs.iter().fold(own, |sum, &i| {
                     let Some((bytes, users)) = self.values.get(&i) else {
                         return sum + costs(i);
