@@ -571,19 +571,6 @@ impl KernelBuilder {
         })
     }
 
-    /// The operand of `x` and its dtype, when `x` is a cast defined in a block still open.
-    pub fn cast_source(&self, x: ValueId) -> Option<(ValueId, DType)> {
-        let stmts = || self.blocks.iter().flatten();
-        let source = stmts().find_map(|s| match (s.defs.first(), &s.op) {
-            (Some((id, _)), TileOp::Cast { x: from }) if *id == x => Some(*from),
-            _ => None,
-        })?;
-        stmts().find_map(|s| match s.defs.first() {
-            Some((id, Type::Tile { dtype, .. })) if *id == source => Some((source, *dtype)),
-            _ => None,
-        })
-    }
-
     /// How many blocks are open (1 at the kernel's top level).
     pub fn depth(&self) -> usize {
         self.blocks.len()

@@ -1,7 +1,6 @@
 //! One function per kernel shape: the spaces and grid of the kernel, its loops, and its store.
 
 use super::builder::{ceil_pow2, choose_tile, transpose_tile, Ix, Space, SpaceId};
-use super::channel_scale::{channel_scale, holds_narrow_values, is_narrow, ChannelScale};
 use super::emit::{identity, KernelLowering, RowSpaces};
 use super::LowerError;
 use crate::target::{TileShapes, MATVEC_M, QUANT_SMALL_M};
@@ -318,47 +317,14 @@ impl KernelLowering<'_> {
         let a_space = self.with_axis(space, rank - 1, tk, kk, k_extent);
         let b_space = self.with_axis(space, rank - 2, tk, kk, k_extent);
         let a_tile = self.value(a, &operand_ix(&g.ty(a).shape, rank), a_space)?;
-        let scale = channel_scale(g, &self.members, mm);
-        if let Some(cs) = &scale {
-            // The loop reads the stored values where the graph scales them.
-            let x = self.value(cs.unscaled, &cs.unscaled_ix, b_space)?;
-            let key = (cs.mul, cs.mul_ix.clone(), b_space);
-            self.memo.insert(key, (x, self.b.depth()));
-        }
         let b_tile = self.value(b, &operand_ix(&g.ty(b).shape, rank), b_space)?;
         let a_tile = self.mask_k(a_tile, g.ty(a).dtype, a_space, rank - 1, &tiling.k, tk);
         let b_tile = self.mask_k(b_tile, g.ty(b).dtype, b_space, rank - 2, &tiling.k, tk);
-        let sum = if vector {
+        if vector {
             let a = (a_tile, g.ty(a).dtype);
-            let b_tile = match holds_narrow_values(g.ty(b).dtype) {
-                true => self.narrow_source(b_tile),
-                false => b_tile,
-            };
-            self.close_vector_k_loop(kk, range, (acc0, acc_in, acc_ty), a, b_tile)
-        } else {
-            self.close_k_loop(kk, range, (acc0, acc_in, acc_ty), a_tile, b_tile)
-        };
-        match scale {
-            Some(cs) => self.scaled_sum(sum, &cs, space, acc_dtype),
-            None => Ok(sum),
+            return Ok(self.close_vector_k_loop(kk, range, (acc0, acc_in, acc_ty), a, b_tile));
         }
-    }
-
-    /// `sum` (the K loop's accumulator over `space`) times the scale factored out of the loop.
-    fn scaled_sum(
-        &mut self,
-        sum: ValueId,
-        cs: &ChannelScale,
-        space: SpaceId,
-        acc_dtype: DType,
-    ) -> Res<ValueId> {
-        let tile = self.b.spaces[space].tile.clone();
-        let acc_ty = Type::tile(acc_dtype, &tile);
-        let mut scale = self.value(cs.scale, &cs.scale_ix, space)?;
-        if self.g.ty(cs.scale).dtype != acc_dtype {
-            scale = self.b.emit(TileOp::Cast { x: scale }, acc_ty.clone());
-        }
-        Ok(self.binary(BinaryOp::Mul, sum, scale, &acc_ty))
+        Ok(self.close_k_loop(kk, range, (acc0, acc_in, acc_ty), a_tile, b_tile))
     }
 
     /// [`Self::close_k_loop`] for an A of one row, `a: [.., 1, k]`: each step adds the products
@@ -402,23 +368,6 @@ impl KernelLowering<'_> {
             },
             Type::tile(dtype, &row),
         )
-    }
-
-    /// The 8-bit tile `x` (of a dtype that holds its values) is cast from through float dtypes
-    /// that hold them too, else `x`: casting that tile to the vector path's f32 gives the same
-    /// values with one convert, not one per cast.
-    fn narrow_source(&self, x: ValueId) -> ValueId {
-        let mut at = x;
-        while let Some((from, dtype)) = self.b.cast_source(at) {
-            if is_narrow(dtype) {
-                return from;
-            }
-            if !holds_narrow_values(dtype) {
-                break;
-            }
-            at = from;
-        }
-        x
     }
 
     /// Makes `sum` (over `space`, in the accumulator's dtype) rounded to `mm`'s dtype the value

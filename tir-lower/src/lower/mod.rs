@@ -14,7 +14,6 @@
 
 pub mod attention;
 pub mod builder;
-mod channel_scale;
 pub mod collective;
 pub mod conv;
 pub mod custom;
