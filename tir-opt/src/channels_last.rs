@@ -310,7 +310,7 @@ fn reads_copy(g: &Graph, conv: NodeId) -> bool {
 }
 
 /// Rewrites a simplified `graph` so that every convolution that reads its input as it lies
-/// where a channels-last copy pays ([`reads_copy`]) reads it through
+/// where a channels-last copy pays (`reads_copy`) reads it through
 /// `permute(permute(x, to_last), to_first)` (see the module doc). Values are unchanged; a graph
 /// without such a convolution comes back unchanged.
 pub fn copy_conv_inputs(graph: &Graph) -> Result<Graph, OptError> {
